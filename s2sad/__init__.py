@@ -1,0 +1,9 @@
+"""s2sad: source-to-source automatic differentiation for Python/NumPy, compiled by numba."""
+
+__version__ = "0.1.0"
+
+from s2sad.api import differentiate, grad, jit, source, stop_gradient, value_and_grad, vjp  # noqa: E402
+from s2sad.errors import S2SADError, SourceUnavailableError, UnsupportedError  # noqa: E402
+
+__all__ = ["differentiate", "grad", "jit", "source", "stop_gradient", "value_and_grad", "vjp",
+           "S2SADError", "SourceUnavailableError", "UnsupportedError", "__version__"]

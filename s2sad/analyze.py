@@ -1,0 +1,372 @@
+"""What the reverse sweep needs to know about a normalized function.
+
+- activity: which variables carry derivatives (depend on the inputs differentiated *and*
+  reach the differentiated output); only active statements get adjoint code;
+- replay: single-definition temporaries inside loops that the reverse sweep recomputes
+  cheaply instead of taping them;
+- needed/saved: which values the reverse sweep reads, and which of those the primal sweep
+  overwrites (those get a tape, or for write-once arrays a cheap refill);
+- homes: where each adjoint variable is set to zero in the reverse sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from s2sad import ir
+from s2sad.errors import UnsupportedError, located
+from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Store, Var, While
+
+FILLS = {"zeros": 0.0, "ones": 1.0}
+
+
+def diff_positions(prim: Prim) -> list[int]:
+    if not prim.rule.differentiable:
+        return []
+    return [i for i in prim.rule.template().differentiable_positions() if i < len(prim.args)]
+
+
+def diff_operands(expr) -> list[str]:
+    """Variables whose adjoint this expression's adjoint writes to."""
+    if isinstance(expr, Prim):
+        return [expr.args[i].name for i in diff_positions(expr) if isinstance(expr.args[i], Var)]
+    if isinstance(expr, Load):
+        return [expr.base.name]
+    return ir.atom_vars([expr.value])
+
+
+def template_reads(prim: Prim, positions: list[int]) -> set[str]:
+    """Template parameter names the contributions for `positions` read (besides g)."""
+    import libcst as cst
+
+    t = prim.rule.template()
+    names: set[str] = set()
+
+    def collect(node):
+        class V(cst.CSTVisitor):
+            def visit_Name(self, n):
+                names.add(n.value)
+
+        node.visit(V())
+
+    for i in positions:
+        collect(t.results[i])
+    for stmt in t.statements:  # locals: count what they read too (conservative)
+        collect(stmt)
+    return names & set(t.params)
+
+
+@dataclass
+class Analysis:
+    fn: ir.Function
+    wrt: list[str]
+    active: set = field(default_factory=set)
+    varied: set = field(default_factory=set)
+    depth: dict = field(default_factory=dict)  # id(stmt) -> loop depth
+    block_of: dict = field(default_factory=dict)  # id(stmt) -> the block list holding it
+    path: dict = field(default_factory=dict)  # id(stmt) -> ids of enclosing blocks, outermost first
+    owner: dict = field(default_factory=dict)  # id(block) -> statement owning it (None for the body)
+    defs: dict = field(default_factory=dict)  # name -> [Assign|For] writing it
+    stores: dict = field(default_factory=dict)  # name -> [Store]
+    uses: dict = field(default_factory=dict)  # name -> [stmt reading it directly]
+    replay: dict = field(default_factory=dict)  # name -> defining Assign
+    direct: set = field(default_factory=set)
+    needed: set = field(default_factory=set)
+    saved: set = field(default_factory=set)
+    store_fill: dict = field(default_factory=dict)  # id(Store) -> fill value restoring it
+    homes: dict = field(default_factory=dict)  # id(block) -> [names zeroed there]
+    home_defs: set = field(default_factory=set)  # ids of Assigns that need no adjoint reset
+    working: set = field(default_factory=set)  # ids of statements whose reverse is not empty
+
+    # ------------------------------------------------------------ structure
+    def index(self):
+        def visit(block, depth, path, owner):
+            self.owner[id(block)] = owner
+            path = path + [id(block)]
+            for s in block:
+                self.depth[id(s)] = depth
+                self.block_of[id(s)] = block
+                self.path[id(s)] = path
+                for name in ir.stmt_reads(s):
+                    self.uses.setdefault(name, []).append(s)
+                if isinstance(s, (Assign, For)):
+                    self.defs.setdefault(s.target, []).append(s)
+                if isinstance(s, Store):
+                    self.stores.setdefault(s.base, []).append(s)
+                inner = depth + isinstance(s, (For, While))
+                for child in ir.children(s):
+                    visit(child, inner, path, s)
+
+        visit(self.fn.body, 0, [], None)
+
+    def stmts(self):
+        for s, _, _ in ir.walk(self.fn.body):
+            yield s
+
+    # -------------------------------------------------------------- activity
+    def activity(self, out: str):
+        varied = set(self.wrt)
+        useful = {out}
+        changed = True
+        while changed:
+            changed = False
+            for s in self.stmts():
+                if isinstance(s, Assign) and s.target not in varied and set(diff_operands(s.value)) & varied:
+                    varied.add(s.target)
+                    changed = True
+                if isinstance(s, Store) and s.base not in varied and ir.atom_vars([s.value]) and \
+                        s.value.name in varied:
+                    varied.add(s.base)
+                    changed = True
+                if isinstance(s, Assign) and s.target in useful:
+                    new = set(diff_operands(s.value)) - useful
+                elif isinstance(s, Store) and s.base in useful:
+                    new = set(ir.atom_vars([s.value])) - useful
+                else:
+                    new = set()
+                if new:
+                    useful |= new
+                    changed = True
+        self.varied = varied
+        self.active = varied & useful
+
+    def has_adjoint(self, s) -> bool:
+        """Does the statement pass derivatives to its operands (or kill an adjoint)?"""
+        if isinstance(s, Assign):
+            return s.target in self.active and bool(set(diff_operands(s.value)) & self.active)
+        if isinstance(s, Store):
+            return s.base in self.active
+        return False
+
+    # ---------------------------------------------------------------- replay
+    def find_replay(self):
+        params, outs = set(self.fn.params), set(self.fn.outputs)
+        cands = {}
+        for name, defs in self.defs.items():
+            s = defs[0]
+            if len(defs) != 1 or not isinstance(s, Assign) or name in params or name in outs or name in self.stores:
+                continue
+            if self.depth[id(s)] == 0 or (isinstance(s.value, Prim) and not s.value.rule.cheap):
+                continue
+            block = self.block_of[id(s)]
+            pos = _position(block, s)
+            uses = self.uses.get(name, [])
+            if not all(isinstance(u, (Assign, Store)) and self.block_of[id(u)] is block
+                       and _position(block, u) > pos for u in uses):
+                continue
+            cands[name] = s
+        changed = True
+        while changed:
+            changed = False
+            for name, s in list(cands.items()):
+                block = self.block_of[id(s)]
+                last = self.last_use(name, cands, block)
+                operands = set(ir.atom_vars(ir.expr_operands(s.value)))
+                between = block[_position(block, s) + 1:last]
+                if any(ir.all_writes(b) & operands for b in between):
+                    del cands[name]
+                    changed = True
+        self.replay = cands
+
+    def last_use(self, name, cands, block, seen=None) -> int:
+        seen = seen or set()
+        last = _position(block, cands[name])
+        for u in self.uses.get(name, []):
+            last = max(last, _position(block, u))
+            if isinstance(u, Assign) and u.target in cands and u.target not in seen:
+                last = max(last, self.last_use(u.target, cands, block, seen | {name}))
+        return last
+
+    def find_direct(self):
+        params, outs = set(self.fn.params), set(self.fn.outputs)
+        for name, defs in self.defs.items():
+            uses = self.uses.get(name, [])
+            if len(defs) != 1 or not isinstance(defs[0], Assign) or name in params or name in outs:
+                continue
+            if len(uses) != 1 or not isinstance(uses[0], (Assign, Store)) or name in self.stores:
+                continue
+            if isinstance(uses[0], Assign) and isinstance(uses[0].value, Load) and uses[0].value.base.name == name:
+                continue  # indexed reads accumulate into a whole adjoint array
+            block = self.block_of[id(defs[0])]
+            if self.block_of[id(uses[0])] is block and _position(block, uses[0]) > _position(block, defs[0]):
+                self.direct.add(name)
+
+    # ---------------------------------------------------- needed and saved
+    def reverse_reads(self, s) -> set[str]:
+        if not self.has_adjoint(s):
+            return set()
+        if isinstance(s, Store):
+            return set(ir.atom_vars(ir.index_atoms(s.index)))
+        v = s.value
+        if isinstance(v, Load):
+            return set(ir.atom_vars(ir.index_atoms(v.index)))
+        if isinstance(v, Prim):
+            positions = [i for i in diff_positions(v) if isinstance(v.args[i], Var) and v.args[i].name in self.active]
+            names = template_reads(v, positions)
+            t = v.rule.template()
+            bound = dict(zip(t.params[2:], v.args))
+            bound.update(dict(v.kwargs))
+            out = {bound[n].name for n in names if n in bound and isinstance(bound[n], Var)}
+            if t.params[1] in names:
+                out.add(s.target)
+            return out
+        return set()
+
+    def save_kind(self, name) -> bool:
+        if name in self.replay:
+            return False
+        defs = [d for d in self.defs.get(name, []) if isinstance(d, Assign)]
+        if name in self.fn.params:
+            return bool(defs)
+        return len(defs) > 1 or any(self.depth[id(d)] > 0 for d in defs)
+
+    def needs(self):
+        changed = True
+        while changed:
+            before = (len(self.needed), len(self.working))
+            for s in self.stmts():
+                if self.has_adjoint(s):
+                    self.needed |= self.reverse_reads(s)
+            for name in list(self.needed):
+                if name in self.replay:
+                    self.needed |= set(ir.atom_vars(ir.expr_operands(self.replay[name].value)))
+            self.saved = {n for n in self.needed if self.save_kind(n)}
+            for name in self.needed & set(self.stores):
+                self.plan_stores(name)
+            self.working = set()
+            self.mark_working(self.fn.body)
+            for s in self.stmts():
+                if id(s) in self.working and isinstance(s, (If, For)):  # a While replays by its trip count
+                    self.needed |= set(ir.stmt_reads(s))
+            changed = (len(self.needed), len(self.working)) != before
+
+    def mark_working(self, block) -> bool:
+        any_work = False
+        for s in block:
+            work = self.has_adjoint(s)
+            work |= isinstance(s, Assign) and s.target in self.saved
+            work |= isinstance(s, Store) and s.base in self.needed
+            work |= isinstance(s, Assign) and s.target in self.active and id(s) not in self.home_defs
+            for child in ir.children(s):
+                work |= self.mark_working(child)
+            if work:
+                self.working.add(id(s))
+                any_work = True
+        return any_work
+
+    def plan_stores(self, name):
+        stores = self.stores[name]
+        fill = self.write_once_fill(name, stores)
+        for s in stores:
+            self.store_fill[id(s)] = fill
+
+    def write_once_fill(self, name, stores):
+        """The fill value when every element of `name` is written at most once, else None."""
+        defs = self.defs.get(name, [])
+        if len(defs) != 1 or not isinstance(defs[0], Assign) or self.depth[id(defs[0])] != 0:
+            return None
+        value = defs[0].value
+        if not (isinstance(value, Prim) and value.rule.name in FILLS):
+            return None
+        if any(isinstance(s, Assign) and isinstance(s.value, Copy) and s.value.value == Var(name)
+               for s in self.stmts()):
+            return None  # aliased
+        consts, loops = [], []
+        for s in stores:
+            if self.depth[id(s)] == 0 and all(isinstance(i, Const) and isinstance(i.value, int) for i in s.index):
+                consts.append(tuple(i.value for i in s.index))
+                continue
+            loop = self.enclosing_loops(s)
+            if len(loop) != 1 or not isinstance(loop[0], For) or s.index != (Var(loop[0].target),):
+                return None
+            f = loop[0]
+            if not (isinstance(f.start, Const) and isinstance(f.step, Const) and f.step.value > 0):
+                return None
+            if len(self.defs.get(f.target, [])) != 1:
+                return None
+            loops.append(f)
+        if len(loops) > 1 or len(set(consts)) != len(consts):
+            return None
+        if loops and any(len(c) != 1 or c[0] >= loops[0].start.value or c[0] < 0 for c in consts):
+            return None
+        return FILLS[value.rule.name]
+
+    def enclosing_loops(self, s) -> list:
+        loops = []
+        for block_id in self.path[id(s)]:
+            owner = self.owner[block_id]
+            if isinstance(owner, (For, While)):
+                loops.append(owner)
+        return loops
+
+    # ------------------------------------------------------------------ homes
+    def place_homes(self):
+        body = self.fn.body
+        for name in sorted(self.active):
+            if name in self.direct:
+                continue
+            refs = [s for s in self.stmts() if name in ir.stmt_reads(s) or name in ir.stmt_writes(s)]
+            if name in self.fn.params or not refs:
+                self.homes.setdefault(id(body), []).append(name)
+                continue
+            common = _common_prefix([self.path[id(s)] for s in refs])
+            block = body if name in self.fn.outputs else self.block_by_id(common[-1])
+            while True:
+                first = next(s for s in block if name in ir.all_reads(s) | ir.all_writes(s))
+                if isinstance(first, Assign) and first.target == name and \
+                        name not in ir.atom_vars(ir.expr_operands(first.value)):
+                    self.home_defs.add(id(first))
+                    break
+                if block is body:
+                    break
+                block = self.block_of[id(self.owner[id(block)])]
+            self.homes.setdefault(id(block), []).append(name)
+
+    def block_by_id(self, block_id):
+        if block_id == id(self.fn.body):
+            return self.fn.body
+        for s in self.stmts():
+            for child in ir.children(s):
+                if id(child) == block_id:
+                    return child
+        raise KeyError(block_id)
+
+    def check_stores(self):
+        for name, stores in self.stores.items():
+            defs = self.defs.get(name, [])
+            alias = name in self.fn.params or any(isinstance(d, Assign) and isinstance(d.value, Copy) for d in defs)
+            if alias:
+                loc = stores[0].loc
+                msg = f"in-place write to `{name}`, which is an argument or another name for an array"
+                raise UnsupportedError(located(msg, loc.filename, loc.line, loc.col, loc.text,
+                                               f"write into a new array instead: `{name} = {name}.copy()` or "
+                                               "np.zeros(...)"))
+
+
+def _position(block, stmt) -> int:
+    for i, s in enumerate(block):
+        if s is stmt:
+            return i
+    raise ValueError("statement not in block")
+
+
+def _common_prefix(paths):
+    prefix = paths[0]
+    for p in paths[1:]:
+        n = 0
+        while n < min(len(prefix), len(p)) and prefix[n] == p[n]:
+            n += 1
+        prefix = prefix[:n]
+    return prefix
+
+
+def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
+    a = Analysis(fn, wrt)
+    a.index()
+    a.check_stores()
+    a.activity(fn.outputs[0])
+    a.find_replay()
+    a.find_direct()
+    a.place_homes()
+    a.needs()
+    return a

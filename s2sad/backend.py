@@ -1,0 +1,65 @@
+"""Turn generated source into callables: numba-compiled (default) or plain Python."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import types
+
+from s2sad.cache import cache_dir, ensure_file
+
+BACKENDS = ("numba", "python")
+_LOADED: dict[tuple[str, str], types.ModuleType] = {}
+_COMPILED: dict[tuple[str, str, str], object] = {}
+
+
+def module_name(source: str, stem: str) -> str:
+    from s2sad import __version__
+    from s2sad.rules.registry import RULES_VERSION
+
+    digest = hashlib.sha256(f"{__version__}\n{RULES_VERSION}\n{source}".encode()).hexdigest()[:20]
+    return f"s2sad_gen_{stem}_{digest}"
+
+
+def load_module(source: str, stem: str, backend: str) -> types.ModuleType:
+    """Import `source` from a file in the cache dir (named by its hash, so never stale)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    name = module_name(source, stem)
+    key = (name, backend)
+    if key in _LOADED:
+        return _LOADED[key]
+    path = cache_dir() / f"{name}.py"
+    ensure_file(path, source)
+    if backend == "python":
+        module = types.ModuleType(name + "_py")
+        module.__file__ = str(path)
+        exec(compile(source, str(path), "exec"), module.__dict__)
+        module.List = list  # tapes as plain lists when running uncompiled
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before exec: numba's cache locates functions through it
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    _LOADED[key] = module
+    return module
+
+
+def compile_function(source: str, stem: str, func: str, backend: str):
+    """The function `func` defined in `source`, compiled for `backend`."""
+    module = load_module(source, stem, backend)
+    key = (module.__name__, backend, func)
+    if key not in _COMPILED:
+        py = getattr(module, func)
+        if backend == "numba":
+            import numba
+
+            _COMPILED[key] = numba.njit(cache=True)(py)
+        else:
+            _COMPILED[key] = py
+    return _COMPILED[key]

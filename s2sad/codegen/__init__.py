@@ -1,0 +1,1 @@
+"""Code generation: normalized IR + analysis -> Python source text."""

@@ -1,0 +1,132 @@
+"""Printing: atoms, primitives and rule templates as Python source; an indenting line writer."""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import libcst as cst
+
+from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
+from s2sad.rules.registry import OPERATORS
+
+ATTRIBUTE_RULES = {"shape", "size", "ndim"}
+HEADER_IMPORTS = (
+    "import math\n"
+    "import numpy as np\n"
+    "from numba.typed import List\n"
+    "from s2sad.runtime import (copy_adj, matmul_adjoint_a, matmul_adjoint_b, mean_adjoint, range_last,\n"
+    "                           restore, stop_gradient, sum_adjoint, unbroadcast, zeros_like_adj)\n"
+)
+
+
+def const_text(value) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "np.nan"
+        if math.isinf(value):
+            return "np.inf" if value > 0 else "-np.inf"
+    return repr(value)
+
+
+def atom(a) -> str:
+    return a.name if isinstance(a, Var) else const_text(a.value)
+
+
+def operand(a) -> str:
+    """An atom as an operator operand: negative constants get parentheses."""
+    text = atom(a)
+    return f"({text})" if text.startswith("-") else text
+
+
+def index_text(index) -> str:
+    parts = []
+    for item in index:
+        if isinstance(item, Slice):
+            lo, hi, st = (atom(p) if p is not None else "" for p in (item.lower, item.upper, item.step))
+            parts.append(f"{lo}:{hi}" + (f":{st}" if st else ""))
+        else:
+            parts.append(atom(item))
+    return ", ".join(parts) if parts else "()"
+
+
+def expr_text(expr) -> str:
+    if isinstance(expr, Copy):
+        return atom(expr.value)
+    if isinstance(expr, Load):
+        return f"{expr.base.name}[{index_text(expr.index)}]"
+    return prim_text(expr)
+
+
+def prim_text(p: Prim) -> str:
+    rule = p.rule
+    if rule.operator:
+        op, _ = OPERATORS[rule.operator]
+        if len(p.args) == 1:
+            return f"{op} {operand(p.args[0])}" if op == "not" else f"{op}{operand(p.args[0])}"
+        return f"{operand(p.args[0])} {op} {operand(p.args[1])}"
+    if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
+        return f"{atom(p.args[0])}.{rule.name}"
+    args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]
+    return f"{p.spelled or rule.spelled}({', '.join(args)})"
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, mapping: dict[str, str]):
+        self.mapping = mapping
+
+    def leave_Name(self, original, updated):
+        text = self.mapping.get(original.value)
+        if text is None:
+            return updated
+        simple = text.replace("_", "a").isalnum() or _is_plain_number(text)
+        return cst.parse_expression(text if simple else f"({text})")
+
+
+def _is_plain_number(text: str) -> bool:
+    try:
+        float(text)
+        return not text.startswith("-")
+    except ValueError:
+        return False
+
+
+_MODULE = cst.Module([])
+
+
+def instantiate(node: cst.CSTNode, mapping: dict[str, str]) -> str:
+    """Template expression/statement text with its parameter names replaced."""
+    return _MODULE.code_for_node(node.visit(_Rename(mapping))).strip()
+
+
+class Writer:
+    """Collects indented lines; `comment` prints a user line once per run of statements."""
+
+    def __init__(self, indent: int = 1):
+        self.lines: list[str] = []
+        self.level = indent
+        self.last_loc = None
+
+    def line(self, text: str):
+        self.lines.append("    " * self.level + text)
+
+    def comment(self, loc, suffix=""):
+        if loc is not None and (loc != self.last_loc or suffix):
+            self.line(f"# {loc.text}{suffix}")
+            self.last_loc = loc
+
+    @contextmanager
+    def block(self):
+        self.level += 1
+        self.last_loc = None
+        try:
+            yield
+        finally:
+            self.level -= 1
+            self.last_loc = None
+
+    def mark(self) -> int:
+        return len(self.lines)
+
+    def empty_since(self, mark: int) -> bool:
+        return all(ln.strip().startswith("#") for ln in self.lines[mark:])

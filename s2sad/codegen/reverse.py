@@ -1,0 +1,293 @@
+"""Reverse mode: a primal sweep (with tapes where the analysis asks) then an adjoint sweep.
+
+The adjoint sweep walks the program backwards, restoring every overwritten value it needs
+from its tape as it passes the statement that overwrote it, so each statement's adjoint sees
+exactly the values its primal saw. Cheap temporaries inside loops are recomputed ("replayed")
+instead of taped.
+"""
+
+from __future__ import annotations
+
+from s2sad import ir
+from s2sad.analyze import Analysis, diff_positions, template_reads
+from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
+from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Store, Var, While
+from s2sad.normalize import Names
+
+
+class ReverseGen:
+    def __init__(self, fn: ir.Function, analysis: Analysis):
+        self.fn = fn
+        self.a = analysis
+        self.names = Names(fn.user_names | fn.temps)
+        self._bars: dict[str, str] = {}
+        self.tapes: dict = {}  # var name or id(stmt) -> tape variable
+        self.iters: dict = {}  # id(While) -> trip counter variable
+
+    def bar(self, name: str) -> str:
+        if name not in self._bars:
+            self._bars[name] = self.names.fresh(name + "_bar")
+        return self._bars[name]
+
+    def tape(self, key, hint: str) -> str:
+        if key not in self.tapes:
+            self.tapes[key] = self.names.fresh(hint + "_tape")
+        return self.tapes[key]
+
+    # -------------------------------------------------------------- primal
+    def primal_block(self, w: Writer, block):
+        for s in block:
+            w.comment(s.loc)
+            if isinstance(s, Assign):
+                w.line(f"{s.target} = {expr_text(s.value)}")
+                if s.target in self.a.saved:
+                    w.line(f"{self.tape(s.target, s.target)}.append({s.target})")
+            elif isinstance(s, Store):
+                target = f"{s.base}[{index_text(s.index)}]"
+                if self.a.store_fill.get(id(s), "none") is None:
+                    w.line(f"{self.tape(id(s), s.base)}.append(copy_adj({target}))")
+                w.line(f"{target} = {atom(s.value)}")
+            elif isinstance(s, If):
+                w.line(f"if {atom(s.test)}:")
+                self.sub_block(w, s.body, self.primal_block)
+                if s.orelse:
+                    w.line("else:")
+                    self.sub_block(w, s.orelse, self.primal_block)
+            elif isinstance(s, For):
+                w.line(f"for {s.target} in {range_text(s.start, s.stop, s.step)}:")
+                self.sub_block(w, s.body, self.primal_block)
+            elif isinstance(s, While):
+                self.primal_while(w, s)
+
+    def primal_while(self, w: Writer, s: While):
+        counted = id(s) in self.a.working
+        if counted:
+            n = self.iters[id(s)] = self.names.fresh("iterations")
+            w.line(f"{n} = 0")
+        self.primal_block(w, s.test_body)
+        w.line(f"while {atom(s.test)}:")
+        with w.block():
+            self.primal_block(w, s.body)
+            self.primal_block(w, s.test_body)
+            if counted:
+                w.line(f"{n} += 1")
+            if not w.lines[-1].strip() or w.lines[-1].rstrip().endswith(":"):
+                w.line("pass")
+        if counted and self.a.depth[id(s)] > 0:
+            w.line(f"{self.tape(id(s), n)}.append({n})")
+
+    def sub_block(self, w: Writer, block, fn):
+        with w.block():
+            mark = w.mark()
+            fn(w, block)
+            if w.empty_since(mark):
+                w.line("pass")
+
+    # ------------------------------------------------------------- adjoint
+    def reverse_block(self, w: Writer, block):
+        for name in self.a.homes.get(id(block), []):
+            if block is not self.fn.body:
+                w.line(f"{self.bar(name)} = zeros_like_adj({name})")
+        replayed: set = set()
+        for s in reversed(block):
+            if id(s) not in self.a.working:
+                continue
+            if isinstance(s, Assign):
+                self.reverse_assign(w, s, block, replayed)
+            elif isinstance(s, Store):
+                self.reverse_store(w, s, block, replayed)
+            elif isinstance(s, If):
+                self.reverse_if(w, s)
+            elif isinstance(s, For):
+                self.reverse_for(w, s)
+            elif isinstance(s, While):
+                self.reverse_while(w, s)
+
+    def replay_for(self, w: Writer, s, block, replayed: set):
+        """Recompute the loop temporaries `s`'s adjoint reads, in program order."""
+        want = self.a.reverse_reads(s) & set(self.a.replay)
+        todo = list(want)
+        while todo:
+            name = todo.pop()
+            for dep in ir.atom_vars(ir.expr_operands(self.a.replay[name].value)):
+                if dep in self.a.replay and dep not in want:
+                    want.add(dep)
+                    todo.append(dep)
+        order = {id(st): i for i, st in enumerate(block)}
+        for name in sorted(want - replayed, key=lambda n: order[id(self.a.replay[n])]):
+            w.line(f"{name} = {expr_text(self.a.replay[name].value)}")
+            replayed.add(name)
+
+    def reverse_assign(self, w: Writer, s: Assign, block, replayed):
+        x, a = s.target, self.a
+        w.comment(s.loc)
+        has_adj = a.has_adjoint(s)
+        out_text = x
+        if x in a.saved:
+            if has_adj and isinstance(s.value, Prim) and s.value.rule.template().params[1] in \
+                    template_reads(s.value, diff_positions(s.value)):
+                out_text = self.names.fresh(x + "_out")
+                w.line(f"{out_text} = {x}")
+            w.line(f"{x} = restore({self.tapes[x]}, {x})")
+        operands = set()
+        if has_adj:
+            self.replay_for(w, s, block, replayed)
+            contributions = self.contributions(w, s, out_text)
+            operands = set(contributions)
+            self.accumulate(w, contributions, exclude=x)
+            if x in contributions and contributions[x] != self.bar(x):
+                w.line(f"{self.bar(x)} = unbroadcast({contributions[x]}, {self.bar(x)})")
+        if x in a.active and x not in a.direct and x not in operands and id(s) not in a.home_defs:
+            w.line(f"{self.bar(x)} = zeros_like_adj({self.bar(x)})")
+
+    def contributions(self, w: Writer, s: Assign, out_text: str) -> dict[str, str]:
+        """name -> source text of the adjoint this statement sends to that operand."""
+        g, v, found = self.bar(s.target), s.value, {}
+        if isinstance(v, Copy):
+            found = [(v.value.name, g)]
+        elif isinstance(v, Load):
+            base = self.bar(v.base.name)
+            slot = f"{base}[{index_text(v.index)}]"
+            w.line(f"{slot} += unbroadcast({g}, {slot})")
+            return {}
+        else:
+            found = self.prim_contributions(w, v, g, out_text)
+        merged: dict[str, str] = {}
+        for name, text in found:
+            if name in self.a.active:
+                merged[name] = f"{merged[name]} + {text}" if name in merged else text
+        return merged
+
+    def prim_contributions(self, w: Writer, p: Prim, g: str, out_text: str):
+        t = p.rule.template()
+        mapping = {t.params[0]: g, t.params[1]: out_text}
+        for param, arg in zip(t.params[2:], p.args):
+            mapping[param] = atom(arg)
+        kwargs = dict(p.kwargs)
+        for param in t.params[2 + len(p.args):]:
+            mapping[param] = atom(kwargs[param]) if param in kwargs else const_text(t.defaults.get(param))
+        for stmt in t.statements:
+            target = stmt.targets[0].target.value
+            local = self.names.fresh(f"{p.rule.name}_{target}")
+            w.line(f"{local} = {instantiate(stmt.value, mapping)}")
+            mapping[target] = local
+        found = []
+        for i in diff_positions(p):
+            arg = p.args[i]
+            if isinstance(arg, Var) and arg.name in self.a.active:
+                found.append((arg.name, instantiate(t.results[i], mapping)))
+        return found
+
+    def accumulate(self, w: Writer, contributions: dict[str, str], exclude=None):
+        for name, text in contributions.items():
+            if name == exclude:
+                continue
+            if name in self.a.direct:
+                w.line(f"{self.bar(name)} = {text}")
+            else:
+                w.line(f"{self.bar(name)} += unbroadcast({text}, {self.bar(name)})")
+
+    def reverse_store(self, w: Writer, s: Store, block, replayed):
+        a = self.a
+        w.comment(s.loc)
+        self.replay_for(w, s, block, replayed)
+        target = f"{s.base}[{index_text(s.index)}]"
+        if a.has_adjoint(s):
+            slot = f"{self.bar(s.base)}[{index_text(s.index)}]"
+            v = s.value
+            if isinstance(v, Var) and v.name in a.active:
+                if v.name in a.direct:
+                    w.line(f"{self.bar(v.name)} = copy_adj({slot})")
+                else:
+                    w.line(f"{self.bar(v.name)} += unbroadcast({slot}, {self.bar(v.name)})")
+            w.line(f"{slot} = 0.0")
+        if s.base in a.needed:
+            fill = a.store_fill.get(id(s))
+            w.line(f"{target} = {self.tapes[id(s)]}.pop()" if fill is None else f"{target} = {const_text(fill)}")
+
+    def reverse_if(self, w: Writer, s: If):
+        body, orelse = self.capture(w, s.body), self.capture(w, s.orelse)
+        if not body and not orelse:
+            return
+        w.comment(s.loc, "  (reversed)")
+        test = atom(s.test)
+        if body:
+            w.line(f"if {test}:")
+            w.lines += body
+            if orelse:
+                w.line("else:")
+                w.lines += orelse
+        else:
+            w.line(f"if not {test}:")
+            w.lines += orelse
+
+    def capture(self, w: Writer, block) -> list[str]:
+        inner = Writer(w.level + 1)
+        self.reverse_block(inner, block)
+        return inner.lines if not inner.empty_since(0) else []
+
+    def reverse_for(self, w: Writer, s: For):
+        body = self.capture(w, s.body)
+        if not body:
+            return
+        w.comment(s.loc, "  (reversed)")
+        w.line(f"for {s.target} in {reversed_range_text(s.start, s.stop, s.step)}:")
+        w.lines += body
+
+    def reverse_while(self, w: Writer, s: While):
+        n = self.iters[id(s)]
+        w.comment(s.loc, "  (reversed)")
+        if self.a.depth[id(s)] > 0:
+            w.line(f"{n} = {self.tapes[id(s)]}.pop()")
+        body = self.capture(w, s.body)
+        test = self.capture(w, s.test_body)
+        if body or test:
+            w.line(f"for _ in range({n}):")
+            w.lines += test + body
+        w.lines += [ln[4:] for ln in test]
+
+    # ------------------------------------------------------------ function
+    def generate(self, wrt: list[str], n_outputs: int) -> tuple[str, str]:
+        fn, a = self.fn, self.a
+        name = self.names.fresh(fn.name + "_vjp")
+        out = fn.outputs[0]
+        seed = self.bar(out)
+        params = ", ".join(fn.params + [seed])
+        primal = Writer()
+        self.primal_block(primal, fn.body)
+        adjoint = Writer()
+        for v in sorted(set(wrt) | set(a.homes.get(id(fn.body), [])), key=self.home_order(wrt)):
+            if v == out:
+                adjoint.line(f"{seed} = copy_adj({seed})")
+            else:
+                adjoint.line(f"{self.bar(v)} = zeros_like_adj({v})")
+        self.reverse_block(adjoint, fn.body)
+        head = [f"def {name}({params}):", "    # primal sweep " + "-" * 60]
+        for key, tape in self.tapes.items():
+            head.append(f"    {tape} = List()")
+        for p in fn.params:
+            if p in a.saved:
+                head.append(f"    {self.tapes[p]}.append({p})")
+        results = ", ".join(fn.outputs[:n_outputs] + [self.bar(v) for v in wrt])
+        lines = head + primal.lines + ["    # adjoint sweep " + "-" * 59] + adjoint.lines + [f"    return {results}"]
+        return "\n".join(lines) + "\n", name
+
+    def home_order(self, wrt):
+        order = {v: i for i, v in enumerate(self.fn.outputs + wrt)}
+        return lambda v: (order.get(v, len(order)), v)
+
+
+def range_text(start, stop, step) -> str:
+    if step == Const(1):
+        return f"range({atom(stop)})" if start == Const(0) else f"range({atom(start)}, {atom(stop)})"
+    return f"range({atom(start)}, {atom(stop)}, {atom(step)})"
+
+
+def reversed_range_text(start, stop, step) -> str:
+    if step == Const(1):
+        first = f"{atom(stop)} - 1" if isinstance(stop, Var) else str(stop.value - 1)
+        end = str(start.value - 1) if isinstance(start, Const) else f"{atom(start)} - 1"
+        return f"range({first}, {end}, -1)"
+    s = atom(step)
+    neg = const_text(-step.value) if isinstance(step, Const) else f"-{s}"
+    return f"range(range_last({atom(start)}, {atom(stop)}, {s}), {atom(start)} - {s}, {neg})"

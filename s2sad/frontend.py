@@ -1,0 +1,90 @@
+"""Find a function's source, parse it with libcst, and resolve the names it uses."""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from s2sad.errors import SourceUnavailableError, UnsupportedError, located
+
+
+@dataclass
+class Parsed:
+    """A user function's syntax tree plus what is needed to locate errors and resolve names."""
+
+    fn: Any
+    node: cst.FunctionDef
+    positions: Any  # node -> CodeRange (relative to the dedented snippet)
+    filename: str
+    firstline: int  # line number of the snippet's first line in the file
+    indent: int  # columns removed by dedent
+    lines: list[str]  # the file's lines of the snippet (not dedented)
+    source_hash: str
+
+    def where(self, node: cst.CSTNode) -> tuple[int, int, str]:
+        pos = self.positions[node].start
+        return self.firstline + pos.line - 1, pos.column + self.indent, self.lines[pos.line - 1]
+
+    def error(self, node: cst.CSTNode, message: str, hint: str = "", cls=UnsupportedError):
+        line, col, text = self.where(node)
+        return cls(located(message, self.filename, line, col, text, hint))
+
+    def resolve(self, name: str) -> Any:
+        """The object a free name refers to: closure cell, module global or builtin."""
+        code = self.fn.__code__
+        if self.fn.__closure__ and name in code.co_freevars:
+            return self.fn.__closure__[code.co_freevars.index(name)].cell_contents
+        if name in self.fn.__globals__:
+            return self.fn.__globals__[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise KeyError(name)
+
+
+def unwrap(fn: Any) -> Any:
+    """The plain Python function behind numba dispatchers and s2sad wrappers."""
+    for _ in range(10):
+        if hasattr(fn, "__s2sad_fun__"):
+            fn = fn.__s2sad_fun__
+        elif hasattr(fn, "py_func"):
+            fn = fn.py_func
+        else:
+            break
+    return fn
+
+
+def parse_function(fn: Any) -> Parsed:
+    fn = unwrap(fn)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"s2sad differentiates Python functions, got {type(fn).__name__} {fn!r}")
+    try:
+        lines, firstline = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as exc:
+        raise SourceUnavailableError(
+            f"cannot find the source of {fn.__qualname__}: s2sad reads a function's source text, "
+            "and Python keeps none for functions made by exec() or typed at a plain `python -c` / "
+            "stdin prompt. Define it in a file, a notebook cell or IPython."
+        ) from exc
+    text = "".join(lines)
+    dedented = textwrap.dedent(text)
+    indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
+    if fn.__name__ == "<lambda>":
+        raise UnsupportedError(
+            located("lambda functions are not supported", fn.__code__.co_filename, firstline, indent, lines[0],
+                    "define the function with `def`"))
+    wrapper = MetadataWrapper(cst.parse_module(dedented))
+    positions = wrapper.resolve(PositionProvider)
+    node = next((n for n in wrapper.module.body if isinstance(n, cst.FunctionDef)), None)
+    if node is None:
+        raise SourceUnavailableError(f"the source of {fn.__qualname__} is not a `def` statement")
+    filename = fn.__code__.co_filename
+    digest = hashlib.sha256(dedented.encode()).hexdigest()[:16]
+    return Parsed(fn, node, positions, filename, firstline, indent, [ln.rstrip("\n") for ln in lines], digest)

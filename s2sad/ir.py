@@ -1,0 +1,215 @@
+"""The normalized form every pass works on: one primitive per statement, structured control.
+
+Expressions are atoms (a variable or a constant) or a single primitive applied to atoms.
+Control flow is only `If`, `For` over a range, and `While`; `break`, `continue` and early
+`return` have been turned into flags by normalize, so every block has a single exit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a statement came from in the user's file."""
+
+    filename: str
+    line: int
+    col: int
+    text: str  # the user's source line, stripped
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Any
+
+
+Atom = Union[Var, Const]
+
+
+@dataclass(frozen=True)
+class Slice:
+    lower: Atom | None
+    upper: Atom | None
+    step: Atom | None
+
+
+Index = tuple  # of Atom | Slice
+
+
+@dataclass
+class Prim:
+    """A call of a registered primitive: `rule` says how to differentiate and print it."""
+
+    rule: Any
+    args: tuple
+    kwargs: tuple = ()  # ((name, Atom), ...)
+    spelled: str | None = None  # how the user's callee is named in generated code, e.g. "math.exp"
+
+
+@dataclass
+class Load:
+    """`base[index]`: a read of an element or a slice."""
+
+    base: Var
+    index: Index
+
+
+@dataclass
+class Copy:
+    value: Atom
+
+
+Expr = Union[Prim, Load, Copy]
+
+
+@dataclass(eq=False)
+class Assign:
+    target: str
+    value: Expr
+    loc: Loc | None
+
+
+@dataclass(eq=False)
+class Store:
+    """`base[index] = value`: an in-place write."""
+
+    base: str
+    index: Index
+    value: Atom
+    loc: Loc | None
+
+
+@dataclass(eq=False)
+class If:
+    test: Atom
+    body: list
+    orelse: list
+    loc: Loc | None
+
+
+@dataclass(eq=False)
+class For:
+    target: str
+    start: Atom
+    stop: Atom
+    step: Atom
+    body: list
+    loc: Loc | None
+
+
+@dataclass(eq=False)
+class While:
+    """`test_body` computes `test`; it runs before every check of the condition."""
+
+    test_body: list
+    test: Atom
+    body: list
+    loc: Loc | None
+
+
+Stmt = Union[Assign, Store, If, For, While]
+
+
+@dataclass
+class Function:
+    name: str
+    params: list[str]
+    body: list
+    outputs: list[str]  # variables holding the results: [value] or [value, aux...]
+    filename: str
+    firstline: int
+    source_hash: str
+    user_names: set[str] = field(default_factory=set)
+    temps: set[str] = field(default_factory=set)
+    returns_tuple: bool = False
+
+
+def atom_vars(atoms) -> list[str]:
+    return [a.name for a in atoms if isinstance(a, Var)]
+
+
+def index_atoms(index: Index) -> list[Atom]:
+    out = []
+    for item in index:
+        if isinstance(item, Slice):
+            out += [p for p in (item.lower, item.upper, item.step) if p is not None]
+        else:
+            out.append(item)
+    return out
+
+
+def expr_operands(expr: Expr) -> list[Atom]:
+    """Every atom an expression reads, in order."""
+    if isinstance(expr, Prim):
+        return list(expr.args) + [a for _, a in expr.kwargs]
+    if isinstance(expr, Load):
+        return [expr.base] + index_atoms(expr.index)
+    return [expr.value]
+
+
+def stmt_reads(stmt) -> list[str]:
+    """Variables a simple statement reads (compound statements: their own test/bounds)."""
+    if isinstance(stmt, Assign):
+        return atom_vars(expr_operands(stmt.value))
+    if isinstance(stmt, Store):
+        return [stmt.base] + atom_vars(index_atoms(stmt.index) + [stmt.value])
+    if isinstance(stmt, If):
+        return atom_vars([stmt.test])
+    if isinstance(stmt, For):
+        return atom_vars([stmt.start, stmt.stop, stmt.step])
+    if isinstance(stmt, While):
+        return atom_vars([stmt.test])
+    return []
+
+
+def stmt_writes(stmt) -> list[str]:
+    if isinstance(stmt, Assign):
+        return [stmt.target]
+    if isinstance(stmt, Store):
+        return [stmt.base]
+    if isinstance(stmt, For):
+        return [stmt.target]
+    return []
+
+
+def children(stmt) -> list[list]:
+    if isinstance(stmt, If):
+        return [stmt.body, stmt.orelse]
+    if isinstance(stmt, For):
+        return [stmt.body]
+    if isinstance(stmt, While):
+        return [stmt.test_body, stmt.body]
+    return []
+
+
+def walk(block, depth=0):
+    """Yield (stmt, loop_depth, block) for every statement, outer first."""
+    for stmt in block:
+        yield stmt, depth, block
+        inner = depth + (1 if isinstance(stmt, (For, While)) else 0)
+        for child in children(stmt):
+            yield from walk(child, inner)
+
+
+def all_reads(stmt) -> set[str]:
+    out = set(stmt_reads(stmt))
+    for child in children(stmt):
+        for s, _, _ in walk(child):
+            out.update(stmt_reads(s))
+    return out
+
+
+def all_writes(stmt) -> set[str]:
+    out = set(stmt_writes(stmt))
+    for child in children(stmt):
+        for s, _, _ in walk(child):
+            out.update(stmt_writes(s))
+    return out

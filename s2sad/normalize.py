@@ -1,0 +1,811 @@
+"""Lower a parsed function to the normalized IR (see ir.py).
+
+One primitive per statement with fresh temporaries; `x += e` made explicit; tuple unpacking,
+conditional expressions and short-circuit `and`/`or` turned into plain statements and `If`s;
+`break`, `continue` and early `return` turned into boolean flags that guard the rest of their
+block, so every block has a single exit; calls to other user functions inlined.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+import numpy as np
+
+from s2sad import ir, rules
+from s2sad.frontend import Parsed, parse_function, unwrap
+from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Slice, Store, Var, While
+
+BINOPS = {
+    cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "truediv",
+    cst.FloorDivide: "floordiv", cst.Modulo: "mod", cst.Power: "pow", cst.MatrixMultiply: "matmul",
+}
+AUGOPS = {
+    cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul", cst.DivideAssign: "truediv",
+    cst.FloorDivideAssign: "floordiv", cst.ModuloAssign: "mod", cst.PowerAssign: "pow",
+    cst.MatrixMultiplyAssign: "matmul",
+}
+COMPARE = {
+    cst.LessThan: "lt", cst.LessThanEqual: "le", cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge",
+    cst.Equal: "eq", cst.NotEqual: "ne",
+}
+METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot}
+ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim}
+HINT_RULE = "give it a derivative with @s2sad.custom_jvp / @s2sad.custom_vjp, or use a NumPy function s2sad knows"
+
+
+class Names:
+    """Fresh, deterministic, readable names that never collide with the user's."""
+
+    def __init__(self, taken=()):
+        self.taken = set(taken)
+
+    def fresh(self, hint: str) -> str:
+        hint = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "t"
+        if hint[0].isdigit():
+            hint = "t" + hint
+        name, n = hint, 1
+        while name in self.taken:
+            n += 1
+            name = f"{hint}{n}" if not hint[-1].isdigit() else f"{hint}_{n}"
+        self.taken.add(name)
+        return name
+
+
+def user_names(node: cst.CSTNode) -> set[str]:
+    found = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n):
+            found.add(n.value)
+
+    node.visit(V())
+    return found
+
+
+def assigned_names(func: cst.FunctionDef) -> set[str]:
+    """Names Python treats as local: parameters and every assignment/loop target."""
+    out = {p.name.value for p in func.params.params + func.params.kwonly_params}
+
+    def targets(t):
+        if isinstance(t, cst.Name):
+            out.add(t.value)
+        elif isinstance(t, (cst.Tuple, cst.List)):
+            for el in t.elements:
+                targets(el.value)
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n):
+            targets(n.target)
+
+        def visit_AugAssign(self, n):
+            targets(n.target)
+
+        def visit_AnnAssign(self, n):
+            targets(n.target)
+
+        def visit_For(self, n):
+            targets(n.target)
+
+    func.body.visit(V())
+    return out
+
+
+@dataclass
+class Loop:
+    brk: str | None = None
+    cont: str | None = None
+
+
+@dataclass
+class Returns:
+    outputs: list[str] | None = None
+    flag: str | None = None
+    simple: bool = True  # a single `return` at the end of the body
+    is_tuple: bool = False
+
+
+@dataclass
+class Lowerer:
+    parsed: Parsed
+    names: Names
+    temps: set
+    stack: list  # functions being inlined (recursion check)
+    scope: dict = field(default_factory=dict)  # user name -> IR name
+    locals: set = field(default_factory=set)
+    loops: list = field(default_factory=list)
+    ret: Returns = field(default_factory=Returns)
+    loc: ir.Loc | None = None
+
+    # ---------------------------------------------------------------- helpers
+    def err(self, node, message, hint=""):
+        return self.parsed.error(node, message, hint)
+
+    def temp(self, hint: str) -> str:
+        name = self.names.fresh(hint)
+        self.temps.add(name)
+        return name
+
+    def var(self, user_name: str) -> str:
+        if user_name not in self.scope:
+            self.scope[user_name] = self.names.fresh(user_name) if self.stack[1:] else user_name
+        return self.scope[user_name]
+
+    def emit(self, out, target, value):
+        out.append(Assign(target, value, self.loc))
+        return Var(target)
+
+    def prim(self, out, key, args, kwargs=(), target=None, hint=None):
+        rule = rules.lookup(key) if isinstance(key, str) else key
+        target = target or self.temp(hint or rule.name)
+        return self.emit(out, target, Prim(rule, tuple(args), tuple(kwargs)))
+
+    def set_loc(self, node):
+        line, col, text = self.parsed.where(node)
+        self.loc = ir.Loc(self.parsed.filename, line, col, text.strip())
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts, out) -> set:
+        """Lower a list of libcst statements into `out`; return the flags they may set."""
+        flags: set = set()
+        for i, node in enumerate(stmts):
+            new = self.stmt(node, out)
+            if new:
+                flags |= new
+                rest = stmts[i + 1:]
+                if rest and not self.always_jumps(node):
+                    guarded: list = []
+                    flags |= self.block(rest, guarded)
+                    if guarded:
+                        self.loc = guarded[0].loc
+                        go = self.none_set(sorted(new), out)
+                        out.append(If(go, guarded, [], self.loc))
+                break
+        return flags
+
+    @staticmethod
+    def always_jumps(node) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            return any(isinstance(s, (cst.Return, cst.Break, cst.Continue)) for s in node.body)
+        return False
+
+    def none_set(self, flags, out) -> Var:
+        """A variable that is True when none of `flags` is set."""
+        acc = Var(flags[0])
+        for f in flags[1:]:
+            acc = self.prim(out, "or", (acc, Var(f)), hint="jumped")
+        return self.prim(out, "not", (acc,), hint="go")
+
+    def stmt(self, node, out) -> set:
+        self.set_loc(node)
+        if isinstance(node, cst.SimpleStatementLine):
+            flags = set()
+            for small in node.body:
+                flags |= self.small(small, out)
+            return flags
+        if isinstance(node, cst.If):
+            return self.if_stmt(node, out)
+        if isinstance(node, cst.For):
+            return self.for_stmt(node, out)
+        if isinstance(node, cst.While):
+            return self.while_stmt(node, out)
+        kind = type(node).__name__
+        raise self.err(node, f"`{kind}` statements are not supported inside differentiated functions",
+                       "move it out of the function, or restructure with if/for/while")
+
+    def small(self, node, out) -> set:
+        if isinstance(node, cst.Assign):
+            self.assign(node, out)
+        elif isinstance(node, cst.AugAssign):
+            self.aug_assign(node, out)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is None:
+                return set()
+            self.assign_to(node.target, node.value, out)
+        elif isinstance(node, cst.Return):
+            return self.return_stmt(node, out)
+        elif isinstance(node, cst.Break):
+            return {self.loop_flag(node, "brk", out)}
+        elif isinstance(node, cst.Continue):
+            return {self.loop_flag(node, "cont", out)}
+        elif isinstance(node, cst.Pass):
+            pass
+        elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
+            pass  # docstring
+        elif isinstance(node, cst.Expr):
+            raise self.err(node, "an expression statement has no effect s2sad can differentiate",
+                           "assign its result, or remove it (printing and other side effects are not supported)")
+        else:
+            raise self.err(node, f"`{type(node).__name__}` is not supported inside differentiated functions")
+        return set()
+
+    def loop_flag(self, node, kind, out) -> str:
+        if not self.loops:
+            raise self.err(node, f"`{'break' if kind == 'brk' else 'continue'}` outside a loop")
+        loop = self.loops[-1]
+        if getattr(loop, kind) is None:
+            setattr(loop, kind, self.names.fresh("broke" if kind == "brk" else "skip"))
+        name = getattr(loop, kind)
+        self.emit(out, name, Copy(Const(True)))
+        return name
+
+    def assign(self, node: cst.Assign, out):
+        if len(node.targets) != 1:
+            raise self.err(node, "chained assignment `a = b = ...` is not supported", "write two assignments")
+        self.assign_to(node.targets[0].target, node.value, out)
+
+    def assign_to(self, target, value, out):
+        if isinstance(target, cst.Name):
+            self.expr(value, out, target=self.var(target.value))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            self.unpack(target, value, out)
+        elif isinstance(target, cst.Subscript):
+            base = self.array_base(target.value)
+            index = self.index(target, out)
+            val = self.expr(value, out)
+            out.append(Store(base, index, val, self.loc))
+        else:
+            raise self.err(target, "only names, tuples of names and subscripts can be assigned to")
+
+    def array_base(self, node) -> str:
+        if not isinstance(node, cst.Name) or node.value not in self.locals:
+            raise self.err(node, "in-place writes need a local array variable on the left",
+                           "create the array inside the function (e.g. np.zeros) and write into it")
+        return self.var(node.value)
+
+    def unpack(self, target, value, out):
+        names = [el.value for el in target.elements]
+        if any(isinstance(n, cst.StarredElement) for n in target.elements):
+            raise self.err(target, "starred assignment is not supported")
+        if isinstance(value, (cst.Tuple, cst.List)):
+            if len(value.elements) != len(names):
+                raise self.err(value, f"cannot unpack {len(value.elements)} values into {len(names)} names")
+            atoms = [self.expr(el.value, out) for el in value.elements]
+            written = {self.var(n.value) for n in names if isinstance(n, cst.Name)}
+            atoms = [self.emit(out, self.temp(a.name + "_old"), Copy(a)) if isinstance(a, Var) and a.name in written
+                     else a for a in atoms]
+        else:
+            packed = self.expr_many(value, out)
+            if isinstance(packed, list):
+                atoms = packed
+            else:
+                atoms = [self.emit(out, self.temp(f"{packed.name}_{i}" if isinstance(packed, Var) else "item"),
+                                   Load(packed, (Const(i),))) for i in range(len(names))]
+            if len(atoms) != len(names):
+                raise self.err(value, f"cannot unpack {len(atoms)} values into {len(names)} names")
+        for name, atom in zip(names, atoms):
+            if not isinstance(name, cst.Name):
+                raise self.err(name, "only names can be unpacked into")
+            self.emit(out, self.var(name.value), Copy(atom))
+
+    def aug_assign(self, node: cst.AugAssign, out):
+        op = AUGOPS.get(type(node.operator))
+        if op is None:
+            raise self.err(node, f"augmented operator `{node.operator.__class__.__name__}` is not supported")
+        rhs = self.expr(node.value, out)
+        if isinstance(node.target, cst.Name):
+            name = node.target.value
+            if name not in self.locals:
+                raise self.err(node.target, f"`{name}` is not a local variable")
+            v = self.var(name)
+            self.prim(out, op, (Var(v), rhs), target=v)
+        elif isinstance(node.target, cst.Subscript):
+            base = self.array_base(node.target.value)
+            index = self.index(node.target, out)
+            old = self.emit(out, self.temp(self.load_hint(base, index)), Load(Var(base), index))
+            new = self.prim(out, op, (old, rhs))
+            out.append(Store(base, index, new, self.loc))
+        else:
+            raise self.err(node.target, "only names and subscripts can be updated in place")
+
+    def return_stmt(self, node: cst.Return, out) -> set:
+        if node.value is None:
+            raise self.err(node, "a differentiated function must return a value")
+        atoms = self.expr_many(node.value, out)
+        is_tuple = isinstance(atoms, list)
+        atoms = atoms if is_tuple else [atoms]
+        r = self.ret
+        if r.outputs is None:
+            r.is_tuple = is_tuple
+            if r.simple and len(atoms) == 1 and isinstance(atoms[0], Var) and atoms[0].name not in self.params \
+                    and not self.stack[1:]:
+                r.outputs = [atoms[0].name]
+                return set()
+            base = "out" if not self.stack[1:] else f"{self.parsed.fn.__name__}_out"
+            r.outputs = [self.names.fresh(base) for _ in atoms]
+        if len(atoms) != len(r.outputs) or is_tuple != r.is_tuple:
+            raise self.err(node, "every `return` must give the same number of values")
+        for name, atom in zip(r.outputs, atoms):
+            if not (isinstance(atom, Var) and atom.name == name):
+                self.emit(out, name, Copy(atom))
+        if r.simple:
+            return set()
+        self.emit(out, r.flag, Copy(Const(True)))
+        return {r.flag}
+
+    def if_stmt(self, node: cst.If, out) -> set:
+        test = self.expr(node.test, out)
+        loc = self.loc
+        body, orelse = [], []
+        flags = self.block(node.body.body, body)
+        if node.orelse is not None:
+            self.loc = loc
+            if isinstance(node.orelse, cst.If):  # elif
+                flags |= self.if_stmt(node.orelse, orelse)
+            else:
+                flags |= self.block(node.orelse.body.body, orelse)
+        out.append(If(self.stable_test(test, body + orelse, out), body, orelse, loc))
+        return flags
+
+    def stable_test(self, test, inner, out):
+        """Copy a test variable the guarded code overwrites, so the reverse sweep can reread it."""
+        if isinstance(test, Var) and test.name in ir.all_writes(If(test, inner, [], None)):
+            return self.emit(out, self.temp(test.name + "_was"), Copy(test))
+        return test
+
+    def range_args(self, node: cst.Call, out):
+        args = [self.expr(a.value, out) for a in node.args]
+        if not 1 <= len(args) <= 3 or any(a.keyword for a in node.args):
+            raise self.err(node, "range() takes 1 to 3 positional arguments")
+        if len(args) == 1:
+            return Const(0), args[0], Const(1)
+        return args[0], args[1], (args[2] if len(args) == 3 else Const(1))
+
+    def for_stmt(self, node: cst.For, out) -> set:
+        if node.orelse is not None:
+            raise self.err(node, "`for ... else` is not supported")
+        it = node.iter
+        loc = self.loc
+        pre = []  # statements each iteration runs first (the element of an array / enumerate)
+        if isinstance(it, cst.Call) and self.callee_is(it.func, range):
+            if not isinstance(node.target, cst.Name):
+                raise self.err(node.target, "a range loop needs a single loop variable")
+            start, stop, step = self.range_args(it, out)
+            user_target = node.target.value
+        else:
+            start, stop, step, user_target, pre = self.iter_loop(node, out)
+        bounds = []
+        for a in (start, stop, step):
+            bounds.append(a)
+        loop = Loop()
+        self.loops.append(loop)
+        body: list = []
+        if user_target and self.private_to(node, user_target):
+            counter = self.var(user_target)
+        else:
+            counter = self.names.fresh(user_target or "i")
+            if user_target:
+                self.emit(body, self.var(user_target), Copy(Var(counter)))
+        for name, atom in pre:
+            self.loc = loc
+            self.emit(body, self.var(name), atom(counter))
+        flags = self.block(node.body.body, body)
+        self.loops.pop()
+        self.loc = loc
+        if loop.cont:
+            body.insert(0, Assign(loop.cont, Copy(Const(False)), loc))
+        stop_flags = [f for f in (loop.brk, *(flags - {loop.cont, loop.brk})) if f]
+        bounds = [self.stable_bound(a, body, out) for a in bounds]
+        if not stop_flags:
+            out.append(For(counter, *bounds, body, loc))
+            return set()
+        return self.for_as_while(node, counter, bounds, body, loop, stop_flags, out) | (flags - {loop.cont, loop.brk})
+
+    def private_to(self, loop: cst.For, name: str) -> bool:
+        """Is `name` used only inside `loop`'s body and never assigned there?"""
+        inside = _count_names(loop.body, name)
+        assigned = name in assigned_names(cst.FunctionDef(cst.Name("f"), cst.Parameters(), loop.body))
+        return not assigned and inside == _count_names(self.parsed.node.body, name) - 1
+
+    def stable_bound(self, atom, body, out):
+        writes = set()
+        for s, _, _ in ir.walk(body):
+            writes.update(ir.stmt_writes(s))
+        if isinstance(atom, Var) and atom.name in writes:
+            return self.emit(out, self.temp(atom.name + "_bound"), Copy(atom))
+        return atom
+
+    def for_as_while(self, node, counter, bounds, body, loop, stop_flags, out) -> set:
+        """A `for` that can stop early becomes a `while` over an explicit counter."""
+        start, stop, step = bounds
+        if not isinstance(step, Const):
+            raise self.err(node, "a loop with `break` or `return` inside needs a constant range step")
+        loc = self.loc
+        if loop.brk:
+            self.emit(out, loop.brk, Copy(Const(False)))
+        self.emit(out, counter, Copy(start))
+        test_body: list = []
+        more = self.prim(test_body, "lt" if step.value > 0 else "gt", (Var(counter), stop), hint="more")
+        go = self.none_set(stop_flags, test_body)
+        test = self.prim(test_body, "and", (more, go), hint="go_on")
+        self.prim(body, "add", (Var(counter), step), target=counter)
+        out.append(While(test_body, test, body, loc))
+        return set()
+
+    def iter_loop(self, node: cst.For, out):
+        """`for v in array` / `for i, v in enumerate(array)`: loop over the first axis."""
+        it, target = node.iter, node.target
+        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate):
+            arr = self.expr(it.args[0].value, out)
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2
+                    and all(isinstance(e.value, cst.Name) for e in target.elements)):
+                raise self.err(target, "use `for i, v in enumerate(array)`")
+            idx, val = (e.value.value for e in target.elements)
+            n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
+            return Const(0), n, Const(1), idx, [(val, lambda c: Load(arr, (Var(c),)))]
+        if not isinstance(target, cst.Name):
+            raise self.err(target, "loop over an array with a single loop variable")
+        arr = self.expr(it, out)
+        if not isinstance(arr, Var):
+            raise self.err(it, "can only loop over range(...), an array, or enumerate(array)")
+        n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
+        return Const(0), n, Const(1), None, [(target.value, lambda c: Load(arr, (Var(c),)))]
+
+    def while_stmt(self, node: cst.While, out) -> set:
+        if node.orelse is not None:
+            raise self.err(node, "`while ... else` is not supported")
+        loc = self.loc
+        loop = Loop()
+        self.loops.append(loop)
+        body: list = []
+        flags = self.block(node.body.body, body)
+        self.loops.pop()
+        self.loc = loc
+        if loop.cont:
+            body.insert(0, Assign(loop.cont, Copy(Const(False)), loc))
+        stop_flags = sorted(f for f in (loop.brk, *(flags - {loop.cont, loop.brk})) if f)
+        test_body: list = []
+        if stop_flags:
+            self.emit(out, loop.brk, Copy(Const(False))) if loop.brk else None
+            go = self.none_set(stop_flags, test_body)
+            test = Var(self.temp("go_on"))
+            self.emit(test_body, test.name, Copy(go))
+            inner: list = []
+            self.expr(node.test, inner, target=test.name)
+            test_body.append(If(go, inner, [], loc))
+        else:
+            test = self.expr(node.test, test_body)
+        out.append(While(test_body, test, body, loc))
+        return flags - {loop.cont, loop.brk}
+
+    # ----------------------------------------------------------- expressions
+    def expr_many(self, node, out):
+        """Lower an expression that may be a tuple: a list of atoms for tuples, else an atom."""
+        if isinstance(node, cst.Tuple):
+            return [self.expr(el.value, out) for el in node.elements]
+        if isinstance(node, cst.Call):
+            result = self.call(node, out, None, many=True)
+            return result
+        return self.expr(node, out)
+
+    def expr(self, node, out, target: str | None = None):
+        atom = self._expr(node, out, target)
+        if isinstance(atom, list):
+            raise self.err(node, "a tuple value is only supported in `return` and tuple unpacking")
+        if target is not None and not (isinstance(atom, Var) and atom.name == target):
+            return self.emit(out, target, Copy(atom))
+        return atom
+
+    def _expr(self, node, out, target):
+        if isinstance(node, cst.Name):
+            return self.name(node)
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return Const(node.evaluated_value)
+        if isinstance(node, cst.SimpleString):
+            return Const(node.evaluated_value)
+        if isinstance(node, cst.UnaryOperation):
+            return self.unary(node, out, target)
+        if isinstance(node, cst.BinaryOperation):
+            op = BINOPS.get(type(node.operator))
+            if op is None:
+                raise self.err(node, f"operator `{node.operator.__class__.__name__}` is not supported")
+            a = self.expr(node.left, out)
+            b = self.expr(node.right, out)
+            return self.prim(out, op, (a, b), target=target)
+        if isinstance(node, cst.Comparison):
+            return self.comparison(node, out, target)
+        if isinstance(node, cst.BooleanOperation):
+            return self.boolean(node, out, target)
+        if isinstance(node, cst.IfExp):
+            return self.if_exp(node, out, target)
+        if isinstance(node, cst.Call):
+            return self.call(node, out, target)
+        if isinstance(node, cst.Attribute):
+            return self.attribute(node, out, target)
+        if isinstance(node, cst.Subscript):
+            base = self.expr(node.value, out)
+            if not isinstance(base, Var):
+                raise self.err(node, "can only index variables")
+            index = self.index(node, out)
+            return self.emit(out, target or self.temp(self.load_hint(base.name, index)), Load(base, index))
+        if isinstance(node, cst.Tuple) and all(isinstance(e.value, (cst.Integer, cst.UnaryOperation))
+                                               for e in node.elements):
+            atoms = [self.expr(e.value, out) for e in node.elements]
+            if all(isinstance(a, Const) for a in atoms):
+                return Const(tuple(a.value for a in atoms))
+        raise self.err(node, f"`{type(node).__name__}` expressions are not supported here",
+                       "use arithmetic, NumPy calls, indexing and calls to other Python functions")
+
+    def load_hint(self, base: str, index) -> str:
+        parts = [base]
+        for item in index:
+            if isinstance(item, Var):
+                parts.append(item.name)
+            elif isinstance(item, Const) and isinstance(item.value, int):
+                parts.append(str(item.value))
+            else:
+                parts.append("s")
+        return "_".join(parts)
+
+    def name(self, node: cst.Name):
+        n = node.value
+        if n in self.locals:
+            return Var(self.var(n))
+        if n in ("True", "False", "None"):
+            return Const({"True": True, "False": False, "None": None}[n])
+        return self.constant(node, self.global_value(node, n))
+
+    def global_value(self, node, name):
+        try:
+            return self.parsed.resolve(name)
+        except KeyError:
+            raise self.err(node, f"name `{name}` is not defined") from None
+
+    def constant(self, node, value):
+        if isinstance(value, (bool, int, float, np.floating, np.integer)):
+            return Const(value.item() if isinstance(value, np.generic) else value)
+        raise self.err(node, f"global `{cst.Module([]).code_for_node(node)}` is a {type(value).__name__}; "
+                             "only numbers can be read from globals and closures",
+                       "pass arrays and other values as arguments")
+
+    def unary(self, node, out, target):
+        op = node.operator
+        if isinstance(op, cst.Not):
+            return self.prim(out, "not", (self.expr(node.expression, out),), target=target)
+        if isinstance(op, (cst.Minus, cst.Plus)):
+            a = self.expr(node.expression, out)
+            if isinstance(a, Const) and isinstance(a.value, (int, float)):
+                return Const(-a.value if isinstance(op, cst.Minus) else a.value)
+            return self.prim(out, "neg" if isinstance(op, cst.Minus) else "pos", (a,), target=target)
+        raise self.err(node, "bitwise `~` is not supported")
+
+    def comparison(self, node: cst.Comparison, out, target):
+        left = self.expr(node.left, out)
+        parts = []
+        for comp in node.comparisons:
+            op = COMPARE.get(type(comp.operator))
+            if op is None:
+                raise self.err(node, f"comparison `{comp.operator.__class__.__name__}` is not supported")
+            parts.append((op, comp.comparator))
+        if len(parts) == 1:
+            right = self.expr(parts[0][1], out)
+            return self.prim(out, parts[0][0], (left, right), target=target)
+        result = self.temp("cmp")
+        self.chain(left, parts, out, result)
+        return Var(result)
+
+    def chain(self, left, parts, out, result):
+        op, node = parts[0]
+        right = self.expr(node, out)
+        self.prim(out, op, (left, right), target=result)
+        if parts[1:]:
+            inner: list = []
+            self.chain(right, parts[1:], inner, result)
+            out.append(If(Var(result), inner, [], self.loc))
+
+    def boolean(self, node: cst.BooleanOperation, out, target):
+        result = self.temp("cond")
+        self.expr(node.left, out, target=result)
+        inner: list = []
+        self.expr(node.right, inner, target=result)
+        if isinstance(node.operator, cst.And):
+            out.append(If(Var(result), inner, [], self.loc))
+        else:
+            out.append(If(Var(result), [], inner, self.loc))
+        return Var(result)
+
+    def if_exp(self, node: cst.IfExp, out, target):
+        test = self.expr(node.test, out)
+        result = target or self.temp("choice")
+        body, orelse = [], []
+        self.expr(node.body, body, target=result)
+        self.expr(node.orelse, orelse, target=result)
+        out.append(If(self.stable_test(test, body + orelse, out), body, orelse, self.loc))
+        return Var(result)
+
+    def attribute(self, node: cst.Attribute, out, target):
+        obj = self.static_value(node)
+        if obj is not _NOT_STATIC:
+            return self.constant(node, obj)
+        base = self.expr(node.value, out)
+        attr = node.attr.value
+        if attr in ATTRIBUTES:
+            found = rules.lookup_object(ATTRIBUTES[attr])
+            return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_{attr}")
+        raise self.err(node, f"attribute `.{attr}` is not supported",
+                       "supported: .shape, .size, .ndim (more come with the NumPy coverage work)")
+
+    def static_value(self, node):
+        """The object an attribute chain such as `np.linalg.norm` names, or _NOT_STATIC."""
+        if isinstance(node, cst.Name):
+            if node.value in self.locals:
+                return _NOT_STATIC
+            try:
+                return self.parsed.resolve(node.value)
+            except KeyError:
+                raise self.err(node, f"name `{node.value}` is not defined") from None
+        if isinstance(node, cst.Attribute):
+            base = self.static_value(node.value)
+            if base is _NOT_STATIC:
+                return _NOT_STATIC
+            if not isinstance(base, (types.ModuleType, type)):
+                return _NOT_STATIC
+            try:
+                return getattr(base, node.attr.value)
+            except AttributeError:
+                raise self.err(node, f"`{node.attr.value}` is not an attribute of {base.__name__}") from None
+        return _NOT_STATIC
+
+    def callee_is(self, func_node, obj) -> bool:
+        return self.static_value(func_node) is obj
+
+    def call(self, node: cst.Call, out, target, many=False):
+        fn = self.static_value(node.func)
+        if fn is _NOT_STATIC:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
+                receiver = self.expr(node.func.value, out)
+                return self.apply(node, METHODS[node.func.attr.value], [receiver], out, target)
+            what = cst.Module([]).code_for_node(node.func)
+            raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
+                                 "and other Python functions", HINT_RULE)
+        result = self.apply(node, fn, [], out, target, many)
+        return result
+
+    def apply(self, node, fn, leading, out, target, many=False):
+        if fn is range:
+            raise self.err(node, "range() is only supported as the iterable of a `for` loop")
+        found = rules.lookup_object(fn)
+        if found is not None:
+            args = leading + [self.expr(a.value, out) for a in node.args if a.keyword is None]
+            if any(a.star for a in node.args):
+                raise self.err(node, "`*args` / `**kwargs` in calls are not supported")
+            kwargs = [(a.keyword.value, self.expr(a.value, out)) for a in node.args if a.keyword is not None]
+            rule = found[0]
+            n_pos = len(rule.template().params) - 2 if rule.differentiable else None
+            if n_pos is not None and len(args) > n_pos:
+                raise self.err(node, f"{found[1]}() takes at most {n_pos} positional arguments here")
+            return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
+        inner = unwrap(fn)
+        if isinstance(inner, types.FunctionType):
+            return self.inline(node, inner, leading, out, target, many)
+        name = getattr(fn, "__name__", repr(fn))
+        raise self.err(node, f"no derivative rule for `{name}`", HINT_RULE)
+
+    def inline(self, node, fn, leading, out, target, many):
+        if fn in self.stack:
+            raise self.err(node, f"recursive call to `{fn.__name__}` is not supported", "write it as a loop")
+        args = leading + [self.expr(a.value, out) for a in node.args if a.keyword is None]
+        kwargs = {a.keyword.value: self.expr(a.value, out) for a in node.args if a.keyword is not None}
+        parsed = parse_function(fn)
+        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn])
+        callee.loc = self.loc
+        try:
+            bound = _bind(fn, args, kwargs)
+        except TypeError as exc:
+            raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
+        outputs = callee.lower_body(bound, out)
+        if callee.ret.is_tuple:
+            if not many:
+                raise self.err(node, f"`{fn.__name__}` returns a tuple; unpack it into names")
+            return [Var(o) for o in outputs]
+        result = Var(outputs[0])
+        if target is not None:
+            return self.emit(out, target, Copy(result))
+        return result
+
+    def index(self, node: cst.Subscript, out):
+        items = []
+        for el in node.slice:
+            s = el.slice
+            if isinstance(s, cst.Index):
+                if isinstance(s.value, cst.Name) and s.value.value == "None":
+                    raise self.err(s, "`None` (newaxis) in an index is not supported yet", "use np.reshape")
+                if isinstance(s.value, cst.Ellipsis):
+                    raise self.err(s, "`...` in an index is not supported yet")
+                items.append(self.expr(s.value, out))
+            else:
+                parts = [None if p is None else self.expr(p, out) for p in (s.lower, s.upper, s.step)]
+                items.append(Slice(*parts))
+        return tuple(items)
+
+    # -------------------------------------------------------------- function
+    @property
+    def params(self):
+        return self._params
+
+    def lower_body(self, bound: dict | None, out) -> list[str]:
+        """Lower the function's body into `out`; return the names holding its results."""
+        func = self.parsed.node
+        self.locals = assigned_names(func)
+        if func.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or func.params.star_kwarg is not None:
+            raise self.err(func, "functions with *args or **kwargs are not supported")
+        self._params = []
+        for p in func.params.params + func.params.kwonly_params:
+            name = self.var(p.name.value)
+            self._params.append(name)
+            if bound is not None:
+                self.set_loc(func)
+                self.emit(out, name, Copy(bound[p.name.value]))
+        returns = [n for n in _find_returns(func)]
+        last = func.body.body[-1] if func.body.body else None
+        self.ret.simple = len(returns) == 1 and isinstance(last, cst.SimpleStatementLine) \
+            and any(isinstance(s, cst.Return) for s in last.body)
+        if not returns:
+            raise self.err(func, "a differentiated function must return a value")
+        if not self.ret.simple:
+            self.ret.flag = self.names.fresh("returned")
+            self.set_loc(func)
+            self.emit(out, self.ret.flag, Copy(Const(False)))
+        self.block(func.body.body, out)
+        return self.ret.outputs
+
+
+_NOT_STATIC = object()
+
+
+def _count_names(node, name) -> int:
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n):
+            nonlocal count
+            count += n.value == name
+
+    node.visit(V())
+    return count
+
+
+def _find_returns(func):
+    found = []
+
+    class V(cst.CSTVisitor):
+        def visit_Return(self, n):
+            found.append(n)
+
+        def visit_FunctionDef(self, n):
+            return n is func
+
+    func.visit(V())
+    return found
+
+
+def _bind(fn, args, kwargs) -> dict:
+    import inspect
+
+    sig = inspect.signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    for name, p in sig.parameters.items():
+        if name not in bound.arguments:
+            default = p.default
+            if not isinstance(default, (int, float, bool, type(None))):
+                raise TypeError(f"default of `{name}` must be a number")
+            bound.arguments[name] = Const(default)
+    return dict(bound.arguments)
+
+
+def normalize(fn) -> ir.Function:
+    parsed = parse_function(fn)
+    names = Names(user_names(parsed.node))
+    temps: set = set()
+    lw = Lowerer(parsed, names, temps, [parsed.fn])
+    body: list = []
+    outputs = lw.lower_body(None, body)
+    return ir.Function(
+        name=parsed.fn.__name__, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
+        firstline=parsed.firstline, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
+        temps=temps, returns_tuple=lw.ret.is_tuple,
+    )

@@ -1,0 +1,55 @@
+"""Python operators: + - * / ** @, unary minus, and the non-differentiable ones."""
+
+import numpy as np
+
+from s2sad.rules.registry import Check, defrule, nondiff
+from s2sad.runtime import matmul_adjoint_a, matmul_adjoint_b, unbroadcast
+
+BROADCAST = ((), (3,), ((2, 3), (3,)), ((3,), ()), ((), (2, 3)))
+
+
+@defrule(operator="add", checks=[Check("a + b", shapes=BROADCAST)])
+def add(g, out, x, y):
+    return g, g
+
+
+@defrule(operator="sub", checks=[Check("a - b", shapes=BROADCAST)])
+def sub(g, out, x, y):
+    return g, -g
+
+
+@defrule(operator="mul", checks=[Check("a * b", shapes=BROADCAST), Check("a * a")])
+def mul(g, out, x, y):
+    return g * y, g * x
+
+
+@defrule(operator="truediv", checks=[Check("a / b", domain="nonzero", shapes=BROADCAST)])
+def truediv(g, out, x, y):
+    return g / y, -g * out / y
+
+
+@defrule(operator="pow", checks=[Check("a ** b", domain="positive", shapes=BROADCAST),
+                                 Check("a ** 3"), Check("a ** 2.5", domain="positive")])
+def pow(g, out, x, y):
+    return g * y * x ** (y - 1), g * out * np.log(x)
+
+
+@defrule(operator="neg", checks=[Check("-a")])
+def neg(g, out, x):
+    return (-g,)
+
+
+@defrule(operator="pos", checks=[Check("+a")])
+def pos(g, out, x):
+    return (g,)
+
+
+@defrule(operator="matmul", elementwise=False, cheap=False,
+         checks=[Check("a @ b", shapes=(((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 2)), ((3,), (3,))))])
+def matmul(g, out, x, y):
+    g = unbroadcast(g, out)
+    return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)
+
+
+for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "mod", "not", "and", "or"):
+    nondiff(name=_key, operator=_key)

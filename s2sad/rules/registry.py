@@ -1,0 +1,160 @@
+"""The primitive registry: which Python callables s2sad knows, and how each differentiates.
+
+A rule's adjoint is a small template function written in plain Python:
+
+    @defrule(np.tanh, math.tanh)
+    def tanh(g, out, x):
+        return g * (1.0 - out * out)
+
+`g` is the adjoint of the result, `out` the result, then the primitive's operands (keyword
+operands such as `axis` by name). It returns one contribution per positional operand, `None`
+where the operand is not differentiable. Code generation reads the template's source and
+inlines it with names substituted; the template is never called at run time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import libcst as cst
+import numpy as np
+
+RULES_VERSION = "1"
+
+# operator key -> (printed operator, precedence); higher binds tighter
+OPERATORS = {
+    "or": ("or", 1), "and": ("and", 2), "not": ("not", 3),
+    "lt": ("<", 4), "le": ("<=", 4), "gt": (">", 4), "ge": (">=", 4), "eq": ("==", 4), "ne": ("!=", 4),
+    "add": ("+", 8), "sub": ("-", 8),
+    "mul": ("*", 9), "truediv": ("/", 9), "floordiv": ("//", 9), "mod": ("%", 9), "matmul": ("@", 9),
+    "neg": ("-", 10), "pos": ("+", 10),
+    "pow": ("**", 11),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A call the registry test differentiates: `expr` over operands a, b, c."""
+
+    expr: str
+    domain: str = "real"  # real | positive | unit (|x| < 1) | nonzero
+    shapes: tuple = ((), (3,), ((2, 3), (3,)))  # per case: one shape for all operands, or a tuple
+
+
+@dataclass
+class Rule:
+    name: str
+    adjoint: Callable | None  # None: not differentiable (zero derivative)
+    operator: str | None = None  # key into OPERATORS for infix/prefix printing
+    elementwise: bool = True  # adjoint is linear in g elementwise (g may be broadcast-bigger)
+    cheap: bool = True  # cheap enough to recompute in the reverse sweep instead of taping
+    checks: tuple = ()
+    spelled: str | None = None  # default name in generated code (first registered object)
+    _template: Any = field(default=None, repr=False)
+
+    @property
+    def differentiable(self) -> bool:
+        return self.adjoint is not None
+
+    def template(self) -> "Template":
+        if self._template is None:
+            self._template = Template.parse(self.adjoint)
+        return self._template
+
+
+@dataclass
+class Template:
+    params: list[str]
+    defaults: dict[str, Any]
+    statements: list[cst.BaseSmallStatement]  # local assignments before the return
+    results: list[cst.BaseExpression | None]  # one per positional operand
+
+    @staticmethod
+    def parse(fn: Callable) -> "Template":
+        module = cst.parse_module(textwrap.dedent(inspect.getsource(fn)))
+        func = next(n for n in module.body if isinstance(n, cst.FunctionDef))
+        sig = inspect.signature(fn)
+        params = list(sig.parameters)
+        defaults = {k: p.default for k, p in sig.parameters.items() if p.default is not p.empty}
+        statements, results = [], []
+        for line in func.body.body:
+            for small in line.body:
+                if isinstance(small, cst.Return):
+                    value = small.value
+                    items = value.elements if isinstance(value, cst.Tuple) else [value]
+                    for item in items:
+                        expr = item.value if isinstance(item, cst.Element) else item
+                        is_none = isinstance(expr, cst.Name) and expr.value == "None"
+                        results.append(None if is_none else expr)
+                else:
+                    statements.append(small)
+        return Template(params, defaults, statements, results)
+
+    def differentiable_positions(self) -> list[int]:
+        return [i for i, r in enumerate(self.results) if r is not None]
+
+
+_BY_OBJECT: dict[Any, tuple[Rule, str]] = {}
+_BY_NAME: dict[str, Rule] = {}
+
+
+def spelling(obj: Any) -> str:
+    """How generated code names `obj` (it imports numpy as np, and math)."""
+    name = obj.__name__
+    if isinstance(obj, np.ufunc):
+        return "np." + name
+    module = getattr(obj, "__module__", None) or ""
+    if module == "math":
+        return "math." + name
+    if module in ("builtins", "operator", "s2sad.runtime"):
+        return name
+    if module.startswith("numpy"):
+        sub = module.split(".")[1:]
+        sub = [s for s in sub if not s.startswith("_")]
+        return ".".join(["np", *sub, name])
+    raise ValueError(f"cannot spell {obj!r} in generated code")
+
+
+def register(rule: Rule, *objects: Any) -> Rule:
+    """Make `rule` the rule for each of `objects` (Python callables) and for its name."""
+    if rule.name in _BY_NAME:
+        raise ValueError(f"a rule named {rule.name!r} is already registered")
+    _BY_NAME[rule.name] = rule
+    if objects and rule.spelled is None:
+        rule.spelled = spelling(objects[0])
+    for obj in objects:
+        _BY_OBJECT[obj] = (rule, spelling(obj))
+    return rule
+
+
+def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(Check("f(a)"),)):
+    """Decorator: register the decorated adjoint template for `objects` (or an operator)."""
+
+    def deco(adjoint):
+        rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, tuple(checks))
+        return register(rule, *objects)
+
+    return deco
+
+
+def nondiff(*objects, name: str, operator: str | None = None) -> Rule:
+    """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
+    return register(Rule(name, None, operator), *objects)
+
+
+def lookup_object(obj: Any) -> tuple[Rule, str] | None:
+    try:
+        return _BY_OBJECT.get(obj)
+    except TypeError:  # unhashable
+        return None
+
+
+def lookup(name: str) -> Rule:
+    return _BY_NAME[name]
+
+
+def all_rules() -> list[Rule]:
+    return list(_BY_NAME.values())

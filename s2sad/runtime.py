@@ -1,0 +1,405 @@
+"""Type-directed runtime helpers called by generated adjoint code.
+
+Every helper is a plain Python function (used when generated code runs
+uncompiled) and also has a ``numba.extending.overload`` so that code compiled
+in nopython mode can call it.  The overloads pick an implementation from the
+numba types of the arguments (scalar vs array, ``axis`` None vs int).
+"""
+
+import numpy as np
+from numba import njit, types
+from numba.core.errors import TypingError
+from numba.extending import overload
+from numba.np.numpy_support import as_dtype
+
+__all__ = [
+    "zeros_like_adj",
+    "unbroadcast",
+    "copy_adj",
+    "sum_adjoint",
+    "mean_adjoint",
+    "range_last",
+    "restore",
+    "stop_gradient",
+    "matmul_adjoint_a",
+    "matmul_adjoint_b",
+]
+
+
+# ---------------------------------------------------------------------------
+# shared utilities
+# ---------------------------------------------------------------------------
+
+def _np_adj_dtype(dtype):
+    """Adjoint dtype for a NumPy dtype: floats/complex kept, others float64."""
+    return dtype if dtype.kind in "fc" else np.dtype(np.float64)
+
+
+def _nb_adj_dtype(dtype):
+    """Adjoint NumPy dtype for a numba dtype: floats/complex kept, others float64."""
+    if isinstance(dtype, (types.Float, types.Complex)):
+        return as_dtype(dtype)
+    return np.dtype(np.float64)
+
+
+def _is_scalar_type(t):
+    """True for numba scalar types accepted by the helpers (number or bool)."""
+    return isinstance(t, (types.Number, types.Boolean))
+
+
+def _is_none_type(t):
+    """True when a numba argument type stands for ``None`` (or omitted None)."""
+    if t is None or isinstance(t, types.NoneType):
+        return True
+    return isinstance(t, types.Omitted) and t.value is None
+
+
+@njit
+def _scatter_add(big, small, shape, sstr):
+    """small[off(i)] += big[i] over C-ordered multi-indices i of ``shape``."""
+    nd = shape.size
+    idx = np.zeros(nd, np.int64)
+    off = 0
+    for k in range(big.size):
+        small[off] += big[k]
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            off += sstr[d]
+            if idx[d] < shape[d]:
+                break
+            off -= sstr[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+@njit
+def _gather(big, small, shape, sstr):
+    """big[i] = small[off(i)] over C-ordered multi-indices i of ``shape``."""
+    nd = shape.size
+    idx = np.zeros(nd, np.int64)
+    off = 0
+    for k in range(big.size):
+        big[k] = small[off]
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            off += sstr[d]
+            if idx[d] < shape[d]:
+                break
+            off -= sstr[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+# ---------------------------------------------------------------------------
+# zeros_like_adj
+# ---------------------------------------------------------------------------
+
+def zeros_like_adj(x):
+    """Zero adjoint of ``x``: 0.0 for scalars, a float zero array for arrays."""
+    if isinstance(x, np.ndarray):
+        return np.zeros(x.shape, _np_adj_dtype(x.dtype))
+    return 0.0
+
+
+@overload(zeros_like_adj)
+def _ol_zeros_like_adj(x):
+    if _is_scalar_type(x):
+        return lambda x: 0.0
+    if isinstance(x, types.Array):
+        dt = _nb_adj_dtype(x.dtype)
+        return lambda x: np.zeros(x.shape, dt)
+    raise TypingError(f"zeros_like_adj: unsupported type {x}")
+
+
+# ---------------------------------------------------------------------------
+# unbroadcast
+# ---------------------------------------------------------------------------
+
+def unbroadcast(g, like):
+    """Sum adjoint ``g`` down to the shape of ``like`` (reverse of broadcasting)."""
+    g_arr, l_arr = isinstance(g, np.ndarray), isinstance(like, np.ndarray)
+    if not l_arr:
+        return float(np.sum(g)) if g_arr else g
+    if not g_arr:
+        return np.full(like.shape, g, dtype=np.float64)
+    dt = _np_adj_dtype(g.dtype)
+    if g.shape == like.shape:
+        return g if g.dtype == dt else g.astype(dt)
+    lead = g.ndim - like.ndim
+    if lead < 0:
+        raise ValueError("unbroadcast: adjoint has fewer dims than target")
+    s = np.sum(g, axis=tuple(range(lead))) if lead else g
+    ones = tuple(i for i, n in enumerate(like.shape) if n == 1)
+    s = np.sum(s, axis=ones, keepdims=True)
+    if s.shape != like.shape:
+        raise ValueError("unbroadcast: shapes are not broadcast-compatible")
+    return np.asarray(s, dtype=dt)
+
+
+@overload(unbroadcast)
+def _ol_unbroadcast(g, like):
+    g_arr, l_arr = isinstance(g, types.Array), isinstance(like, types.Array)
+    if _is_scalar_type(like):
+        if g_arr:
+            return lambda g, like: float(np.sum(g))
+        return lambda g, like: g
+    if not (l_arr and (g_arr or _is_scalar_type(g))):
+        raise TypingError(f"unbroadcast: unsupported types {g}, {like}")
+    if not g_arr:
+        return lambda g, like: np.full(like.shape, np.float64(g))
+    if not isinstance(g.dtype, (types.Float, types.Complex)):
+        return lambda g, like: unbroadcast(g.astype(np.float64), like)
+    if g.ndim < like.ndim:
+        raise TypingError("unbroadcast: adjoint has fewer dims than target")
+    if g.ndim != like.ndim:
+        return lambda g, like: _reduce_to(g, like)
+    return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like)
+
+
+@njit
+def _reduce_to(g, like):
+    """Sum float array g over the axes that numpy broadcasting added to like."""
+    G, L = g.ndim, like.ndim
+    out = np.zeros(like.shape, g.dtype)
+    if L == 0:
+        out[()] = np.sum(g)
+        return out
+    shape = np.empty(G, np.int64)
+    for i in range(G):
+        shape[i] = g.shape[i]
+    sstr = np.zeros(G, np.int64)
+    s = 1
+    for i in range(L - 1, -1, -1):
+        n = like.shape[i]
+        if n != 1:
+            if n != g.shape[G - L + i]:
+                raise ValueError("unbroadcast: shapes are not broadcast-compatible")
+            sstr[G - L + i] = s
+        s *= n
+    _scatter_add(np.ascontiguousarray(g).reshape(g.size),
+                 out.reshape(out.size), shape, sstr)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# copy_adj
+# ---------------------------------------------------------------------------
+
+def copy_adj(v):
+    """Independent copy of an adjoint: scalars as is, arrays via ``.copy()``."""
+    return v.copy() if isinstance(v, np.ndarray) else v
+
+
+@overload(copy_adj)
+def _ol_copy_adj(v):
+    if _is_scalar_type(v):
+        return lambda v: v
+    if isinstance(v, types.Array):
+        return lambda v: v.copy()
+    raise TypingError(f"copy_adj: unsupported type {v}")
+
+
+# ---------------------------------------------------------------------------
+# sum_adjoint / mean_adjoint
+# ---------------------------------------------------------------------------
+
+def _norm_axis(axis, ndim):
+    """Normalise a possibly negative axis, checking its range."""
+    a = axis + ndim if axis < 0 else axis
+    if a < 0 or a >= ndim:
+        raise ValueError("axis out of range")
+    return a
+
+
+def sum_adjoint(g, x, axis=None):
+    """Adjoint of ``np.sum(x, axis=axis)``: broadcast ``g`` back to x's shape."""
+    if not isinstance(x, np.ndarray):
+        return float(g)
+    if axis is None or not isinstance(g, np.ndarray):
+        return np.full(x.shape, g, dtype=np.float64)
+    a = _norm_axis(axis, x.ndim)
+    gx = np.expand_dims(g, a)
+    return np.broadcast_to(gx, x.shape).astype(np.float64)
+
+
+@overload(sum_adjoint)
+def _ol_sum_adjoint(g, x, axis=None):
+    if _is_scalar_type(x):
+        return lambda g, x, axis=None: float(g)
+    if not isinstance(x, types.Array):
+        raise TypingError(f"sum_adjoint: unsupported type {x}")
+    if isinstance(g, types.Array) and g.ndim == 0:
+        return lambda g, x, axis=None: sum_adjoint(g[()], x, axis)
+    if _is_none_type(axis) or _is_scalar_type(g):
+        return lambda g, x, axis=None: np.full(x.shape, np.float64(g))
+    if not (isinstance(axis, types.Integer) and isinstance(g, types.Array)):
+        raise TypingError(f"sum_adjoint: unsupported types {g}, {axis}")
+    N = x.ndim
+    if g.ndim != N - 1:
+        raise TypingError("sum_adjoint: g must have one dim fewer than x")
+
+    def impl(g, x, axis=None):
+        a = axis + N if axis < 0 else axis
+        if a < 0 or a >= N:
+            raise ValueError("axis out of range")
+        out = np.empty(x.shape, np.float64)
+        shape = np.empty(N, np.int64)
+        sstr = np.zeros(N, np.int64)
+        s = 1
+        for i in range(N - 1, -1, -1):
+            shape[i] = x.shape[i]
+            if i != a:
+                sstr[i] = s
+                s *= x.shape[i]
+        if s != g.size:
+            raise ValueError("sum_adjoint: g has the wrong shape")
+        _gather(out.reshape(out.size), np.ascontiguousarray(g).reshape(g.size),
+                shape, sstr)
+        return out
+    return impl
+
+
+def mean_adjoint(g, x, axis=None):
+    """Adjoint of ``np.mean(x, axis=axis)``: sum_adjoint divided by the count."""
+    if not isinstance(x, np.ndarray):
+        return float(g)
+    n = x.size if axis is None else x.shape[_norm_axis(axis, x.ndim)]
+    return sum_adjoint(g, x, axis) / n
+
+
+@overload(mean_adjoint)
+def _ol_mean_adjoint(g, x, axis=None):
+    if _is_scalar_type(x):
+        return lambda g, x, axis=None: float(g)
+    if not isinstance(x, types.Array):
+        raise TypingError(f"mean_adjoint: unsupported type {x}")
+    if _is_none_type(axis):
+        return lambda g, x, axis=None: sum_adjoint(g, x) / x.size
+    if not isinstance(axis, types.Integer):
+        raise TypingError(f"mean_adjoint: unsupported axis type {axis}")
+    N = x.ndim
+
+    def impl(g, x, axis=None):
+        a = axis + N if axis < 0 else axis
+        if a < 0 or a >= N:
+            raise ValueError("axis out of range")
+        return sum_adjoint(g, x, axis) / x.shape[a]
+    return impl
+
+
+# ---------------------------------------------------------------------------
+# range_last
+# ---------------------------------------------------------------------------
+
+def range_last(start, stop, step):
+    """Last value of ``range(start, stop, step)``, or ``start - step`` if empty."""
+    if step > 0:
+        n = (stop - start + step - 1) // step if stop > start else 0
+    elif step < 0:
+        n = (start - stop - step - 1) // (-step) if start > stop else 0
+    else:
+        raise ValueError("range_last: step must not be zero")
+    return start + (n - 1) * step
+
+
+@overload(range_last)
+def _ol_range_last(start, stop, step):
+    if not all(isinstance(t, types.Integer) for t in (start, stop, step)):
+        raise TypingError("range_last: integer arguments required")
+    return range_last
+
+
+# ---------------------------------------------------------------------------
+# tapes
+# ---------------------------------------------------------------------------
+
+def restore(tape, current):
+    """Undo one taped write: drop its value and return the one before (or `current`)."""
+    tape.pop()
+    return tape[-1] if len(tape) > 0 else current
+
+
+@overload(restore)
+def _ol_restore(tape, current):
+    if not isinstance(tape, types.ListType):
+        raise TypingError("restore: a numba typed List tape is required")
+
+    def impl(tape, current):
+        tape.pop()
+        if len(tape) > 0:
+            return tape[len(tape) - 1]
+        return current
+
+    return impl
+
+
+def stop_gradient(x):
+    """The identity; differentiation treats its result as a constant."""
+    return x
+
+
+@overload(stop_gradient)
+def _ol_stop_gradient(x):
+    return lambda x: x
+
+
+# ---------------------------------------------------------------------------
+# matrix products: adjoints of a @ b / np.dot(a, b) for 0-D, 1-D and 2-D operands
+# ---------------------------------------------------------------------------
+
+def matmul_adjoint_a(g, a, b):
+    """Adjoint of `a` in `a @ b` (or np.dot) given the output adjoint `g`."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 0 or nb == 0:
+        return unbroadcast(g * b, a)
+    if na == 1 and nb == 1:
+        return g * b
+    if na == 2 and nb == 1:
+        return np.outer(g, b)
+    if na == 1:
+        return b @ g
+    return g @ b.T
+
+
+def matmul_adjoint_b(g, a, b):
+    """Adjoint of `b` in `a @ b` (or np.dot) given the output adjoint `g`."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 0 or nb == 0:
+        return unbroadcast(g * a, b)
+    if na == 1 and nb == 1:
+        return g * a
+    if na == 1:
+        return np.outer(a, g)
+    return a.T @ g
+
+
+def _ndim(t):
+    return t.ndim if isinstance(t, types.Array) else 0
+
+
+@overload(matmul_adjoint_a)
+def _ol_matmul_adjoint_a(g, a, b):
+    na, nb = _ndim(a), _ndim(b)
+    if na == 0 or nb == 0:
+        return lambda g, a, b: unbroadcast(g * b, a)
+    if na == 1 and nb == 1:
+        return lambda g, a, b: g * b
+    if na == 2 and nb == 1:
+        return lambda g, a, b: np.outer(g, b)
+    if na == 1:
+        return lambda g, a, b: np.ascontiguousarray(b) @ g
+    return lambda g, a, b: np.ascontiguousarray(g) @ np.ascontiguousarray(b.T)
+
+
+@overload(matmul_adjoint_b)
+def _ol_matmul_adjoint_b(g, a, b):
+    na, nb = _ndim(a), _ndim(b)
+    if na == 0 or nb == 0:
+        return lambda g, a, b: unbroadcast(g * a, b)
+    if na == 1 and nb == 1:
+        return lambda g, a, b: g * a
+    if na == 1:
+        return lambda g, a, b: np.outer(a, g)
+    return lambda g, a, b: np.ascontiguousarray(a.T) @ np.ascontiguousarray(g)

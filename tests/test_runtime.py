@@ -1,0 +1,324 @@
+"""Tests for s2sad.runtime: each helper in plain Python and under numba njit."""
+
+import numba
+import numpy as np
+import pytest
+
+from s2sad.runtime import (
+    copy_adj,
+    mean_adjoint,
+    range_last,
+    sum_adjoint,
+    unbroadcast,
+    zeros_like_adj,
+)
+
+# A few jitted wrappers, shared by all parametrised cases (compile once per
+# argument-type combination).
+
+
+@numba.njit
+def _nb_zeros_like_adj(x):
+    return zeros_like_adj(x)
+
+
+@numba.njit
+def _nb_unbroadcast(g, like):
+    return unbroadcast(g, like)
+
+
+@numba.njit
+def _nb_copy_adj(v):
+    return copy_adj(v)
+
+
+@numba.njit
+def _nb_sum_adjoint(g, x, axis):
+    return sum_adjoint(g, x, axis)
+
+
+@numba.njit
+def _nb_sum_adjoint_noaxis(g, x):
+    return sum_adjoint(g, x)
+
+
+@numba.njit
+def _nb_sum_adjoint_lit(g, x):
+    return sum_adjoint(g, x, -1)
+
+
+@numba.njit
+def _nb_mean_adjoint(g, x, axis):
+    return mean_adjoint(g, x, axis)
+
+
+@numba.njit
+def _nb_mean_adjoint_noaxis(g, x):
+    return mean_adjoint(g, x)
+
+
+@numba.njit
+def _nb_range_last(start, stop, step):
+    return range_last(start, stop, step)
+
+
+@numba.njit
+def _nb_reversed_range(start, stop, step):
+    out = []
+    for i in range(range_last(start, stop, step), start - step, -step):
+        out.append(i)
+    return out
+
+
+IMPLS = {
+    "py": dict(zeros=zeros_like_adj, unb=unbroadcast, copy=copy_adj,
+               sum=sum_adjoint, sum0=sum_adjoint, mean=mean_adjoint,
+               mean0=mean_adjoint, rl=range_last),
+    "nb": dict(zeros=_nb_zeros_like_adj, unb=_nb_unbroadcast, copy=_nb_copy_adj,
+               sum=_nb_sum_adjoint, sum0=_nb_sum_adjoint_noaxis,
+               mean=_nb_mean_adjoint, mean0=_nb_mean_adjoint_noaxis,
+               rl=_nb_range_last),
+}
+
+
+@pytest.fixture(params=["py", "nb"])
+def impl(request):
+    return IMPLS[request.param]
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# ---------------------------------------------------------------------------
+# zeros_like_adj
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("x", [1.5, 3, True, np.float32(2.0), np.int64(4),
+                               np.bool_(False)])
+def test_zeros_like_adj_scalar(impl, x):
+    z = impl["zeros"](x)
+    assert isinstance(z, float) and z == 0.0
+
+
+@pytest.mark.parametrize("x, dtype", [
+    (np.ones(3), np.float64),
+    (np.ones((2, 3), np.float32), np.float32),
+    (np.arange(24).reshape(2, 3, 4), np.float64),
+    (np.array([True, False]), np.float64),
+    (np.array(2.0), np.float64),
+    (np.ones((2, 1, 3, 2)), np.float64),
+])
+def test_zeros_like_adj_array(impl, x, dtype):
+    z = impl["zeros"](x)
+    assert isinstance(z, np.ndarray)
+    assert z.shape == x.shape and z.dtype == dtype
+    assert not z.any()
+
+
+# ---------------------------------------------------------------------------
+# unbroadcast
+# ---------------------------------------------------------------------------
+
+def _unbroadcast_ref(g, shape):
+    lead = g.ndim - len(shape)
+    s = g.sum(axis=tuple(range(lead)))
+    ones = tuple(i for i, n in enumerate(shape) if n == 1)
+    return s.sum(axis=ones, keepdims=True)
+
+
+@pytest.mark.parametrize("gshape, lshape", [
+    ((4, 3), (3,)),
+    ((4, 3), (1, 3)),
+    ((4, 3), (4, 1)),
+    ((4, 3), ()),
+    ((4, 3), (4, 3)),
+    ((4, 3), (1, 1)),
+    ((5,), (1,)),
+    ((2, 4, 3), (4, 1)),
+    ((2, 4, 3), (1, 4, 3)),
+    ((2, 4, 3), (2, 1, 1)),
+    ((2, 4, 3), (3,)),
+    ((2, 3, 4, 5), (3, 1, 5)),
+    ((2, 3, 4, 5), (1, 1, 1, 1)),
+    ((2, 3, 4, 5), (5,)),
+    ((2, 3, 4, 5), (2, 1, 4, 1)),
+])
+def test_unbroadcast_arrays(impl, gshape, lshape):
+    g = _rng().standard_normal(gshape)
+    like = np.ones(lshape)
+    r = impl["unb"](g, like)
+    assert isinstance(r, np.ndarray)
+    assert r.shape == lshape and r.dtype == np.float64
+    np.testing.assert_allclose(r, _unbroadcast_ref(g, lshape))
+
+
+def test_unbroadcast_same_shape_no_copy(impl):
+    g = np.ones((4, 3))
+    assert impl["unb"](g, np.zeros((4, 3))) is g
+    g0 = np.array(2.0)
+    assert impl["unb"](g0, np.zeros(())) is g0
+
+
+def test_unbroadcast_noncontiguous(impl):
+    g = _rng(1).standard_normal((3, 4, 2)).transpose(2, 0, 1)  # (2, 3, 4)
+    r = impl["unb"](g, np.ones((3, 1)))
+    np.testing.assert_allclose(r, _unbroadcast_ref(g, (3, 1)))
+    np.testing.assert_allclose(impl["unb"](g[:, ::2], np.ones((2, 1, 4))),
+                               _unbroadcast_ref(g[:, ::2], (2, 1, 4)))
+
+
+def test_unbroadcast_float32_and_int(impl):
+    g = np.ones((4, 3), np.float32)
+    r = impl["unb"](g, np.ones(3))
+    assert r.dtype == np.float32
+    np.testing.assert_allclose(r, [4.0, 4.0, 4.0])
+    gi = np.arange(12).reshape(4, 3)
+    ri = impl["unb"](gi, np.ones((4, 1)))
+    assert ri.dtype == np.float64
+    np.testing.assert_allclose(ri, _unbroadcast_ref(gi, (4, 1)))
+
+
+def test_unbroadcast_scalar_cases(impl):
+    unb = impl["unb"]
+    assert unb(2.5, 1.0) == 2.5
+    assert unb(2.5, 3) == 2.5
+    g = _rng(2).standard_normal((4, 3))
+    s = unb(g, 1.0)
+    assert isinstance(s, float)
+    np.testing.assert_allclose(s, g.sum())
+    s3 = unb(np.ones((2, 3, 4)), True)
+    assert isinstance(s3, float) and s3 == 24.0
+    f = unb(1.5, np.zeros((2, 3)))
+    assert f.shape == (2, 3) and f.dtype == np.float64
+    assert np.all(f == 1.5)
+    f0 = unb(2.0, np.zeros(()))
+    assert f0.shape == () and f0 == 2.0
+
+
+def test_unbroadcast_incompatible_raises(impl):
+    with pytest.raises(ValueError):
+        impl["unb"](np.ones((4, 3)), np.ones((3, 4)))
+    with pytest.raises(ValueError):
+        impl["unb"](np.ones((2, 4, 3)), np.ones((2, 3)))
+
+
+# ---------------------------------------------------------------------------
+# copy_adj
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("v", [1.5, 3, True, np.float32(0.5)])
+def test_copy_adj_scalar(impl, v):
+    assert impl["copy"](v) == v
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+def test_copy_adj_array(impl, shape):
+    a = _rng(3).standard_normal(shape)
+    view = a[..., 1:] if a.ndim else a
+    c = impl["copy"](view)
+    expect = np.array(view, copy=True)
+    view[...] = 0.0  # zeroing the adjoint slice must not touch the copy
+    np.testing.assert_array_equal(c, expect)
+    assert not np.shares_memory(c, a)
+
+
+# ---------------------------------------------------------------------------
+# sum_adjoint / mean_adjoint
+# ---------------------------------------------------------------------------
+
+SUM_CASES = [
+    ((5,), None), ((5,), 0), ((5,), -1),
+    ((3, 4), None), ((3, 4), 0), ((3, 4), 1), ((3, 4), -1), ((3, 4), -2),
+    ((2, 3, 4), None), ((2, 3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), -1),
+    ((2, 3, 4, 5), 2), ((2, 3, 4, 5), -4), ((2, 3, 4, 5), None),
+]
+
+
+@pytest.mark.parametrize("np_fn, name", [(np.sum, "sum"), (np.mean, "mean")])
+@pytest.mark.parametrize("shape, axis", SUM_CASES)
+def test_reduce_adjoint_vjp(impl, np_fn, name, shape, axis):
+    rng = _rng(4)
+    x = rng.standard_normal(shape)
+    g = np_fn(rng.standard_normal(shape), axis=axis)  # right type and shape
+    if isinstance(g, np.floating):
+        g = float(g)
+    r = impl[name](g, x, axis)
+    assert isinstance(r, np.ndarray)
+    assert r.shape == shape and r.dtype == np.float64
+    for _ in range(3):
+        v = rng.standard_normal(shape)
+        np.testing.assert_allclose(np.vdot(r, v), np.vdot(g, np_fn(v, axis=axis)))
+    # direct check against explicit broadcasting
+    gx = np.asarray(g) if axis is None else np.expand_dims(g, axis)
+    n = x.size if axis is None else shape[axis]
+    ref = np.broadcast_to(gx, shape) / (n if name == "mean" else 1)
+    np.testing.assert_allclose(r, ref)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_reduce_adjoint_scalar_x(impl, name):
+    r = impl[name](2.5, 1.0, None)
+    assert isinstance(r, float) and r == 2.5
+    r = impl[name + "0"](3.0, 7)
+    assert isinstance(r, float) and r == 3.0
+
+
+def test_reduce_adjoint_float32_g(impl):
+    x = np.ones((2, 3))
+    g = np.arange(3, dtype=np.float32)
+    r = impl["sum"](g, x, 0)
+    assert r.dtype == np.float64
+    np.testing.assert_allclose(r, np.broadcast_to(g, (2, 3)))
+    np.testing.assert_allclose(impl["mean"](g, x, 0), r / 2)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_reduce_adjoint_omitted_axis(impl, name):
+    x = np.ones((3, 4))
+    r = impl[name + "0"](2.0, x)
+    np.testing.assert_array_equal(r, impl[name](2.0, x, None))
+    assert r.shape == (3, 4) and np.all(r == (2.0 if name == "sum" else 2.0 / 12))
+
+
+def test_reduce_adjoint_0d_g(impl):
+    g = np.array(1.5)
+    np.testing.assert_array_equal(impl["sum"](g, np.ones(3), None), np.full(3, 1.5))
+    np.testing.assert_array_equal(impl["mean"](g, np.ones(3), 0), np.full(3, 0.5))
+
+
+def test_sum_adjoint_literal_axis():
+    x = np.ones((2, 3, 4))
+    g = _rng(5).standard_normal((2, 3))
+    np.testing.assert_allclose(_nb_sum_adjoint_lit(g, x),
+                               np.broadcast_to(g[:, :, None], x.shape))
+
+
+def test_reduce_adjoint_bad_axis(impl):
+    with pytest.raises(ValueError):
+        impl["sum"](np.ones(3), np.ones((2, 3)), 2)
+    with pytest.raises(ValueError):
+        impl["mean"](np.ones(3), np.ones((2, 3)), -3)
+
+
+# ---------------------------------------------------------------------------
+# range_last
+# ---------------------------------------------------------------------------
+
+def test_range_last(impl):
+    rl = impl["rl"]
+    vals = range(-7, 8)
+    for start in vals:
+        for stop in vals:
+            for step in (-4, -3, -2, -1, 1, 2, 3, 4):
+                fwd = list(range(start, stop, step))
+                last = rl(start, stop, step)
+                assert last == (fwd[-1] if fwd else start - step)
+                assert list(range(last, start - step, -step)) == fwd[::-1]
+
+
+def test_range_last_numba_loop():
+    for args in [(0, 10, 3), (10, 0, -3), (0, 0, 1), (5, 1, 1), (-2, 9, 4),
+                 (3, -8, -5)]:
+        assert list(_nb_reversed_range(*args)) == list(range(*args))[::-1]
+    assert range_last(np.int64(0), np.int64(10), np.int64(3)) == 9
