@@ -23,6 +23,7 @@ __all__ = [
     "stop_gradient",
     "matmul_adjoint_a",
     "matmul_adjoint_b",
+    "mean",
 ]
 
 
@@ -403,3 +404,19 @@ def _ol_matmul_adjoint_b(g, a, b):
     if na == 1:
         return lambda g, a, b: np.outer(a, g)
     return lambda g, a, b: np.ascontiguousarray(a.T) @ np.ascontiguousarray(g)
+
+
+# ---------------------------------------------------------------------------
+# NumPy functions numba lacks in the form generated code needs
+# ---------------------------------------------------------------------------
+
+def mean(x, axis=None):
+    """np.mean(x, axis): numba's np.mean has no `axis`."""
+    return np.mean(x, axis=axis)
+
+
+@overload(mean)
+def _ol_mean(x, axis=None):
+    if _is_none_type(axis):
+        return lambda x, axis=None: np.mean(x)
+    return lambda x, axis=None: np.sum(x, axis=axis) / x.shape[axis]

@@ -15,7 +15,7 @@ HEADER_IMPORTS = (
     "import math\n"
     "import numpy as np\n"
     "from numba.typed import List\n"
-    "from s2sad.runtime import (copy_adj, matmul_adjoint_a, matmul_adjoint_b, mean_adjoint, range_last,\n"
+    "from s2sad.runtime import (copy_adj, matmul_adjoint_a, matmul_adjoint_b, mean, mean_adjoint, range_last,\n"
     "                           restore, stop_gradient, sum_adjoint, unbroadcast, zeros_like_adj)\n"
 )
 
@@ -68,7 +68,7 @@ def prim_text(p: Prim) -> str:
     if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
         return f"{atom(p.args[0])}.{rule.name}"
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]
-    return f"{p.spelled or rule.spelled}({', '.join(args)})"
+    return f"{rule.print_as or p.spelled or rule.spelled}({', '.join(args)})"
 
 
 class _Rename(cst.CSTTransformer):

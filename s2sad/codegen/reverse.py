@@ -255,6 +255,13 @@ class ReverseGen:
         params = ", ".join(fn.params + [seed])
         primal = Writer()
         self.primal_block(primal, fn.body)
+        results = []
+        for o in fn.outputs[:n_outputs]:
+            if o in a.saved:  # the adjoint sweep rewinds it: keep the final value
+                kept = self.names.fresh(o + "_final")
+                primal.line(f"{kept} = {o}")
+                o = kept
+            results.append(o)
         adjoint = Writer()
         for v in sorted(set(wrt) | set(a.homes.get(id(fn.body), [])), key=self.home_order(wrt)):
             if v == out:
@@ -268,7 +275,7 @@ class ReverseGen:
         for p in fn.params:
             if p in a.saved:
                 head.append(f"    {self.tapes[p]}.append({p})")
-        results = ", ".join(fn.outputs[:n_outputs] + [self.bar(v) for v in wrt])
+        results = ", ".join(results + [self.bar(v) for v in wrt])
         lines = head + primal.lines + ["    # adjoint sweep " + "-" * 59] + adjoint.lines + [f"    return {results}"]
         return "\n".join(lines) + "\n", name
 

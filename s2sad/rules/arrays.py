@@ -15,7 +15,7 @@ def sum(g, out, x, axis=None):
     return (sum_adjoint(unbroadcast(g, out), x, axis),)
 
 
-@defrule(np.mean, elementwise=False,
+@defrule(np.mean, elementwise=False, print_as="mean",
          checks=[Check("np.mean(a)", shapes=((3,), (2, 3))), Check("np.mean(a, axis=0)", shapes=MATRIX),
                  Check("np.mean(a, axis=1)", shapes=MATRIX)])
 def mean(g, out, x, axis=None):

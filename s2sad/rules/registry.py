@@ -53,6 +53,7 @@ class Rule:
     cheap: bool = True  # cheap enough to recompute in the reverse sweep instead of taping
     checks: tuple = ()
     spelled: str | None = None  # default name in generated code (first registered object)
+    print_as: str | None = None  # a runtime stand-in generated code calls instead (numba lacks the original)
     _template: Any = field(default=None, repr=False)
 
     @property
@@ -130,11 +131,12 @@ def register(rule: Rule, *objects: Any) -> Rule:
     return rule
 
 
-def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(Check("f(a)"),)):
+def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None):
     """Decorator: register the decorated adjoint template for `objects` (or an operator)."""
 
     def deco(adjoint):
-        rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, tuple(checks))
+        rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, tuple(checks),
+                    print_as=print_as)
         return register(rule, *objects)
 
     return deco
