@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
+from s2sad.runtime import stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
 
@@ -83,3 +84,5 @@ nondiff(int, name="int")
 nondiff(bool, name="bool")
 nondiff(np.isnan, math.isnan, name="isnan")
 nondiff(np.isfinite, math.isfinite, name="isfinite")
+
+nondiff(stop_gradient, name="stop_gradient")

@@ -41,7 +41,7 @@ class Check:
 
     expr: str
     domain: str = "real"  # real | positive | unit (|x| < 1) | nonzero
-    shapes: tuple = ((), (3,), ((2, 3), (3,)))  # per case: one shape for all operands, or a tuple
+    shapes: tuple = ((), (3,), (2, 3))  # per case: one shape for all operands, or a tuple of shapes
 
 
 @dataclass
@@ -105,6 +105,8 @@ _BY_NAME: dict[str, Rule] = {}
 def spelling(obj: Any) -> str:
     """How generated code names `obj` (it imports numpy as np, and math)."""
     name = obj.__name__
+    if obj is abs:
+        return "np.abs"  # numba's builtin abs() refuses arrays; np.abs takes scalars and arrays
     if isinstance(obj, np.ufunc):
         return "np." + name
     module = getattr(obj, "__module__", None) or ""
