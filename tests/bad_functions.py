@@ -1,0 +1,33 @@
+"""Functions s2sad must refuse with a located error (line numbers are asserted by the tests)."""
+
+import numpy as np
+
+
+def uses_try(x):
+    try:
+        y = x * 2.0
+    except ValueError:
+        y = x
+    return y
+
+
+def calls_unknown(x):
+    y = x * 2.0
+    return np.sinc(y)
+
+
+def prints(x):
+    print(x)
+    return x
+
+
+def writes_argument(x):
+    x[0] = 1.0
+    return np.sum(x)
+
+
+def global_array(x):
+    return x * TABLE
+
+
+TABLE = np.ones(3)

@@ -1,0 +1,62 @@
+"""Compiled gradients are cached by signature in memory and on disk; edits never reuse stale code."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+import s2sad
+from programs import recurrence
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_second_call_compiles_nothing():
+    g = s2sad.grad(recurrence, argnums=(0, 1))
+    g(np.ones(4), 0.5)
+    dispatcher = g.__s2sad_reverse__.vjp_fn
+    n = len(dispatcher.signatures)
+    g(np.arange(6.0), 0.25)
+    assert len(dispatcher.signatures) == n
+    g2 = s2sad.grad(recurrence, argnums=(0, 1))  # a new grad object reuses the same compiled code
+    g2(np.ones(3), 0.1)
+    assert g2.__s2sad_reverse__.vjp_fn is dispatcher and len(dispatcher.signatures) == n
+
+
+def test_new_process_reuses_disk_cache(tmp_path):
+    script = textwrap.dedent("""
+        import numpy as np, s2sad
+        from programs import recurrence
+        g = s2sad.grad(recurrence, argnums=(0, 1))
+        print(g(np.ones(4), 0.5)[1])
+        stats = g.__s2sad_reverse__.vjp_fn.stats
+        print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+    """)
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=HERE, env=env, capture_output=True, text=True,
+                           check=True).stdout.split("\n") for _ in range(2)]
+    assert runs[0][0] == runs[1][0]
+    hits0, misses0 = (int(v) for v in runs[0][1].split())
+    hits1, misses1 = (int(v) for v in runs[1][1].split())
+    assert (hits0, misses0) == (0, 1)
+    assert (hits1, misses1) == (1, 0)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_edited_function_gets_new_code(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / "edited_mod.py"
+    results = []
+    for body in ("x * x", "x * x * x"):
+        module.write_text(f"def f(x):\n    return {body}\n")
+        namespace = {}
+        code = compile(module.read_text(), str(module), "exec")
+        exec(code, namespace)
+        import linecache
+
+        linecache.checkcache(str(module))
+        results.append(s2sad.grad(namespace["f"])(2.0))
+    assert results == [4.0, 12.0]

@@ -1,0 +1,114 @@
+"""SPEC.md's error cases: located, saying what is wrong and what to write instead."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bad_functions
+import s2sad
+from seed_functions import product
+
+HERE = Path(__file__).resolve().parent
+
+
+def _located(exc_info, func_line_offset, snippet):
+    text = str(exc_info.value)
+    path = re.escape(bad_functions.__file__)
+    m = re.match(rf"{path}:(\d+):(\d+): ", text)
+    assert m, text
+    lines = Path(bad_functions.__file__).read_text().splitlines()
+    line = int(m.group(1))
+    assert snippet in lines[line - 1]
+    assert snippet in text and "^" in text
+    return text
+
+
+def test_unsupported_statement_is_located():
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(bad_functions.uses_try)(1.0)
+    text = _located(info, 0, "try:")
+    assert "`Try` statements are not supported" in text
+
+
+def test_call_without_rule_suggests_custom_rules():
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(bad_functions.calls_unknown)(1.0)
+    text = _located(info, 0, "np.sinc(y)")
+    assert "no derivative rule for `sinc`" in text and "custom_jvp" in text
+    col = int(re.match(r".*?:\d+:(\d+):", text).group(1))
+    assert Path(bad_functions.__file__).read_text().splitlines()[int(re.match(r".*?:(\d+):", text).group(1)) - 1][
+        col - 1:].startswith("np.sinc")
+
+
+def test_side_effect_statement_is_refused():
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(bad_functions.prints)(1.0)
+    assert "print(x)" in _located(info, 0, "print(x)")
+
+
+def test_in_place_write_to_an_argument_is_refused():
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(bad_functions.writes_argument)(np.ones(3))
+    assert "x.copy()" in _located(info, 0, "x[0] = 1.0")
+
+
+def test_global_array_is_refused():
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(bad_functions.global_array)(np.ones(3))
+    assert "pass arrays" in _located(info, 0, "TABLE")
+
+
+@pytest.mark.parametrize("argnums", [2, -3, (0, 5)])
+def test_argnums_out_of_range(argnums):
+    with pytest.raises(ValueError, match=r"out of range: product takes 2 argument\(s\) \(x, y\)"):
+        s2sad.grad(product, argnums=argnums)
+
+
+def test_integer_input_is_refused():
+    with pytest.raises(TypeError, match=r"argument 0 \(`x`\) of product is int 3.*3\.0"):
+        s2sad.grad(product)(3, 4.0)
+    with pytest.raises(TypeError, match=r"argument 1 \(`y`\) .*array of dtype int64"):
+        s2sad.grad(product, argnums=1)(3.0, np.arange(3))
+    with pytest.raises(TypeError, match="bool"):
+        s2sad.grad(product)(True, 4.0)
+    assert s2sad.grad(product)(3.0, 4) == 4.0  # integers are fine where nothing is differentiated
+
+
+def test_source_unavailable():
+    namespace = {}
+    exec("def made_by_exec(x):\n    return x * x\n", namespace)
+    with pytest.raises(s2sad.SourceUnavailableError, match="cannot find the source of made_by_exec"):
+        s2sad.grad(namespace["made_by_exec"])(1.0)
+
+
+def test_errors_leave_no_files_behind(tmp_path):
+    script = (
+        "import s2sad, bad_functions\n"
+        "for f in (bad_functions.uses_try, bad_functions.calls_unknown, bad_functions.writes_argument):\n"
+        "    try:\n"
+        "        s2sad.grad(f)(1.0)\n"
+        "    except s2sad.UnsupportedError:\n"
+        "        pass\n"
+    )
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=HERE, env=env)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_show_prints_adjoint():
+    out = subprocess.run([sys.executable, "-m", "s2sad", "show", "programs:recurrence", "--argnums", "0,1"],
+                         cwd=HERE, capture_output=True, text=True, check=True).stdout
+    assert "def recurrence_vjp(x, w, " in out and "for t in range(n - 1, 0, -1):" in out
+    assert "# h[t] = np.tanh(w * h[t - 1] + x[t])" in out
+
+
+def test_cli_show_reports_errors_on_stderr():
+    res = subprocess.run([sys.executable, "-m", "s2sad", "show", "bad_functions:uses_try"],
+                         cwd=HERE, capture_output=True, text=True)
+    assert res.returncode == 1 and res.stdout == ""
+    assert "bad_functions.py" in res.stderr and "Try" in res.stderr
