@@ -45,3 +45,17 @@ def test_vjp_checks_cotangent_shape():
 def test_has_aux_requires_a_pair():
     with pytest.raises(TypeError, match="has_aux=True needs"):
         s2sad.grad(decorated, has_aux=True)(0.5, X)
+
+
+def make_scaled(scale):
+    def scaled(x):
+        return np.sin(x) * scale
+
+    return scaled
+
+
+def test_closure_variables_and_nested_functions(backend):
+    f = make_scaled(3.0)
+    assert s2sad.grad(f, backend=backend)(0.4) == pytest.approx(3.0 * np.cos(0.4), rel=1e-12)
+    g = make_scaled(5.0)  # same code, other closure value: must not reuse the first one's code
+    assert s2sad.grad(g, backend=backend)(0.4) == pytest.approx(5.0 * np.cos(0.4), rel=1e-12)
