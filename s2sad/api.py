@@ -56,6 +56,9 @@ def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tu
 
 
 def _check_float(value, name: str, index: int, fname: str, what: str):
+    kind = type(value)
+    if kind is float or (kind is np.ndarray and value.dtype.kind == "f"):
+        return  # the common case, kept cheap: this runs on every call
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral)):
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is "
                         f"{type(value).__name__} {value!r}; pass a float (e.g. {float(value)!r}) or mark it "
@@ -137,7 +140,7 @@ class _Reverse:
         return result
 
     def check_scalar(self, value):
-        if np.ndim(value) != 0:
+        if isinstance(value, np.ndarray) and value.ndim != 0:
             shape = np.shape(value)
             raise TypeError(
                 f"{self.what} requires a scalar output, but {self.fun.__name__} returned an array of shape "
