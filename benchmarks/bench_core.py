@@ -179,7 +179,7 @@ def bench_rosen(n: int, repeat: int) -> dict:
     s2 = measure(grad, x, repeat=repeat)
     hand = measure(rosen_grad_hand, x, repeat=repeat)
     # Diagnostic: the compiled vjp without s2sad's Python wrapper (an internal attribute; may vanish).
-    vjp = getattr(getattr(grad, "__s2sad_reverse__", None), "vjp_fn", None)
+    vjp = getattr(getattr(grad, "__s2sad_transform__", None), "vjp_fn", None)
     raw = measure(vjp, x, 1.0, repeat=repeat) if vjp is not None else None
     return dict(n=n, primal=primal, s2sad=s2, hand=hand, raw_vjp=raw,
                 ratio_primal=s2.best / primal.best, ratio_hand=s2.best / hand.best)
@@ -271,7 +271,7 @@ def bench_overhead(calls: int, batches: int) -> dict:
                s2sad=per_call_loop(grad, (1.0, 2.0), calls, batches),
                njit=per_call_loop(tiny_grad_hand, (1.0, 2.0), calls, batches))
     # Diagnostic: the compiled vjp without s2sad's Python wrapper (an internal attribute; may vanish).
-    rev = getattr(grad, "__s2sad_reverse__", None)
+    rev = getattr(grad, "__s2sad_transform__", None)
     vjp = getattr(rev, "vjp_fn", None)
     out["raw_vjp"] = per_call_loop(vjp, (1.0, 2.0, 1.0), calls, batches) if vjp is not None else None
     return out

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 
 from s2sad import ir
 from s2sad.errors import UnsupportedError, located
-from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
+TAPE_READS = ("tape_pop", "restore")
+FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array  # take a value out of a tape: derivatives flow through them
 
 
 def diff_positions(prim: Prim) -> list[int]:
@@ -28,6 +30,8 @@ def diff_positions(prim: Prim) -> list[int]:
 
 def diff_operands(expr) -> list[str]:
     """Variables whose adjoint this expression's adjoint writes to."""
+    if isinstance(expr, Prim) and expr.rule.name in TAPE_READS:
+        return ir.atom_vars(expr.args)
     if isinstance(expr, Prim):
         return [expr.args[i].name for i in diff_positions(expr) if isinstance(expr.args[i], Var)]
     if isinstance(expr, Load):
@@ -104,9 +108,9 @@ class Analysis:
             yield s
 
     # -------------------------------------------------------------- activity
-    def activity(self, out: str):
+    def activity(self, outs: list[str]):
         varied = set(self.wrt)
-        useful = {out}
+        useful = set(outs)
         changed = True
         while changed:
             changed = False
@@ -114,13 +118,14 @@ class Analysis:
                 if isinstance(s, Assign) and s.target not in varied and set(diff_operands(s.value)) & varied:
                     varied.add(s.target)
                     changed = True
-                if isinstance(s, Store) and s.base not in varied and ir.atom_vars([s.value]) and \
-                        s.value.name in varied:
-                    varied.add(s.base)
-                    changed = True
+                if isinstance(s, (Store, Push)) and s.value in [Var(v) for v in varied]:
+                    written = ir.stmt_writes(s)[0]
+                    if written not in varied:
+                        varied.add(written)
+                        changed = True
                 if isinstance(s, Assign) and s.target in useful:
                     new = set(diff_operands(s.value)) - useful
-                elif isinstance(s, Store) and s.base in useful:
+                elif isinstance(s, (Store, Push)) and ir.stmt_writes(s)[0] in useful:
                     new = set(ir.atom_vars([s.value])) - useful
                 else:
                     new = set()
@@ -331,11 +336,53 @@ class Analysis:
                     return child
         raise KeyError(block_id)
 
+    def check_tapes(self):
+        """Reverse mode through tape pushes/pops (reverse over reverse) is not built yet."""
+        for s in self.stmts():
+            if isinstance(s, Push):
+                through_tape = s.tape in self.active
+            else:
+                through_tape = isinstance(s, Assign) and isinstance(s.value, Prim) and \
+                    s.value.rule.name in TAPE_READS and self.has_adjoint(s)
+            if through_tape:
+                raise UnsupportedError(located(
+                    "reverse mode through a tape (generated adjoint code of a loop that overwrites values) is "
+                    "not supported yet", s.loc.filename, s.loc.line, s.loc.col, s.loc.text,
+                    "differentiate the gradient in forward mode instead: s2sad.hessian(f), "
+                    "s2sad.jvp(s2sad.grad(f), ...) or s2sad.jacfwd(s2sad.grad(f))"))
+
+    def aliased_at_store(self, name: str) -> bool:
+        """May an in-place write into `name` reach an argument's array or another name's?
+
+        Safe: a local created inside the function, or an argument / copied name that the top
+        level rebinds to a fresh array (`x = copy_adj(x)`, as generated adjoint code does)
+        before any write into it.
+        """
+        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and isinstance(d.value, Copy)
+                  and isinstance(d.value.value, Var)]
+        if name not in self.fn.params and not copies:
+            return False
+        body = self.fn.body
+        top = {id(s): i for i, s in enumerate(body)}
+        if any(id(d) not in top for d in copies):
+            return True
+        last_alias = max([top[id(d)] for d in copies], default=-1)
+        fresh = [i for i, s in enumerate(body) if i > last_alias and isinstance(s, Assign) and s.target == name
+                 and isinstance(s.value, Prim) and s.value.rule.name in FRESH]
+        if not fresh:
+            return True
+        first_store = min(top[self.path_top(s)] for s in self.stores[name])
+        return first_store < fresh[0]
+
+    def path_top(self, s) -> int:
+        """id of the top-level statement that contains `s`."""
+        while self.block_of[id(s)] is not self.fn.body:
+            s = self.owner[id(self.block_of[id(s)])]
+        return id(s)
+
     def check_stores(self):
         for name, stores in self.stores.items():
-            defs = self.defs.get(name, [])
-            alias = name in self.fn.params or any(isinstance(d, Assign) and isinstance(d.value, Copy) for d in defs)
-            if alias:
+            if self.aliased_at_store(name):
                 loc = stores[0].loc
                 msg = f"in-place write to `{name}`, which is an argument or another name for an array"
                 raise UnsupportedError(located(msg, loc.filename, loc.line, loc.col, loc.text,
@@ -360,11 +407,22 @@ def _common_prefix(paths):
     return prefix
 
 
-def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
+def analyze_forward(fn: ir.Function, wrt: list[str]) -> Analysis:
+    """Activity for forward mode: what depends on `wrt` and reaches any output."""
     a = Analysis(fn, wrt)
     a.index()
     a.check_stores()
-    a.activity(fn.outputs[0])
+    a.activity(fn.outputs)
+    return a
+
+
+def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
+    """What the reverse sweep of `fn` (differentiating its first output) needs."""
+    a = Analysis(fn, wrt)
+    a.index()
+    a.check_stores()
+    a.activity(fn.outputs[:1])
+    a.check_tapes()
     a.find_replay()
     a.find_direct()
     a.place_homes()

@@ -1,4 +1,4 @@
-"""The public transformations: grad, value_and_grad, vjp, jit, differentiate, source."""
+"""The public transformations: grad, value_and_grad, vjp, jvp, jacfwd, jacrev, hessian, jit, differentiate, source."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from s2sad import rules
 from s2sad.backend import compile_function, load_module
-from s2sad.codegen.module import Generated, vjp_module
+from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
 from s2sad.normalize import normalize
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
@@ -71,34 +71,45 @@ def _check_float(value, name: str, index: int, fname: str, what: str):
                         "s2sad differentiates with respect to floats and NumPy arrays")
 
 
-class _Reverse:
-    """The compiled primal and vjp of one function for one set of differentiated arguments."""
+class _Transform:
+    """One function, one set of differentiated arguments: its generated module, compiled lazily."""
 
-    def __init__(self, fun: Callable, argnums, has_aux: bool, backend: str, what: str):
+    what = "transform"
+
+    def __init__(self, fun: Callable, argnums, backend: str):
         self.fun = _as_function(fun)
         self.signature = inspect.signature(self.fun)
         self.params = list(self.signature.parameters)
         self.argnums = _normalize_argnums(self.fun, argnums, self.params)
         self.single = isinstance(argnums, int)
-        self.has_aux = has_aux
         self.backend = backend
-        self.what = what
         self._generated: Generated | None = None
-        self._vjp = None
-        self._primal = None
+        self._compiled: dict[str, Callable] = {}
 
     @property
     def generated(self) -> Generated:
         if self._generated is None:
-            fn_ir = normalize(self.fun)
-            if self.has_aux and (not fn_ir.returns_tuple or len(fn_ir.outputs) != 2):
-                raise TypeError(f"has_aux=True needs {self.fun.__name__} to return a pair (value, aux)")
-            if not self.has_aux and fn_ir.returns_tuple:
-                raise TypeError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
-                                "(use has_aux=True to return (value, aux))")
-            wrt = [fn_ir.params[i] for i in self.argnums]
-            self._generated = vjp_module(fn_ir, wrt)
+            self._generated = self.generate(normalize(self.fun))
         return self._generated
+
+    def generate(self, fn_ir) -> Generated:
+        raise NotImplementedError
+
+    def compiled(self, which: str) -> Callable:
+        """`which` of the generated module ("primal", "derivative"), compiled for the backend."""
+        if which not in self._compiled:
+            g = self.generated
+            self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend)
+        return self._compiled[which]
+
+    @property
+    def primal_fn(self):
+        return self.compiled("primal")
+
+    def source_function(self) -> types.FunctionType:
+        """The wrapper as a plain Python function in a real file: what a further transformation parses."""
+        g = self.generated
+        return getattr(load_module(g.source, g.stem, "python"), g.wrapper)
 
     def bind(self, args, kwargs) -> tuple:
         if kwargs or len(args) != len(self.params):
@@ -111,19 +122,28 @@ class _Reverse:
         for i in self.argnums:
             _check_float(args[i], self.params[i], i, self.fun.__name__, self.what)
 
-    @property
-    def vjp_fn(self):
-        if self._vjp is None:
-            g = self.generated
-            self._vjp = compile_function(g.source, g.stem, g.vjp, self.backend)
-        return self._vjp
+
+class _Reverse(_Transform):
+    """The compiled primal and vjp of one function for one set of differentiated arguments."""
+
+    def __init__(self, fun: Callable, argnums, has_aux: bool, backend: str, what: str):
+        super().__init__(fun, argnums, backend)
+        self.has_aux = has_aux
+        self.what = what
+
+    def generate(self, fn_ir) -> Generated:
+        if self.has_aux and (not fn_ir.returns_tuple or len(fn_ir.outputs) != 2):
+            raise TypeError(f"has_aux=True needs {self.fun.__name__} to return a pair (value, aux)")
+        if not self.has_aux and fn_ir.returns_tuple:
+            raise TypeError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
+                            "(use has_aux=True to return (value, aux))")
+        wrt = [fn_ir.params[i] for i in self.argnums]
+        kind = self.what if self.what in ("value_and_grad", "vjp") else "grad"
+        return vjp_module(fn_ir, wrt, kind)
 
     @property
-    def primal_fn(self):
-        if self._primal is None:
-            g = self.generated
-            self._primal = compile_function(g.source, g.stem, g.primal, self.backend)
-        return self._primal
+    def vjp_fn(self):
+        return self.compiled("derivative")
 
     def n_outputs(self) -> int:
         return 2 if self.has_aux else 1
@@ -152,6 +172,41 @@ class _Reverse:
         return grads[0] if self.single else tuple(grads)
 
 
+class _Forward(_Transform):
+    """The compiled primal and jvp of one function with respect to the arguments `argnums`."""
+
+    what = "jvp"
+
+    def generate(self, fn_ir) -> Generated:
+        return jvp_module(fn_ir, [fn_ir.params[i] for i in self.argnums])
+
+    @property
+    def jvp_fn(self):
+        return self.compiled("derivative")
+
+
+_MEMO: dict[tuple, _Transform] = {}
+
+
+def _memo(key: tuple, make: Callable[[], Any]) -> Any:
+    """Transforms made inside calls (jvp, vjp, jacobians) are reused: codegen runs once per function."""
+    try:
+        found = _MEMO.get(key)
+    except TypeError:  # an unhashable callable
+        return make()
+    if found is None:
+        found = _MEMO[key] = make()
+    return found
+
+
+def _reverse(fun, argnums, has_aux, backend, what) -> _Reverse:
+    return _memo(("rev", fun, argnums, has_aux, backend, what), lambda: _Reverse(fun, argnums, has_aux, backend, what))
+
+
+def _forward(fun, argnums, backend) -> _Forward:
+    return _memo(("fwd", fun, argnums, backend), lambda: _Forward(fun, argnums, backend))
+
+
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
          backend: str = DEFAULT_BACKEND) -> Callable:
     """Gradient of a scalar-valued `fun` with respect to the argument(s) `argnums`.
@@ -169,7 +224,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
         g = rev.grads(result)
         return (g, result[1]) if has_aux else g
 
-    grad_fun.__s2sad_reverse__ = rev
+    grad_fun.__s2sad_transform__ = rev
     return grad_fun
 
 
@@ -186,13 +241,17 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         value = (result[0], result[1]) if has_aux else result[0]
         return value, rev.grads(result)
 
-    value_and_grad_fun.__s2sad_reverse__ = rev
+    value_and_grad_fun.__s2sad_transform__ = rev
     return value_and_grad_fun
+
+
+def _as_float(x):
+    return np.asarray(x, dtype=float) if np.ndim(x) else float(x)
 
 
 def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_BACKEND):
     """`(out, vjp_fun)` (plus `aux` with `has_aux`); `vjp_fun(cotangent)` returns one array per primal."""
-    rev = _Reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
+    rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
     args = rev.bind(primals, {})
     rev.check(args)
     out = rev.primal_fn(*args)
@@ -202,24 +261,161 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
         if np.shape(cotangent) != np.shape(value):
             raise ValueError(f"cotangent has shape {np.shape(cotangent)}, but the output has shape "
                              f"{np.shape(value)}")
-        cot = np.asarray(cotangent, dtype=float) if np.ndim(cotangent) else float(cotangent)
-        return tuple(rev.vjp_fn(*args, cot)[rev.n_outputs():])
+        return tuple(rev.vjp_fn(*args, _as_float(cotangent))[rev.n_outputs():])
 
     return (value, vjp_fun, out[1]) if has_aux else (value, vjp_fun)
 
 
+def _float_positions(fwd_name: str, primals) -> tuple[int, ...]:
+    """Which primals carry tangents: floats and float arrays (ints and bools are constants)."""
+    return tuple(i for i, p in enumerate(primals)
+                 if not isinstance(p, (bool, np.bool_, numbers.Integral))
+                 and not (isinstance(p, np.ndarray) and p.dtype.kind in "biu"))
+
+
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEFAULT_BACKEND):
+    """`(out, tangent_out)`: `fun(*primals)` and its derivative along `tangents`, by forward mode.
+
+    `primals` and `tangents` are tuples of the same length; a tangent must have its primal's
+    shape. Integer and bool primals are constants (their tangents are ignored). Tuple outputs
+    give tuples of tangents.
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
+    positions = _float_positions("jvp", primals)
+    for i in positions:
+        if np.shape(tangents[i]) != np.shape(primals[i]):
+            raise ValueError(f"tangent {i} has shape {np.shape(tangents[i])}, but its primal has shape "
+                             f"{np.shape(primals[i])}")
+    if not positions:
+        raise TypeError("jvp needs at least one float primal to differentiate")
+    fwd = _forward(fun, positions, backend)
+    args = fwd.bind(primals, {})
+    result = fwd.jvp_fn(*args, *(_as_float(tangents[i]) for i in positions))
+    n = len(result) // 2 if isinstance(result, tuple) else 1
+    if isinstance(result, tuple) and fwd.generated.fn.returns_tuple:
+        return tuple(result[:n]), tuple(result[n:])
+    return result[0], result[1]
+
+
+def _basis(x, k):
+    e = np.zeros(np.shape(x))
+    e.flat[k] = 1.0
+    return e if np.ndim(x) else 1.0
+
+
+def _columns_to_jacobian(columns, out, x):
+    """Stack J @ e_k (one per input element) into an array of shape out.shape + x.shape."""
+    stacked = np.array(columns, dtype=float).reshape((np.size(x),) + np.shape(out))
+    return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x)) if np.ndim(x) else stacked[0]
+
+
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
+    """The Jacobian of `fun` by forward mode, one jvp per input element.
+
+    Shape `out.shape + arg.shape`; a tuple over `argnums` when it is a tuple, and a tuple
+    over outputs when `fun` returns a tuple.
+    """
+    fwd = _Forward(fun, argnums, backend)
+    fwd.what = "jacfwd"
+
+    @functools.wraps(fwd.fun)
+    def jacfwd_fun(*args, **kwargs):
+        args = fwd.bind(args, kwargs)
+        fwd.check(args)
+        zeros = [np.zeros(np.shape(args[i])) if np.ndim(args[i]) else 0.0 for i in fwd.argnums]
+        per_arg = []
+        for pos, i in enumerate(fwd.argnums):
+            results = []
+            for k in range(np.size(args[i])):
+                tangents = list(zeros)
+                tangents[pos] = _basis(args[i], k)
+                results.append(fwd.jvp_fn(*args, *tangents))
+            per_arg.append(results)
+        return _arrange(fwd, args, per_arg)
+
+    jacfwd_fun.__s2sad_transform__ = fwd
+    return jacfwd_fun
+
+
+def _arrange(fwd: _Forward, args, per_arg):
+    """Jacobians from jvp results: [argnum][input element] -> (outs..., tangents...)."""
+    tuple_out = fwd.generated.fn.returns_tuple
+    n_out = len(fwd.generated.fn.outputs)
+    by_out = []
+    for o in range(n_out):
+        jacs = []
+        for pos, i in enumerate(fwd.argnums):
+            results = per_arg[pos]
+            out = fwd.primal_fn(*args) if not results else results[0][o] if n_out > 1 or tuple_out else results[0][0]
+            cols = [r[n_out + o] for r in results]
+            jacs.append(_columns_to_jacobian(cols, out, args[i]))
+        by_out.append(jacs[0] if fwd.single else tuple(jacs))
+    return tuple(by_out) if tuple_out else by_out[0]
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
+    """The Jacobian of `fun` by reverse mode, one vjp per output element (shape out.shape + arg.shape)."""
+    rev = _Reverse(fun, argnums, False, backend, "vjp")
+    rev.what = "jacrev"
+
+    @functools.wraps(rev.fun)
+    def jacrev_fun(*args, **kwargs):
+        args = rev.bind(args, kwargs)
+        rev.check(args)
+        out = rev.primal_fn(*args)
+        rows = [rev.vjp_fn(*args, _basis(out, j))[1:] for j in range(np.size(out))]
+        jacs = []
+        for pos, i in enumerate(rev.argnums):
+            stacked = np.array([r[pos] for r in rows], dtype=float)
+            jacs.append(stacked.reshape(np.shape(out) + np.shape(args[i])))
+        return jacs[0] if rev.single else tuple(jacs)
+
+    jacrev_fun.__s2sad_transform__ = rev
+    return jacrev_fun
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
+    """Second derivatives of a scalar `fun`: forward mode over the generated gradient.
+
+    Shape `arg.shape + arg.shape`; for tuple `argnums`, a nested tuple `H[i][j]`.
+    """
+    return jacfwd(grad(fun, argnums, backend=backend), argnums, backend=backend)
+
+
 def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:
     """Compile `fun` with numba (`fun` may be a function s2sad returned)."""
-    if hasattr(fun, "__s2sad_reverse__") or backend == "python":
+    if hasattr(fun, "__s2sad_transform__") or backend == "python":
         return fun  # already compiled inside
     import numba
 
     return numba.njit(cache=False)(unwrap(fun))
 
 
-def source(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> str:
-    """The generated module (primal + adjoint) that `grad(fun, argnums, has_aux)` compiles."""
-    return _Reverse(fun, argnums, has_aux, DEFAULT_BACKEND, "grad").generated.source
+def source(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, mode: str = "rev",
+           order: int = 1) -> str:
+    """The generated module that s2sad compiles for the `order`-th derivative of `fun`.
+
+    mode="rev": primal, adjoint (vjp) and `f_grad`; order N differentiates `grad` N-1 more
+    times in reverse mode. mode="fwd": primal, tangent (jvp) and `f_jvp_tangent`; order N
+    applies forward mode N times.
+    """
+    if mode not in ("fwd", "rev"):
+        raise ValueError(f"mode must be 'fwd' or 'rev', got {mode!r}")
+    if not isinstance(order, int) or order < 1:
+        raise ValueError(f"order must be a positive int, got {order!r}")
+    for _ in range(order - 1):
+        fun = grad(fun, argnums, has_aux) if mode == "rev" else _tangent_function(fun, argnums)
+        has_aux = False
+    if mode == "rev":
+        return _Reverse(fun, argnums, has_aux, DEFAULT_BACKEND, "grad").generated.source
+    return _Forward(fun, argnums, DEFAULT_BACKEND).generated.source
+
+
+def _tangent_function(fun, argnums) -> types.FunctionType:
+    """`f_jvp_tangent(*args, *tangents)` of `fun` as Python source: forward mode's derivative function."""
+    return _Forward(fun, argnums, DEFAULT_BACKEND).source_function()
 
 
 class differentiate:
@@ -231,14 +427,16 @@ class differentiate:
         loss(w, x)                      # compiled primal
         loss.grad(w, x)                 # gradient w.r.t. argnums (default 0)
         loss.value_and_grad(w, x)
+        loss.jvp((w, x), (dw, dx))      # (out, tangent_out)
         loss.vjp(w, x)                  # (out, vjp_fun)
-        print(loss.source())            # the generated adjoint code
+        loss.hessian(w, x)              # second derivatives w.r.t. argnums
+        print(loss.source())            # the generated adjoint code (mode="fwd" for the tangent code)
     """
 
     def __init__(self, fun: Callable | None = None, *, argnums=0, has_aux=False, backend=DEFAULT_BACKEND):
         self._options = dict(argnums=argnums, has_aux=has_aux, backend=backend)
         self._compiled = None
-        self._grad = self._vag = None
+        self._grad = self._vag = self._hessian = None
         if fun is not None:
             self._set(fun)
 
@@ -266,10 +464,18 @@ class differentiate:
             self._vag = value_and_grad(self.__s2sad_fun__, **self._options)
         return self._vag(*args, **kwargs)
 
+    def jvp(self, primals, tangents):
+        return jvp(self.__s2sad_fun__, primals, tangents, backend=self._options["backend"])
+
     def vjp(self, *primals):
         return vjp(self.__s2sad_fun__, *primals, has_aux=self._options["has_aux"], backend=self._options["backend"])
 
-    def source(self, argnums=None, has_aux=None) -> str:
+    def hessian(self, *args, **kwargs):
+        if self._hessian is None:
+            self._hessian = hessian(self.__s2sad_fun__, self._options["argnums"], backend=self._options["backend"])
+        return self._hessian(*args, **kwargs)
+
+    def source(self, argnums=None, has_aux=None, mode: str = "rev", order: int = 1) -> str:
         argnums = self._options["argnums"] if argnums is None else argnums
         has_aux = self._options["has_aux"] if has_aux is None else has_aux
-        return source(self.__s2sad_fun__, argnums, has_aux)
+        return source(self.__s2sad_fun__, argnums, has_aux, mode, order)

@@ -8,6 +8,7 @@ import sys
 import types
 
 from s2sad.cache import cache_dir, ensure_file
+from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
@@ -36,7 +37,7 @@ def load_module(source: str, stem: str, backend: str) -> types.ModuleType:
         module = types.ModuleType(name + "_py")
         module.__file__ = str(path)
         exec(compile(source, str(path), "exec"), module.__dict__)
-        module.List = list  # tapes as plain lists when running uncompiled
+        module.List = PythonTape  # tapes as plain lists when running uncompiled
     else:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)

@@ -50,9 +50,15 @@ class Parsed:
 
 
 def unwrap(fn: Any) -> Any:
-    """The plain Python function behind numba dispatchers and s2sad wrappers."""
+    """The plain Python function behind numba dispatchers and s2sad wrappers.
+
+    A function s2sad returned (grad(f), ...) unwraps to its generated wrapper function, whose
+    source is valid s2sad input: that is how transformations compose.
+    """
     for _ in range(10):
-        if hasattr(fn, "__s2sad_fun__"):
+        if hasattr(fn, "__s2sad_transform__"):
+            fn = fn.__s2sad_transform__.source_function()
+        elif hasattr(fn, "__s2sad_fun__"):
             fn = fn.__s2sad_fun__
         elif hasattr(fn, "py_func"):
             fn = fn.py_func

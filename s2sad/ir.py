@@ -88,6 +88,15 @@ class Store:
 
 
 @dataclass(eq=False)
+class Push:
+    """`tape.append(value)`: how generated adjoint code saves a value for later (closure)."""
+
+    tape: str
+    value: Atom
+    loc: Loc | None
+
+
+@dataclass(eq=False)
 class If:
     test: Atom
     body: list
@@ -115,7 +124,7 @@ class While:
     loc: Loc | None
 
 
-Stmt = Union[Assign, Store, If, For, While]
+Stmt = Union[Assign, Store, Push, If, For, While]
 
 
 @dataclass
@@ -161,6 +170,8 @@ def stmt_reads(stmt) -> list[str]:
         return atom_vars(expr_operands(stmt.value))
     if isinstance(stmt, Store):
         return [stmt.base] + atom_vars(index_atoms(stmt.index) + [stmt.value])
+    if isinstance(stmt, Push):
+        return [stmt.tape] + atom_vars([stmt.value])
     if isinstance(stmt, If):
         return atom_vars([stmt.test])
     if isinstance(stmt, For):
@@ -173,8 +184,8 @@ def stmt_reads(stmt) -> list[str]:
 def stmt_writes(stmt) -> list[str]:
     if isinstance(stmt, Assign):
         return [stmt.target]
-    if isinstance(stmt, Store):
-        return [stmt.base]
+    if isinstance(stmt, (Store, Push)):
+        return [stmt.base if isinstance(stmt, Store) else stmt.tape]
     if isinstance(stmt, For):
         return [stmt.target]
     return []

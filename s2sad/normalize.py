@@ -8,6 +8,7 @@ block, so every block has a single exit; calls to other user functions inlined.
 
 from __future__ import annotations
 
+import keyword
 import math
 import types
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ import numpy as np
 
 from s2sad import ir, rules
 from s2sad.frontend import Parsed, parse_function, unwrap
-from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Slice, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
 
 BINOPS = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "truediv",
@@ -48,6 +49,8 @@ class Names:
         hint = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "t"
         if hint[0].isdigit():
             hint = "t" + hint
+        if keyword.iskeyword(hint):
+            hint += "_"
         name, n = hint, 1
         while name in self.taken:
             n += 1
@@ -216,12 +219,21 @@ class Lowerer:
             pass
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
             pass  # docstring
+        elif isinstance(node, cst.Expr) and self.is_push(node.value):
+            tape = self.var(node.value.func.value.value)
+            out.append(Push(tape, self.expr(node.value.args[0].value, out), self.loc))
         elif isinstance(node, cst.Expr):
             raise self.err(node, "an expression statement has no effect s2sad can differentiate",
                            "assign its result, or remove it (printing and other side effects are not supported)")
         else:
             raise self.err(node, f"`{type(node).__name__}` is not supported inside differentiated functions")
         return set()
+
+    def is_push(self, node) -> bool:
+        """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""
+        return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "append" and isinstance(node.func.value, cst.Name) \
+            and node.func.value.value in self.locals and len(node.args) == 1 and node.args[0].keyword is None
 
     def loop_flag(self, node, kind, out) -> str:
         if not self.loops:
@@ -659,6 +671,10 @@ class Lowerer:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
                 receiver = self.expr(node.func.value, out)
                 return self.apply(node, METHODS[node.func.attr.value], [receiver], out, target)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "pop" and not node.args \
+                    and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
+                return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
+                                 hint="popped")
             what = cst.Module([]).code_for_node(node.func)
             raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
                                  "and other Python functions", HINT_RULE)
@@ -691,6 +707,7 @@ class Lowerer:
         args = leading + [self.expr(a.value, out) for a in node.args if a.keyword is None]
         kwargs = {a.keyword.value: self.expr(a.value, out) for a in node.args if a.keyword is not None}
         parsed = parse_function(fn)
+        self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn])
         callee.loc = self.loc
         try:

@@ -20,10 +20,14 @@ __all__ = [
     "mean_adjoint",
     "range_last",
     "restore",
+    "PythonTape",
     "stop_gradient",
     "matmul_adjoint_a",
     "matmul_adjoint_b",
-    "mean",
+    "mean_axis",
+    "sum_axis",
+    "broadcast_like",
+    "matmul_like",
 ]
 
 
@@ -316,6 +320,10 @@ def _ol_range_last(start, stop, step):
 # tapes
 # ---------------------------------------------------------------------------
 
+class PythonTape(list):
+    """The tape generated code gets as `List` when it runs uncompiled (backend="python")."""
+
+
 def restore(tape, current):
     """Undo one taped write: drop its value and return the one before (or `current`)."""
     tape.pop()
@@ -410,13 +418,76 @@ def _ol_matmul_adjoint_b(g, a, b):
 # NumPy functions numba lacks in the form generated code needs
 # ---------------------------------------------------------------------------
 
-def mean(x, axis=None):
-    """np.mean(x, axis): numba's np.mean has no `axis`."""
-    return np.mean(x, axis=axis)
+def mean_axis(x, axis=None):
+    """np.mean(x, axis): numba's np.mean has no `axis` (and scalars are their own mean)."""
+    return np.mean(x, axis=axis) if isinstance(x, np.ndarray) else x
 
 
-@overload(mean)
-def _ol_mean(x, axis=None):
+@overload(mean_axis)
+def _ol_mean_axis(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: x
     if _is_none_type(axis):
         return lambda x, axis=None: np.mean(x)
     return lambda x, axis=None: np.sum(x, axis=axis) / x.shape[axis]
+
+
+def sum_axis(x, axis=None):
+    """np.sum(x, axis) that also takes scalars (a scalar is its own sum)."""
+    return np.sum(x, axis=axis) if isinstance(x, np.ndarray) else x
+
+
+@overload(sum_axis)
+def _ol_sum_axis(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: x
+    if _is_none_type(axis):
+        return lambda x, axis=None: np.sum(x)
+    return lambda x, axis=None: np.sum(x, axis=axis)
+
+
+# ---------------------------------------------------------------------------
+# forward mode and the transposes of adjoint helpers
+# ---------------------------------------------------------------------------
+
+def broadcast_like(t, like):
+    """`t` broadcast to the shape of `like`, as a new float array (scalars stay scalars)."""
+    if not isinstance(like, np.ndarray):
+        return t
+    out = np.zeros(like.shape, np.float64)
+    out += t
+    return out
+
+
+@overload(broadcast_like)
+def _ol_broadcast_like(t, like):
+    if _is_scalar_type(like):
+        return lambda t, like: t
+    if isinstance(t, types.Array) and t.ndim == like.ndim:
+        def same_rank(t, like):
+            if t.shape == like.shape:
+                return t
+            out = np.zeros(like.shape, np.float64)
+            out += t
+            return out
+        return same_rank
+
+    def impl(t, like):
+        out = np.zeros(like.shape, np.float64)
+        out += t
+        return out
+    return impl
+
+
+def matmul_like(a, b):
+    """`a @ b`, where a 0-d operand multiplies (the transposes of matmul adjoints need it)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return a * b
+    return a @ b
+
+
+@overload(matmul_like)
+def _ol_matmul_like(a, b):
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return lambda a, b: a * b
+    return lambda a, b: np.ascontiguousarray(a) @ np.ascontiguousarray(b)

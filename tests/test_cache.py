@@ -17,13 +17,13 @@ HERE = Path(__file__).resolve().parent
 def test_second_call_compiles_nothing():
     g = s2sad.grad(recurrence, argnums=(0, 1))
     g(np.ones(4), 0.5)
-    dispatcher = g.__s2sad_reverse__.vjp_fn
+    dispatcher = g.__s2sad_transform__.vjp_fn
     n = len(dispatcher.signatures)
     g(np.arange(6.0), 0.25)
     assert len(dispatcher.signatures) == n
     g2 = s2sad.grad(recurrence, argnums=(0, 1))  # a new grad object reuses the same compiled code
     g2(np.ones(3), 0.1)
-    assert g2.__s2sad_reverse__.vjp_fn is dispatcher and len(dispatcher.signatures) == n
+    assert g2.__s2sad_transform__.vjp_fn is dispatcher and len(dispatcher.signatures) == n
 
 
 def test_new_process_reuses_disk_cache(tmp_path):
@@ -32,7 +32,7 @@ def test_new_process_reuses_disk_cache(tmp_path):
         from programs import recurrence
         g = s2sad.grad(recurrence, argnums=(0, 1))
         print(g(np.ones(4), 0.5)[1])
-        stats = g.__s2sad_reverse__.vjp_fn.stats
+        stats = g.__s2sad_transform__.vjp_fn.stats
         print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
     """)
     env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path))

@@ -15,8 +15,9 @@ HEADER_IMPORTS = (
     "import math\n"
     "import numpy as np\n"
     "from numba.typed import List\n"
-    "from s2sad.runtime import (copy_adj, matmul_adjoint_a, matmul_adjoint_b, mean, mean_adjoint, range_last,\n"
-    "                           restore, stop_gradient, sum_adjoint, unbroadcast, zeros_like_adj)\n"
+    "from s2sad.runtime import (broadcast_like, copy_adj, matmul_adjoint_a, matmul_adjoint_b, matmul_like,\n"
+    "                           mean_adjoint, mean_axis, range_last, restore, stop_gradient, sum_adjoint, sum_axis,\n"
+    "                           unbroadcast, zeros_like_adj)\n"
 )
 
 
@@ -65,6 +66,8 @@ def prim_text(p: Prim) -> str:
         if len(p.args) == 1:
             return f"{op} {operand(p.args[0])}" if op == "not" else f"{op}{operand(p.args[0])}"
         return f"{operand(p.args[0])} {op} {operand(p.args[1])}"
+    if rule.name == "tape_pop":
+        return f"{atom(p.args[0])}.pop()"
     if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
         return f"{atom(p.args[0])}.{rule.name}"
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]

@@ -1,12 +1,17 @@
-"""Assemble a generated module: header, imports, the primal and its adjoint (vjp)."""
+"""Assemble a generated module: header, imports, the primal, its derivative, and a wrapper.
+
+The wrapper (`f_grad`, `f_jvp_tangent`, ...) has the signature and result of the public
+transformation, so the module is itself s2sad input: transforming `grad(f)` again parses it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from s2sad import ir
-from s2sad.analyze import Analysis, analyze
+from s2sad.analyze import Analysis, analyze, analyze_forward
 from s2sad.codegen.emit import HEADER_IMPORTS, Writer
+from s2sad.codegen.forward import ForwardGen
 from s2sad.codegen.reverse import ReverseGen
 
 
@@ -15,7 +20,8 @@ class Generated:
     source: str
     stem: str  # file-name friendly name of the user function
     primal: str  # name of the primal function in `source`
-    vjp: str  # name of the adjoint function in `source`
+    derivative: str  # name of the vjp (reverse) or jvp (forward) function in `source`
+    wrapper: str  # name of the function with the public transformation's signature
     fn: ir.Function
 
 
@@ -37,12 +43,54 @@ def primal_source(fn: ir.Function, name: str) -> str:
     return "\n".join([f"def {name}({', '.join(fn.params)}):", *w.lines, f"    return {outs}"]) + "\n"
 
 
-def vjp_module(fn: ir.Function, wrt: list[str]) -> Generated:
-    """The module with `fn`'s primal and its vjp with respect to the parameters `wrt`."""
-    analysis = analyze(fn, wrt)
-    gen = ReverseGen(fn, analysis)
+def _wrapper(name: str, params: list[str], call: str, results: list[str], keep: list[str]) -> str:
+    """`def name(params): results = call; return keep`."""
+    lines = [f"def {name}({', '.join(params)}):",
+             f"    {', '.join(results)} = {call}",
+             f"    return {', '.join(keep)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
+              wrapper: tuple[str, str]) -> Generated:
+    # The derivative's and wrapper's names were made fresh against the user's, so `fn.name` is free.
+    parts = [header(fn, what) + HEADER_IMPORTS, primal_source(fn, fn.name), derivative, wrapper[1]]
+    return Generated("\n\n".join(parts), fn.name, fn.name, derivative_name, wrapper[0], fn)
+
+
+def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad") -> Generated:
+    """`fn`'s primal, its vjp with respect to `wrt`, and a `kind` wrapper.
+
+    kind: "grad" (returns the gradients, then aux), "value_and_grad" (value, aux, gradients)
+    or "vjp" (takes the cotangent last, returns the cotangents).
+    """
+    gen = ReverseGen(fn, analyze(fn, wrt))
     vjp_text, vjp_name = gen.generate(wrt, len(fn.outputs))
-    primal_name = fn.name if fn.name != vjp_name else fn.name + "_primal"
+    names = gen.names
+    values = [names.fresh("value")] + [names.fresh("aux") for _ in fn.outputs[1:]]
+    grads = [names.fresh(p + "_grad") for p in wrt]
+    params = list(fn.params)
+    if kind == "vjp":
+        params.append(names.fresh("cotangent"))
+        keep = grads
+    else:
+        keep = grads + values[1:] if kind == "grad" else values + grads
+    call = f"{vjp_name}({', '.join(fn.params + [params[-1] if kind == 'vjp' else '1.0'])})"
+    name = names.fresh(f"{fn.name}_{kind}")
+    wrapper = _wrapper(name, params, call, values + grads, keep)
     what = f"Adjoint (reverse mode, with respect to {', '.join(wrt)})"
-    source = "\n\n".join([header(fn, what) + HEADER_IMPORTS, primal_source(fn, primal_name), vjp_text])
-    return Generated(source, fn.name, primal_name, vjp_name, fn)
+    return _assemble(fn, what, vjp_text, vjp_name, (name, wrapper))
+
+
+def jvp_module(fn: ir.Function, wrt: list[str]) -> Generated:
+    """`fn`'s primal, its jvp with respect to `wrt`, and `f_jvp_tangent` returning only the tangents."""
+    gen = ForwardGen(fn, analyze_forward(fn, wrt))
+    jvp_text, jvp_name = gen.generate(wrt)
+    names = gen.names
+    params = fn.params + [gen.dot(p) for p in wrt]
+    values = [names.fresh("value") for _ in fn.outputs]
+    tangents = [names.fresh("tangent") for _ in fn.outputs]
+    name = names.fresh(f"{fn.name}_jvp_tangent")
+    wrapper = _wrapper(name, params, f"{jvp_name}({', '.join(params)})", values + tangents, tangents)
+    what = f"Tangent (forward mode, with respect to {', '.join(wrt)})"
+    return _assemble(fn, what, jvp_text, jvp_name, (name, wrapper))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from s2sad import ir
 from s2sad.analyze import Analysis, diff_positions, template_reads
 from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
-from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
 
 
@@ -47,6 +47,8 @@ class ReverseGen:
                 if self.a.store_fill.get(id(s), "none") is None:
                     w.line(f"{self.tape(id(s), s.base)}.append(copy_adj({target}))")
                 w.line(f"{target} = {atom(s.value)}")
+            elif isinstance(s, Push):
+                w.line(f"{s.tape}.append({atom(s.value)})")
             elif isinstance(s, If):
                 w.line(f"if {atom(s.test)}:")
                 self.sub_block(w, s.body, self.primal_block)

@@ -44,7 +44,11 @@ def pos(g, out, x):
     return (g,)
 
 
-@defrule(operator="matmul", elementwise=False, cheap=False,
+def matmul_tangent(g, out, x, y):
+    return g @ y, x @ g
+
+
+@defrule(operator="matmul", elementwise=False, cheap=False, tangent=matmul_tangent,
          checks=[Check("a @ b", shapes=(((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 2)), ((3,), (3,))))])
 def matmul(g, out, x, y):
     g = unbroadcast(g, out)

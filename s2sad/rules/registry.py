@@ -10,6 +10,11 @@ A rule's adjoint is a small template function written in plain Python:
 operands such as `axis` by name). It returns one contribution per positional operand, `None`
 where the operand is not differentiable. Code generation reads the template's source and
 inlines it with names substituted; the template is never called at run time.
+
+The tangent (forward mode) template has the same signature, but `g` is the tangent of one
+operand and each result is that operand's contribution to the result's tangent (J_i @ g).
+An elementwise rule's Jacobians are diagonal, so its adjoint template *is* its tangent
+template; other rules pass `tangent=` to `defrule`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any, Callable
 import libcst as cst
 import numpy as np
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 # operator key -> (printed operator, precedence); higher binds tighter
 OPERATORS = {
@@ -54,7 +59,9 @@ class Rule:
     checks: tuple = ()
     spelled: str | None = None  # default name in generated code (first registered object)
     print_as: str | None = None  # a runtime stand-in generated code calls instead (numba lacks the original)
+    tangent: Callable | None = None  # forward-mode template; None: the adjoint (elementwise rules)
     _template: Any = field(default=None, repr=False)
+    _tangent_template: Any = field(default=None, repr=False)
 
     @property
     def differentiable(self) -> bool:
@@ -64,6 +71,16 @@ class Rule:
         if self._template is None:
             self._template = Template.parse(self.adjoint)
         return self._template
+
+    def tangent_template(self) -> "Template":
+        if self._tangent_template is None:
+            if self.tangent is None and not self.elementwise:
+                raise TypeError(f"rule {self.name!r} is not elementwise and has no tangent template")
+            t = Template.parse(self.tangent) if self.tangent else self.template()
+            if t.statements:
+                raise TypeError(f"rule {self.name!r}: a tangent template must be a single `return` (no locals)")
+            self._tangent_template = t
+        return self._tangent_template
 
 
 @dataclass
@@ -112,7 +129,7 @@ def spelling(obj: Any) -> str:
     module = getattr(obj, "__module__", None) or ""
     if module == "math":
         return "math." + name
-    if module in ("builtins", "operator", "s2sad.runtime"):
+    if module in ("builtins", "operator", "s2sad.runtime") or module.startswith("numba.typed"):
         return name
     if module.startswith("numpy"):
         sub = module.split(".")[1:]
@@ -133,20 +150,34 @@ def register(rule: Rule, *objects: Any) -> Rule:
     return rule
 
 
-def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None):
-    """Decorator: register the decorated adjoint template for `objects` (or an operator)."""
+def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
+            tangent=None):
+    """Decorator: register the decorated adjoint template for `objects` (or an operator).
+
+    `tangent` is the forward-mode template (same signature); elementwise rules may omit it.
+    """
 
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, tuple(checks),
-                    print_as=print_as)
+                    print_as=print_as, tangent=tangent)
+        if tangent is None and not elementwise:
+            raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         return register(rule, *objects)
 
     return deco
 
 
-def nondiff(*objects, name: str, operator: str | None = None) -> Rule:
+def alias(name: str, *objects: Any) -> Rule:
+    """Make the registered rule `name` also the rule for `objects` (e.g. a runtime stand-in)."""
+    rule = _BY_NAME[name]
+    for obj in objects:
+        _BY_OBJECT[obj] = (rule, spelling(obj))
+    return rule
+
+
+def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
-    return register(Rule(name, None, operator), *objects)
+    return register(Rule(name, None, operator, print_as=print_as), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:

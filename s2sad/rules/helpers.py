@@ -1,0 +1,117 @@
+"""Rules for the runtime helpers generated code calls.
+
+Generated source is itself s2sad input (that is how `grad(grad(f))`, `jvp(grad(f))` and
+`hessian` compose), so every helper an adjoint or tangent may call needs rules too. Most
+are linear in their first operand, so their adjoint is a transpose written with another
+helper, and their tangent is the helper applied to the operand's tangent.
+"""
+
+from numba.typed import List
+
+from s2sad.rules.registry import Check, alias, defrule, nondiff
+from s2sad.runtime import (PythonTape, broadcast_like, copy_adj, matmul_adjoint_a, matmul_adjoint_b, matmul_like,
+                           mean_adjoint, mean_axis, range_last, restore, sum_adjoint, sum_axis, unbroadcast,
+                           zeros_like_adj)
+
+BROADCAST = (((2, 3), (3,)), ((2, 3), (2, 3)), ((3,), ()), ((), ()), ((2, 3), (1, 3)))
+REDUCED = (((3,), (2, 3)), ((), (3,)), ((), ()))
+MATMUL = (((2, 4), (2, 3), (3, 4)), ((2,), (2, 3), (3,)), ((4,), (3,), (3, 4)), ((), (3,), (3,)),
+          ((2, 3), (2, 3), ()), ((), (), ()))
+
+
+@defrule(copy_adj, name="copy_adj", checks=[Check("copy_adj(a)")])
+def copy_adj_rule(g, out, v):
+    return (g,)
+
+
+def unbroadcast_tangent(g, out, t, like):
+    return unbroadcast(g, like), None
+
+
+@defrule(unbroadcast, name="unbroadcast", elementwise=False, tangent=unbroadcast_tangent,
+         checks=[Check("unbroadcast(a, b)", shapes=BROADCAST)])
+def unbroadcast_rule(g, out, t, like):
+    return broadcast_like(g, t), None
+
+
+def broadcast_like_tangent(g, out, t, like):
+    return broadcast_like(g, like), None
+
+
+@defrule(broadcast_like, name="broadcast_like", elementwise=False, tangent=broadcast_like_tangent,
+         checks=[Check("broadcast_like(b, a)", shapes=BROADCAST)])
+def broadcast_like_rule(g, out, t, like):
+    return unbroadcast(g, t), None
+
+
+def sum_axis_tangent(g, out, x, axis=None):
+    return (sum_axis(g, axis),)
+
+
+@defrule(sum_axis, name="sum_axis", elementwise=False, tangent=sum_axis_tangent,
+         checks=[Check("sum_axis(a)", shapes=((), (3,), (2, 3))), Check("sum_axis(a, 1)", shapes=((2, 3),))])
+def sum_axis_rule(g, out, x, axis=None):
+    return (sum_adjoint(unbroadcast(g, out), x, axis),)
+
+
+def sum_adjoint_tangent(g, out, r, x, axis=None):
+    return sum_adjoint(g, x, axis), None
+
+
+@defrule(sum_adjoint, name="sum_adjoint", elementwise=False, tangent=sum_adjoint_tangent,
+         checks=[Check("sum_adjoint(a, b)", shapes=REDUCED), Check("sum_adjoint(a, b, 0)", shapes=(((3,), (2, 3)),))])
+def sum_adjoint_rule(g, out, r, x, axis=None):
+    return sum_axis(g, axis), None
+
+
+def mean_adjoint_tangent(g, out, r, x, axis=None):
+    return mean_adjoint(g, x, axis), None
+
+
+@defrule(mean_adjoint, name="mean_adjoint", elementwise=False, tangent=mean_adjoint_tangent,
+         checks=[Check("mean_adjoint(a, b)", shapes=REDUCED),
+                 Check("mean_adjoint(a, b, 1)", shapes=(((2,), (2, 3)),))])
+def mean_adjoint_rule(g, out, r, x, axis=None):
+    return mean_axis(g, axis), None
+
+
+def matmul_adjoint_a_tangent(g, out, r, a, b):
+    return matmul_adjoint_a(g, a, b), None, matmul_adjoint_a(r, a, g)
+
+
+@defrule(matmul_adjoint_a, name="matmul_adjoint_a", elementwise=False, cheap=False,
+         tangent=matmul_adjoint_a_tangent,
+         checks=[Check("matmul_adjoint_a(a, b, c)", shapes=MATMUL)])
+def matmul_adjoint_a_rule(g, out, r, a, b):
+    return matmul_like(g, b), None, matmul_adjoint_b(r, g, b)
+
+
+def matmul_adjoint_b_tangent(g, out, r, a, b):
+    return matmul_adjoint_b(g, a, b), matmul_adjoint_b(r, g, b), None
+
+
+@defrule(matmul_adjoint_b, name="matmul_adjoint_b", elementwise=False, cheap=False,
+         tangent=matmul_adjoint_b_tangent,
+         checks=[Check("matmul_adjoint_b(a, b, c)", shapes=MATMUL)])
+def matmul_adjoint_b_rule(g, out, r, a, b):
+    return matmul_like(a, g), matmul_adjoint_a(r, a, g), None
+
+
+def matmul_like_tangent(g, out, a, b):
+    return matmul_like(g, b), matmul_like(a, g)
+
+
+@defrule(matmul_like, name="matmul_like", elementwise=False, cheap=False, tangent=matmul_like_tangent,
+         checks=[Check("matmul_like(a, b)", shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((), (3,)), ((2, 3), ())))])
+def matmul_like_rule(g, out, a, b):
+    return matmul_adjoint_a(g, a, b), matmul_adjoint_b(g, a, b)
+
+
+alias("mean", mean_axis)
+nondiff(zeros_like_adj, name="zeros_like_adj")
+nondiff(range_last, name="range_last")
+# Tapes: creating one has no derivative; pushes, pops and `restore` move values in and out
+# of it, and each transformation gives them their derivative (codegen/forward.py, reverse.py).
+nondiff(List, PythonTape, name="tape", print_as="List")
+nondiff(restore, name="restore")
+nondiff(name="tape_pop")  # `tape.pop()`
