@@ -141,6 +141,8 @@ class Analysis:
             return s.target in self.active and bool(set(diff_operands(s.value)) & self.active)
         if isinstance(s, Store):
             return s.base in self.active
+        if isinstance(s, Push):
+            return s.tape in self.active
         return False
 
     # ---------------------------------------------------------------- replay
@@ -153,6 +155,8 @@ class Analysis:
                 continue
             if self.depth[id(s)] == 0 or (isinstance(s.value, Prim) and not s.value.rule.cheap):
                 continue
+            if isinstance(s.value, Prim) and s.value.rule.name in TAPE_READS:
+                continue  # not pure: a replay would pop the tape again
             block = self.block_of[id(s)]
             pos = _position(block, s)
             uses = self.uses.get(name, [])
@@ -198,13 +202,15 @@ class Analysis:
 
     # ---------------------------------------------------- needed and saved
     def reverse_reads(self, s) -> set[str]:
-        if not self.has_adjoint(s):
+        if not self.has_adjoint(s) or isinstance(s, Push):
             return set()
         if isinstance(s, Store):
             return set(ir.atom_vars(ir.index_atoms(s.index)))
         v = s.value
         if isinstance(v, Load):
             return set(ir.atom_vars(ir.index_atoms(v.index)))
+        if isinstance(v, Prim) and v.rule.name in TAPE_READS:
+            return set()  # their adjoints read the adjoint tape's length, not the tape
         if isinstance(v, Prim):
             positions = [i for i in diff_positions(v) if isinstance(v.args[i], Var) and v.args[i].name in self.active]
             names = template_reads(v, positions)
@@ -336,21 +342,6 @@ class Analysis:
                     return child
         raise KeyError(block_id)
 
-    def check_tapes(self):
-        """Reverse mode through tape pushes/pops (reverse over reverse) is not built yet."""
-        for s in self.stmts():
-            if isinstance(s, Push):
-                through_tape = s.tape in self.active
-            else:
-                through_tape = isinstance(s, Assign) and isinstance(s.value, Prim) and \
-                    s.value.rule.name in TAPE_READS and self.has_adjoint(s)
-            if through_tape:
-                raise UnsupportedError(located(
-                    "reverse mode through a tape (generated adjoint code of a loop that overwrites values) is "
-                    "not supported yet", s.loc.filename, s.loc.line, s.loc.col, s.loc.text,
-                    "differentiate the gradient in forward mode instead: s2sad.hessian(f), "
-                    "s2sad.jvp(s2sad.grad(f), ...) or s2sad.jacfwd(s2sad.grad(f))"))
-
     def aliased_at_store(self, name: str) -> bool:
         """May an in-place write into `name` reach an argument's array or another name's?
 
@@ -422,7 +413,6 @@ def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
     a.index()
     a.check_stores()
     a.activity(fn.outputs[:1])
-    a.check_tapes()
     a.find_replay()
     a.find_direct()
     a.place_homes()

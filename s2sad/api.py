@@ -15,7 +15,7 @@ from s2sad import rules
 from s2sad.backend import compile_function, load_module
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
-from s2sad.normalize import normalize
+from s2sad.normalize import Names, normalize
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
 DEFAULT_BACKEND = "numba"
@@ -250,7 +250,12 @@ def _as_float(x):
 
 
 def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_BACKEND):
-    """`(out, vjp_fun)` (plus `aux` with `has_aux`); `vjp_fun(cotangent)` returns one array per primal."""
+    """`(out, vjp_fun)` (plus `aux` with `has_aux`); `vjp_fun(cotangent)` returns one array per primal.
+
+    When `fun` returns a tuple (and has_aux is False), `out` and the cotangent are tuples.
+    """
+    if not has_aux and _returns_tuple(fun):
+        return _tuple_vjp(fun, primals, backend)
     rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
     args = rev.bind(primals, {})
     rev.check(args)
@@ -258,15 +263,64 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
     value = out[0] if has_aux else out
 
     def vjp_fun(cotangent):
-        if np.shape(cotangent) != np.shape(value):
-            raise ValueError(f"cotangent has shape {np.shape(cotangent)}, but the output has shape "
-                             f"{np.shape(value)}")
+        _check_cotangent(cotangent, value)
         return tuple(rev.vjp_fn(*args, _as_float(cotangent))[rev.n_outputs():])
 
     return (value, vjp_fun, out[1]) if has_aux else (value, vjp_fun)
 
 
-def _float_positions(fwd_name: str, primals) -> tuple[int, ...]:
+def _check_cotangent(cotangent, value):
+    if np.shape(cotangent) != np.shape(value):
+        raise ValueError(f"cotangent has shape {np.shape(cotangent)}, but the output has shape {np.shape(value)}")
+
+
+def _returns_tuple(fun) -> bool:
+    return _memo(("ir", fun), lambda: normalize(_as_function(fun))).returns_tuple
+
+
+def _tuple_vjp(fun, primals, backend):
+    """vjp of a tuple-valued `fun`: the gradient of sum_k <cotangent_k, out_k>, generated as source."""
+    weighted = _memo(("weighted", fun), lambda: _weighted_sum(fun))
+    n = len(primals)
+    rev = _reverse(weighted, tuple(range(n)), False, backend, "vjp")
+    out = _forward(fun, _float_positions(primals), backend).primal_fn(*primals)
+
+    def vjp_fun(cotangent):
+        if not isinstance(cotangent, tuple) or len(cotangent) != len(out):
+            raise ValueError(f"{rev.fun.__name__} returns a tuple of {len(out)}: give a tuple of as many cotangents")
+        for c, o in zip(cotangent, out):
+            _check_cotangent(c, o)
+        args = tuple(primals) + tuple(_as_float(c) for c in cotangent)
+        return tuple(rev.vjp_fn(*args, 1.0)[1:n + 1])
+
+    return out, vjp_fun
+
+
+_WEIGHTED = """def make(inner):
+    def {name}({params}):
+        {outs} = inner({args})
+        return {total}
+
+    return {name}
+"""
+
+
+def _weighted_sum(fun) -> types.FunctionType:
+    """`f_weighted(*args, *weights) = sum_k sum_axis(out_k * weight_k)` around a tuple-valued `fun`."""
+    inner = _as_function(fun)
+    params = list(inspect.signature(inner).parameters)
+    n_out = len(normalize(inner).outputs)
+    names = Names(params + ["inner", "make", "sum_axis"])
+    outs = [names.fresh("out") for _ in range(n_out)]
+    weights = [names.fresh("weight") for _ in range(n_out)]
+    total = " + ".join(f"sum_axis({o} * {w})" for o, w in zip(outs, weights))
+    text = "from s2sad.runtime import sum_axis\n\n\n" + _WEIGHTED.format(
+        name=f"{inner.__name__}_weighted", params=", ".join(params + weights), outs=", ".join(outs),
+        args=", ".join(params), total=total)
+    return load_module(text, f"{inner.__name__}_weighted", "python").make(inner)
+
+
+def _float_positions(primals) -> tuple[int, ...]:
     """Which primals carry tangents: floats and float arrays (ints and bools are constants)."""
     return tuple(i for i, p in enumerate(primals)
                  if not isinstance(p, (bool, np.bool_, numbers.Integral))
@@ -283,7 +337,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
-    positions = _float_positions("jvp", primals)
+    positions = _float_positions(primals)
     for i in positions:
         if np.shape(tangents[i]) != np.shape(primals[i]):
             raise ValueError(f"tangent {i} has shape {np.shape(tangents[i])}, but its primal has shape "

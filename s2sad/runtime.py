@@ -8,6 +8,7 @@ numba types of the arguments (scalar vs array, ``axis`` None vs int).
 
 import numpy as np
 from numba import njit, types
+from numba.typed import List
 from numba.core.errors import TypingError
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
@@ -102,9 +103,17 @@ def _gather(big, small, shape, sstr):
 # ---------------------------------------------------------------------------
 
 def zeros_like_adj(x):
-    """Zero adjoint of ``x``: 0.0 for scalars, a float zero array for arrays."""
+    """Zero adjoint of ``x``: 0.0 for scalars, a float zero array for arrays, a tape of zeros for a tape."""
     if isinstance(x, np.ndarray):
         return np.zeros(x.shape, _np_adj_dtype(x.dtype))
+    if isinstance(x, list):
+        return PythonTape(zeros_like_adj(e) for e in x)
+    if type(x).__name__ == "List":  # a numba typed List used from Python
+        from numba.typed import List
+        out = List()
+        for e in x:
+            out.append(zeros_like_adj(e))
+        return out
     return 0.0
 
 
@@ -115,6 +124,13 @@ def _ol_zeros_like_adj(x):
     if isinstance(x, types.Array):
         dt = _nb_adj_dtype(x.dtype)
         return lambda x: np.zeros(x.shape, dt)
+    if isinstance(x, types.ListType):
+        def tape_of_zeros(x):
+            out = List()
+            for e in x:
+                out.append(zeros_like_adj(e))
+            return out
+        return tape_of_zeros
     raise TypingError(f"zeros_like_adj: unsupported type {x}")
 
 

@@ -1,4 +1,4 @@
-"""Every registered rule's adjoint against central finite differences, scalars and broadcast shapes."""
+"""Every registered rule's adjoint and tangent against central finite differences, scalars and broadcast shapes."""
 
 import importlib.util
 import re
@@ -50,7 +50,8 @@ def _function(expr, names, tmp_path_factory):
     key = (expr, tuple(names))
     if key not in _MODULES:
         folder = tmp_path_factory.mktemp("rulecheck")
-        src = f"import math\nimport numpy as np\n\n\ndef f({', '.join(names)}):\n    return {expr}\n"
+        src = (f"import math\nimport numpy as np\nfrom s2sad.runtime import *  # noqa: F403\n\n\n"
+               f"def f({', '.join(names)}):\n    return {expr}\n")
         path = folder / "rulecheck_mod.py"
         path.write_text(src)
         spec = importlib.util.spec_from_file_location(f"rulecheck_{len(_MODULES)}", path)
@@ -84,3 +85,27 @@ def test_rule_adjoint_matches_finite_differences(case, backend, tmp_path_factory
     for i, g in enumerate(grads):
         assert np.shape(g) == np.shape(args[i]), f"adjoint of operand {names[i]} has the wrong shape"
         assert_close(g, fd_grad(weighted, args, i))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_rule_tangent_matches_finite_differences(case, backend, tmp_path_factory):
+    rule, check, shape = case
+    rng = np.random.default_rng(abs(hash("tangent" + _case_id(case))) % 2**32)
+    names = _operands(check.expr)
+    f = _function(check.expr, names, tmp_path_factory)
+    args = [_sample(rng, s, check.domain) for s in _shapes(shape, len(names))]
+    tangents = [rng.normal(size=np.shape(a)) if np.ndim(a) else float(rng.normal()) for a in args]
+    out, tangent_out = s2sad.jvp(f, args, tangents, backend=backend)
+    np.testing.assert_allclose(out, f(*args), rtol=1e-12)
+    eps = 1e-6
+    plus = f(*[a + eps * t for a, t in zip(args, tangents)])
+    minus = f(*[a - eps * t for a, t in zip(args, tangents)])
+    assert np.shape(tangent_out) == np.shape(out)
+    assert_close(tangent_out, (plus - minus) / (2 * eps))
+
+
+def test_registry_size_is_reported(request):
+    n_checked = len({rule.name for rule, _, _ in CASES})
+    print(f"\n{n_checked} differentiable rules checked (adjoint and tangent), "
+          f"{len(all_rules()) - len(RULES)} non-differentiable rules registered")
+    assert n_checked == len(RULES)

@@ -9,7 +9,7 @@ instead of taped.
 from __future__ import annotations
 
 from s2sad import ir
-from s2sad.analyze import Analysis, diff_positions, template_reads
+from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_reads
 from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
@@ -98,6 +98,8 @@ class ReverseGen:
                 self.reverse_assign(w, s, block, replayed)
             elif isinstance(s, Store):
                 self.reverse_store(w, s, block, replayed)
+            elif isinstance(s, Push):
+                self.reverse_push(w, s)
             elif isinstance(s, If):
                 self.reverse_if(w, s)
             elif isinstance(s, For):
@@ -126,12 +128,15 @@ class ReverseGen:
         has_adj = a.has_adjoint(s)
         out_text = x
         if x in a.saved:
-            if has_adj and isinstance(s.value, Prim) and s.value.rule.template().params[1] in \
-                    template_reads(s.value, diff_positions(s.value)):
+            if has_adj and isinstance(s.value, Prim) and s.value.rule.differentiable and \
+                    s.value.rule.template().params[1] in template_reads(s.value, diff_positions(s.value)):
                 out_text = self.names.fresh(x + "_out")
                 w.line(f"{out_text} = {x}")
             w.line(f"{x} = restore({self.tapes[x]}, {x})")
         operands = set()
+        if has_adj and isinstance(s.value, Prim) and s.value.rule.name in TAPE_READS:
+            self.reverse_tape_read(w, s)
+            return
         if has_adj:
             self.replay_for(w, s, block, replayed)
             contributions = self.contributions(w, s, out_text)
@@ -139,8 +144,46 @@ class ReverseGen:
             self.accumulate(w, contributions, exclude=x)
             if x in contributions and contributions[x] != self.bar(x):
                 w.line(f"{self.bar(x)} = unbroadcast({contributions[x]}, {self.bar(x)})")
-        if x in a.active and x not in a.direct and x not in operands and id(s) not in a.home_defs:
+        if x not in operands:
+            self.kill(w, s)
+
+    def kill(self, w: Writer, s: Assign):
+        """`x` was overwritten by `s`: the adjoint of its old value starts from zero."""
+        x = s.target
+        if x in self.a.active and x not in self.a.direct and id(s) not in self.a.home_defs:
             w.line(f"{self.bar(x)} = zeros_like_adj({self.bar(x)})")
+
+    # Tapes of generated code (reverse over reverse). The adjoint tape `t_bar` mirrors `t`:
+    # walking back, it holds the adjoint of each element `t` held at that point.
+    def reverse_tape_read(self, w: Writer, s: Assign):
+        x, p = s.target, s.value
+        tape_bar = self.bar(p.args[0].name)
+        if p.rule.name == "tape_pop":  # `x = t.pop()`: x's adjoint goes back onto the tape
+            w.line(f"{tape_bar}.append(copy_adj({self.bar(x)}))")
+            self.kill(w, s)
+            return
+        # `x = restore(t, current)` popped the top element, then read the new top (or `current`)
+        restored = self.names.fresh(x + "_restored_bar")
+        top = self.names.fresh(p.args[0].name + "_top_bar")
+        w.line(f"{restored} = copy_adj({self.bar(x)})")
+        self.kill(w, s)
+        w.line(f"if len({tape_bar}) > 0:")
+        w.line(f"    {top} = {tape_bar}.pop()")
+        w.line(f"    {tape_bar}.append({top} + {restored})")
+        current = p.args[1]
+        if isinstance(current, Var) and current.name in self.a.active:
+            w.line("else:")
+            w.line(f"    {self.bar(current.name)} += unbroadcast({restored}, {self.bar(current.name)})")
+        w.line(f"{tape_bar}.append(zeros_like_adj({restored}))")
+
+    def reverse_push(self, w: Writer, s: Push):
+        """`t.append(v)`: the element's adjoint comes off the adjoint tape into `v`."""
+        w.comment(s.loc)
+        popped = self.names.fresh(s.tape + "_popped_bar")
+        w.line(f"{popped} = {self.bar(s.tape)}.pop()")
+        v = s.value
+        if isinstance(v, Var) and v.name in self.a.active:
+            self.accumulate(w, {v.name: popped})
 
     def contributions(self, w: Writer, s: Assign, out_text: str) -> dict[str, str]:
         """name -> source text of the adjoint this statement sends to that operand."""
