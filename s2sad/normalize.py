@@ -18,6 +18,7 @@ import libcst as cst
 import numpy as np
 
 from s2sad import ir, rules
+from s2sad.backend import load_module
 from s2sad.frontend import Parsed, parse_function, unwrap
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
 
@@ -666,7 +667,13 @@ class Lowerer:
         return self.static_value(func_node) is obj
 
     def call(self, node: cst.Call, out, target, many=False):
+        if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
+            return self.apply(node, self.static_transform(node.func), [], out, target, many)
         fn = self.static_value(node.func)
+        from s2sad import api
+
+        if fn is api.jvp:
+            return self.inline_jvp(node, out, target, many)
         if fn is _NOT_STATIC:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
                 receiver = self.expr(node.func.value, out)
@@ -680,6 +687,56 @@ class Lowerer:
                                  "and other Python functions", HINT_RULE)
         result = self.apply(node, fn, [], out, target, many)
         return result
+
+    def static_transform(self, node: cst.Call):
+        """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""
+        from s2sad import api
+
+        fn = self.static_value(node.func)
+        if fn not in (api.grad, api.value_and_grad):
+            raise self.err(node, "a called expression must be a function name, `s2sad.grad(...)` or "
+                                 "`s2sad.value_and_grad(...)`")
+        try:
+            args = [self.static_arg(a.value) for a in node.args if a.keyword is None]
+            kwargs = {a.keyword.value: self.static_arg(a.value) for a in node.args if a.keyword is not None}
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise self.err(node, f"bad transformation inside the function: {exc}") from None
+
+    def static_arg(self, node):
+        """A value known when the code is generated: a global/closure name, a number, a tuple of them."""
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return tuple(self.static_arg(e.value) for e in node.elements)
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return node.evaluated_value
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return -self.static_arg(node.expression)
+        value = self.static_value(node)
+        if value is _NOT_STATIC:
+            raise self.err(node, "arguments of a transformation must be known when the code is generated "
+                                 "(a function, an int, a tuple of ints, True/False), not local values")
+        return value
+
+    def inline_jvp(self, node: cst.Call, out, target, many):
+        """`s2sad.jvp(f, (x, ...), (dx, ...))`: inline f's generated tangent function."""
+        from s2sad import api
+
+        if len(node.args) != 3 or any(a.keyword for a in node.args) or \
+                not all(isinstance(a.value, cst.Tuple) for a in node.args[1:]):
+            raise self.err(node, "inside a differentiated function, write `s2sad.jvp(f, (x, ...), (dx, ...))`")
+        fn = self.static_arg(node.args[0].value)
+        primals, tangents = (node.args[i].value.elements for i in (1, 2))
+        if len(primals) != len(tangents):
+            raise self.err(node, "jvp needs as many tangents as primals")
+        n = len(primals)
+        fwd = api._forward(fn, tuple(range(n)), "python")
+        g = fwd.generated
+        if g.fn.returns_tuple:
+            raise self.err(node, "jvp of a tuple-valued function is not supported inside a differentiated function")
+        tangent_fn = getattr(load_module(g.source, g.stem, "python"), g.derivative)
+        call = node.with_changes(func=cst.Name(tangent_fn.__name__), args=[
+            cst.Arg(e.value) for e in list(primals) + list(tangents)])
+        return self.inline(call, tangent_fn, [], out, target, many)
 
     def apply(self, node, fn, leading, out, target, many=False):
         if fn is range:

@@ -1,0 +1,45 @@
+"""Closure: every module the test suite generated is itself valid s2sad input.
+
+Runs last (pytest orders files by name): it re-reads each generated file this test process
+loaded and lowers every function in it through the frontend and
+normalize, then generates its forward-mode code, exactly as `jvp(grad(f))` would.
+"""
+
+import importlib.util
+import inspect
+from pathlib import Path
+
+import s2sad
+from s2sad import backend
+from s2sad.analyze import analyze_forward
+from s2sad.codegen.forward import ForwardGen
+from s2sad.normalize import normalize
+
+def _generated_files():
+    """The files behind every module this test process generated and loaded."""
+    return sorted({Path(m.__file__) for m in backend._LOADED.values() if Path(m.__file__).name.startswith("s2sad_gen_")})
+
+
+def _functions(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem + "_closure_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, obj in vars(module).items():
+        if inspect.isfunction(obj) and obj.__code__.co_filename == str(path) and name != "make":
+            yield obj
+
+
+def test_every_generated_module_is_s2sad_input():
+    from programs import newton_sqrt
+
+    s2sad.grad(s2sad.grad(newton_sqrt, backend="python"), backend="python")(2.0)  # at least these, run alone
+    files = _generated_files()
+    checked = 0
+    for path in files:
+        for fn in _functions(path):
+            fn_ir = normalize(fn)
+            floats = fn_ir.params
+            ForwardGen(fn_ir, analyze_forward(fn_ir, floats)).generate(floats)
+            checked += 1
+    print(f"\n{checked} generated functions from {len(files)} modules re-parsed and differentiated")
+    assert checked >= len(files)
