@@ -86,10 +86,10 @@ def relative_error(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), np.max(np.abs(b)), 1e-12))
 
 
-def adjoint_part(module_source):
-    """Just the generated `*_vjp` function out of the module s2sad.source() returns."""
+def adjoint_part(module_source, marker="_vjp("):
+    """Just the generated `*_vjp` (or `*_jvp`) function out of the module s2sad.source() returns."""
     lines = module_source.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("def ") and "_vjp(" in line)
+    start = next(i for i, line in enumerate(lines) if line.startswith("def ") and marker in line)
     end = next((j for j in range(start + 1, len(lines))
                 if lines[j] and not lines[j][0].isspace() and not lines[j].startswith(("#", ")"))),
                len(lines))
@@ -147,6 +147,32 @@ def show(title, f, args, argnums, names, extra=None):
 # The demo
 # ---------------------------------------------------------------------------
 
+def higher_order(f, x, w, a):
+    heading("4. Forward mode and second derivatives")
+    print("\nGenerated tangent code for recur (s2sad.source(recur, (0, 1), mode='fwd')):\n")
+    print(indented(adjoint_part(s2sad.source(f, (0, 1), mode="fwd"), "_jvp(")))
+    v = np.linspace(-1.0, 1.0, x.size)
+    _, tangent = s2sad.jvp(f, (x, w), (v, 0.0))
+    fd = (f(x + EPS * v, w) - f(x - EPS * v, w)) / (2 * EPS)
+    check("jvp of recur", tangent, fd)
+    print(f"\n  jvp along v: {tangent:.12f}   finite differences: {fd:.12f}")
+    second = s2sad.grad(s2sad.grad(newton_sqrt))(a)  # reverse over reverse, through the while loop's tape
+    exact = -0.25 * a ** -1.5
+    check("grad(grad(newton_sqrt))", second, exact)
+    print(f"  grad(grad(newton_sqrt))({a}) = {second:.12f}   closed form -a**-1.5/4 = {exact:.12f}")
+    H = s2sad.hessian(f)(x, w)  # forward over reverse
+    g = s2sad.grad(f)
+    fd_H = np.array([(g(x + EPS * e, w) - g(x - EPS * e, w)) / (2 * EPS) for e in np.eye(x.size)])
+    check("hessian of recur", H, fd_H)
+    print(f"  hessian(recur) is {H.shape}, symmetric: {np.allclose(H, H.T)}, "
+          f"relative error vs finite differences of grad: {relative_error(H, fd_H):.2e}")
+
+
+def check(what, actual, expected):
+    if relative_error(actual, expected) > TOLERANCE:
+        failures.append(what)
+
+
 def main():
     rng = np.random.default_rng(0)
 
@@ -179,6 +205,8 @@ def main():
     w = 0.7
     show("3. A recurrence with in-place writes: recur(x, w), gradient w.r.t. (x, w)",
          recur, (x, w), (0, 1), ("x", "w"))
+
+    higher_order(recur, x, w, a)
 
     print()
     if failures:

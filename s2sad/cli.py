@@ -1,4 +1,4 @@
-"""Command line: `s2sad show MODULE:FUNC` prints the code s2sad generates for a function."""
+"""Command line: `s2sad show MODULE:FUNC [--mode fwd|rev] [--order N]` prints the code s2sad generates."""
 
 from __future__ import annotations
 
@@ -38,15 +38,19 @@ def _argnums(text: str):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="s2sad", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    show = sub.add_parser("show", help="print the generated primal and adjoint source of a function")
+    show = sub.add_parser("show", help="print the generated source of a function's derivative")
     show.add_argument("target", metavar="MODULE:FUNC", help="e.g. mypkg.losses:loss")
     show.add_argument("--argnums", type=_argnums, default=0, help="arguments to differentiate, e.g. 0,1")
     show.add_argument("--has-aux", action="store_true", help="the function returns (value, aux)")
+    show.add_argument("--mode", choices=("rev", "fwd"), default="rev",
+                      help="rev: adjoint (vjp) code, the default; fwd: tangent (jvp) code")
+    show.add_argument("--order", type=int, default=1,
+                      help="derivative order: N > 1 shows the code that differentiates the order N-1 code")
     args = parser.parse_args(argv)
     from s2sad import api
 
     try:
-        print(api.source(_load(args.target), args.argnums, args.has_aux), end="")
+        print(api.source(_load(args.target), args.argnums, args.has_aux, args.mode, args.order), end="")
     except (S2SADError, TypeError, ValueError) as exc:
         print(f"s2sad: {exc}", file=sys.stderr)
         return 1

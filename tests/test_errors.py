@@ -107,6 +107,21 @@ def test_cli_show_prints_adjoint():
     assert "# h[t] = np.tanh(w * h[t - 1] + x[t])" in out
 
 
+def test_cli_show_modes_and_orders():
+    def show(*options):
+        return subprocess.run([sys.executable, "-m", "s2sad", "show", "programs:newton_sqrt", *options],
+                              cwd=HERE, capture_output=True, text=True, check=True).stdout
+
+    fwd = show("--mode", "fwd")
+    assert "def newton_sqrt_jvp(a, a_dot):" in fwd and "x_dot = add_dot * 0.5" in fwd
+    second = show("--mode", "rev", "--order", "2")
+    assert "def newton_sqrt_grad_vjp(a, " in second and ".pop()" in second  # reverse through x's tape
+    assert "def newton_sqrt_grad_jvp(" in show("--mode", "fwd", "--order", "2")
+    bad = subprocess.run([sys.executable, "-m", "s2sad", "show", "programs:newton_sqrt", "--order", "0"],
+                         cwd=HERE, capture_output=True, text=True)
+    assert bad.returncode == 1 and "order must be a positive int" in bad.stderr
+
+
 def test_cli_show_reports_errors_on_stderr():
     res = subprocess.run([sys.executable, "-m", "s2sad", "show", "bad_functions:uses_try"],
                          cwd=HERE, capture_output=True, text=True)
