@@ -228,6 +228,13 @@ def and_or_conditions(x, y):
     return s + x
 
 
+def copy_then_write(x):
+    x = x.copy()
+    x[0] = x[0] * x[1]
+    x[1] += np.sin(x[0])
+    return np.sum(x * x)
+
+
 R = np.random.default_rng(42)
 VEC = R.normal(size=6)
 PROGRAMS = [
@@ -264,4 +271,5 @@ PROGRAMS = [
     (while_with_break, (0.8,), 0),
     (and_or_conditions, (0.5, 2.0), (0, 1)),
     (and_or_conditions, (-0.5, 0.5), (0, 1)),
+    (copy_then_write, (VEC,), 0),
 ]

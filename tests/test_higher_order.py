@@ -67,6 +67,21 @@ def test_reverse_over_reverse_through_a_tape(backend):
     assert nested_grad(newton_sqrt, 3, backend)(2.0) == pytest.approx(0.375 * 2.0 ** -2.5, rel=1e-8)
 
 
+@pytest.mark.parametrize("name, args", [
+    ("stencil", (np.array([0.1, 0.3, 0.2, 0.4, 0.25]), 3)),  # in-place overwrites: a store tape
+    ("overwrite_element", (np.array([0.3, -0.2, 0.5]),)),
+    ("slices", (np.array([0.3, -0.2, 0.5]),)),
+    ("while_with_break", (0.8,)),
+    ("early_return_in_loop", (0.5,)),
+    ("scalar_loop_carried", (0.3,)),
+])
+def test_second_order_checks_through_tapes(name, args, backend):
+    """Reverse over reverse and forward over reverse of programs whose adjoints keep tapes."""
+    import programs
+
+    s2sad.check_grads(getattr(programs, name), args, order=2, backend=backend)
+
+
 @pytest.mark.parametrize("fn, x", [
     (logsumexp, np.array([0.3, -1.2, 0.8, 2.0])),
     (loop_energy, np.array([0.3, -1.2, 0.8, 2.0, -0.4])),

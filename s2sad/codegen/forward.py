@@ -80,8 +80,8 @@ class ForwardGen:
             zero = "List()" if isinstance(v, Prim) and v.rule.name == "tape" else f"zeros_like_adj({x})"
             w.line(f"{self.dot(x)} = {zero}")
             return
-        if x in self.a.stores and tangent.isidentifier():
-            tangent = f"copy_adj({tangent})"  # `x` is written in place: never share the operand's tangent
+        if isinstance(v, Prim) and tangent.isidentifier() and (x in self.a.stores or self.may_change(tangent)):
+            tangent = f"copy_adj({tangent})"  # the primal result is a new array: so is its tangent
         reads_out = isinstance(v, Prim) and self.out_name in tangent
         if x in ir.atom_vars(ir.expr_operands(v)) and reads_out:
             new = self.names.fresh(x + "_new")  # the tangent needs both the old `x` and the result
@@ -114,6 +114,14 @@ class ForwardGen:
         if self.may_broadcast(v, positions):
             text = f"broadcast_like({text}, {self.out_name})"
         return text
+
+    def may_change(self, tangent: str) -> bool:
+        """Could the array behind this tangent variable be written in place later (or be a view of one)?"""
+        name = next((n for n, d in self._dots.items() if d == tangent), None)
+        if name is None:
+            return False
+        return name in self.a.stores or any(isinstance(d, Assign) and isinstance(d.value, (Load, Copy))
+                                            for d in self.a.defs.get(name, []))
 
     def template_mapping(self, p: Prim, t) -> dict[str, str]:
         mapping = {t.params[1]: self.out_name}

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import stop_gradient
+from s2sad.runtime import copy_adj, stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
 
@@ -71,7 +71,11 @@ def where(g, out, c, x, y):
     return None, np.where(c, g, 0.0), np.where(c, 0.0, g)
 
 
-@defrule(np.copy, float, checks=[Check("np.copy(a)", shapes=((3,),)), Check("float(a)", shapes=((),))])
+def copy_tangent(g, out, x):
+    return (copy_adj(g),)
+
+
+@defrule(np.copy, float, tangent=copy_tangent, checks=[Check("np.copy(a)", shapes=((3,),)), Check("float(a)", shapes=((),))])
 def copy(g, out, x):
     return (g,)
 

@@ -19,7 +19,11 @@ MATMUL = (((2, 4), (2, 3), (3, 4)), ((2,), (2, 3), (3,)), ((4,), (3,), (3, 4)), 
           ((2, 3), (2, 3), ()), ((), (), ()))
 
 
-@defrule(copy_adj, name="copy_adj", checks=[Check("copy_adj(a)")])
+def copy_adj_tangent(g, out, v):
+    return (copy_adj(g),)
+
+
+@defrule(copy_adj, name="copy_adj", tangent=copy_adj_tangent, checks=[Check("copy_adj(a)")])
 def copy_adj_rule(g, out, v):
     return (g,)
 
