@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import numba
 import numpy as np
 
 import s2sad
+from bench_core import fmt_time, measure  # the same timing method as the core benchmarks
 
 N = 100
 
@@ -67,34 +67,6 @@ def loop_hessian_hand(x):
 
 
 # Timing (same method as bench_core.py)
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.3g} µs"
-    if seconds < 1.0:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
-
-
-def measure(fn, x, repeat: int, min_batch_s: float = 5e-3) -> tuple[float, float]:
-    """(best, median) seconds per call of fn(x) over `repeat` batches of >= min_batch_s, after a warm-up."""
-    fn(x)
-    number = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn(x)
-        if time.perf_counter() - t0 >= min_batch_s:
-            break
-        number *= 2
-    per_call = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn(x)
-        per_call.append((time.perf_counter() - t0) / number)
-    return min(per_call), statistics.median(per_call)
 
 
 def fd_hessian(grad, x, eps: float = 1e-6) -> np.ndarray:
@@ -134,12 +106,13 @@ def bench(name: str, fn, x, repeat: int, hand=None) -> list[str]:
     check(f"{name} vs finite differences of s2sad.grad", H, fd_hessian(grad, x), rtol=1e-5, atol=1e-6)
     if hand is not None:
         check(f"{name} vs hand-written Hessian", H, hand(x), rtol=1e-9, atol=1e-9)
-    g_best, g_med = measure(grad, x, repeat)
-    h_best, h_med = measure(hess, x, repeat)
+    g, h = measure(grad, x, repeat=repeat), measure(hess, x, repeat=repeat)
+    g_best, g_med, h_best, h_med = g.best, g.median, h.best, h.median
     row = [name, f"{fmt_time(g_best)} ({fmt_time(g_med)})", f"{fmt_time(h_best)} ({fmt_time(h_med)})",
            f"{h_best / g_best:.0f}", f"{h_best / (x.size * g_best):.2f}"]
     if hand is not None:
-        k_best, k_med = measure(hand, x, repeat)
+        k = measure(hand, x, repeat=repeat)
+        k_best, k_med = k.best, k.median
         row += [f"{fmt_time(k_best)} ({fmt_time(k_med)})", f"{h_best / k_best:.0f}"]
     else:
         row += ["n/a", "n/a"]

@@ -22,20 +22,6 @@ def loop_energy(x):
     return e
 
 
-def newton_sqrt(a):
-    x = a
-    while abs(x * x - a) > 1e-13:
-        x = 0.5 * (x + a / x)
-    return x
-
-
-def sum_of_squares_100(x):
-    s = 0.0
-    for i in range(x.shape[0]):
-        s += np.tanh(x[i]) * x[i] * x[i]
-    return s
-
-
 def vector_map(x, w):
     return np.tanh(w * x) * x
 
