@@ -116,7 +116,7 @@ def test_cli_show_modes_and_orders():
     assert "def newton_sqrt_jvp(a, a_dot):" in fwd and "x_dot = add_dot * 0.5" in fwd
     second = show("--mode", "rev", "--order", "2")
     assert "def newton_sqrt_grad_vjp(a, " in second and ".pop()" in second  # reverse through x's tape
-    assert "def newton_sqrt_grad_jvp(" in show("--mode", "fwd", "--order", "2")
+    assert "def newton_sqrt_jvp_tangent_jvp(a, a_dot, " in show("--mode", "fwd", "--order", "2")
     bad = subprocess.run([sys.executable, "-m", "s2sad", "show", "programs:newton_sqrt", "--order", "0"],
                          cwd=HERE, capture_output=True, text=True)
     assert bad.returncode == 1 and "order must be a positive int" in bad.stderr
