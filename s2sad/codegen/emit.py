@@ -11,14 +11,24 @@ from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
 from s2sad.rules.registry import OPERATORS
 
 ATTRIBUTE_RULES = {"shape", "size", "ndim"}
-HEADER_IMPORTS = (
-    "import math\n"
-    "import numpy as np\n"
-    "from numba.typed import List\n"
-    "from s2sad.runtime import (broadcast_like, copy_adj, matmul_adjoint_a, matmul_adjoint_b, matmul_like,\n"
-    "                           mean_adjoint, mean_axis, range_last, restore, stop_gradient, sum_adjoint, sum_axis,\n"
-    "                           unbroadcast, zeros_like_adj)\n"
-)
+def _header_imports() -> str:
+    """The imports of every generated module: numpy, math, the tape type and all runtime helpers."""
+    from s2sad import runtime
+
+    names = [n for n in runtime.__all__ if n != "PythonTape"]
+    lines, line = [], "from s2sad.runtime import ("
+    indent = " " * len(line)
+    for i, name in enumerate(names):
+        piece = name + (", " if i < len(names) - 1 else ")")
+        if len(line) + len(piece.rstrip()) > 110:
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    lines.append(line)
+    return "import math\nimport numpy as np\nfrom numba.typed import List\n" + "\n".join(lines) + "\n"
+
+
+HEADER_IMPORTS = _header_imports()
 
 
 def const_text(value) -> str:

@@ -129,7 +129,7 @@ def spelling(obj: Any) -> str:
     module = getattr(obj, "__module__", None) or ""
     if module == "math":
         return "math." + name
-    if module in ("builtins", "operator", "s2sad.runtime") or module.startswith("numba.typed"):
+    if module in ("builtins", "operator") or module.startswith(("s2sad.runtime", "numba.typed")):
         return name
     if module.startswith("numpy"):
         sub = module.split(".")[1:]

@@ -1,0 +1,14 @@
+"""Type-directed helpers that generated code calls; each works in Python and under numba.
+
+Generated modules import every name in `__all__` (see codegen/emit.py), so a helper added to a
+submodule's `__all__` is available to rule templates at once.
+"""
+
+from s2sad.runtime import core, elementwise, linalg, reductions, shapes
+from s2sad.runtime.core import *  # noqa: F401,F403
+from s2sad.runtime.elementwise import *  # noqa: F401,F403
+from s2sad.runtime.linalg import *  # noqa: F401,F403
+from s2sad.runtime.reductions import *  # noqa: F401,F403
+from s2sad.runtime.shapes import *  # noqa: F401,F403
+
+__all__ = sorted(set(core.__all__ + elementwise.__all__ + linalg.__all__ + reductions.__all__ + shapes.__all__))

@@ -1,0 +1,3 @@
+"""Runtime helpers for the reductions rules (plain Python, plus numba overloads)."""
+
+__all__: list[str] = []
