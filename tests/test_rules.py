@@ -31,13 +31,22 @@ def _shapes(shape, n):
 
 
 def _sample(rng, shape, domain):
+    """Operand values for a check: `domain` keeps them where the function is smooth."""
     size = shape if shape else None
     if domain == "positive":
         x = rng.uniform(0.5, 2.0, size)
-    elif domain == "unit":
+    elif domain == "unit":  # |x| < 1
         x = rng.uniform(-0.8, 0.8, size)
     elif domain == "nonzero":
         x = rng.choice([-1.0, 1.0], size) * rng.uniform(0.5, 1.5, size)
+    elif domain == "above_one":
+        x = rng.uniform(1.2, 3.0, size)
+    elif domain == "distinct":  # no ties, gaps much larger than the finite-difference step
+        n = int(np.prod(shape)) if shape else 1
+        x = (rng.permutation(n) * 0.37 + rng.uniform(-0.05, 0.05, n) - 0.5 * n * 0.37).reshape(shape)
+    elif domain == "spd":  # symmetric positive definite in the last two axes
+        m = rng.normal(size=shape)
+        x = m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
     else:
         x = rng.normal(size=size) * 0.8
     return float(x) if not shape else x

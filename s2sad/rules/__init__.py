@@ -2,6 +2,6 @@
 
 from s2sad.rules.registry import (Check, Rule, alias, all_rules, defrule, lookup, lookup_object, nondiff,
                                   register)
-from s2sad.rules import arithmetic, arrays, elementwise, helpers  # noqa: F401  (registration side effects)
+from s2sad.rules import arithmetic, arrays, elementwise, helpers, linalg, reductions, shapes  # noqa: F401  (registration side effects)
 
 __all__ = ["Check", "Rule", "alias", "all_rules", "defrule", "lookup", "lookup_object", "nondiff", "register"]
