@@ -111,6 +111,7 @@ class Returns:
     flag: str | None = None
     simple: bool = True  # a single `return` at the end of the body
     is_tuple: bool = False
+    shape: Any = None  # the returned structure with leaves as None (None: a single value)
 
 
 @dataclass
@@ -124,6 +125,8 @@ class Lowerer:
     loops: list = field(default_factory=list)
     ret: Returns = field(default_factory=Returns)
     loc: ir.Loc | None = None
+    trees: dict = field(default_factory=dict)  # user name -> static tuple/list/dict of atoms (or of trees)
+    branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -170,6 +173,14 @@ class Lowerer:
                         out.append(If(go, guarded, [], self.loc))
                 break
         return flags
+
+    def branch(self, stmts, out) -> set:
+        """Lower statements that run conditionally or repeatedly at run time."""
+        self.branch_depth += 1
+        try:
+            return self.block(stmts, out)
+        finally:
+            self.branch_depth -= 1
 
     @staticmethod
     def always_jumps(node) -> bool:
@@ -240,6 +251,9 @@ class Lowerer:
         if not self.loops:
             raise self.err(node, f"`{'break' if kind == 'brk' else 'continue'}` outside a loop")
         loop = self.loops[-1]
+        if getattr(loop, kind) == "":
+            raise self.err(node, "`break` / `continue` inside a loop over a tuple/list/dict is not supported",
+                           "loop over range(len(...)) of an array instead")
         if getattr(loop, kind) is None:
             setattr(loop, kind, self.names.fresh("broke" if kind == "brk" else "skip"))
         name = getattr(loop, kind)
@@ -253,7 +267,7 @@ class Lowerer:
 
     def assign_to(self, target, value, out):
         if isinstance(target, cst.Name):
-            self.expr(value, out, target=self.var(target.value))
+            self.bind(target, self.value(value, out, target=self.local_var(target)), out)
         elif isinstance(target, (cst.Tuple, cst.List)):
             self.unpack(target, value, out)
         elif isinstance(target, cst.Subscript):
@@ -264,36 +278,54 @@ class Lowerer:
         else:
             raise self.err(target, "only names, tuples of names and subscripts can be assigned to")
 
+    def local_var(self, target: cst.Name) -> str | None:
+        return self.var(target.value) if target.value not in self.trees else None
+
+    def bind(self, target, value, out):
+        """Give the name (or names, for a tuple target) `target` the atom or static tree `value`."""
+        if isinstance(target, cst.Name):
+            if is_tree(value):
+                if self.branch_depth and self.trees.get(target.value) is not value:
+                    raise self.err(target, "a tuple/list/dict cannot be (re)bound inside `if` or a runtime loop",
+                                   "bind it before the branch, or return arrays instead")
+                self.trees[target.value] = value
+                return
+            self.trees.pop(target.value, None)
+            var = self.var(target.value)
+            if not (isinstance(value, Var) and value.name == var):
+                self.emit(out, var, Copy(value))
+            return
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            raise self.err(target, "only names can be unpacked into")
+        names = [el.value for el in target.elements]
+        if any(isinstance(el, cst.StarredElement) for el in target.elements):
+            raise self.err(target, "starred assignment is not supported")
+        if isinstance(value, Var):  # unpack the first axis of an array
+            value = tuple(self.emit(out, self.temp(f"{value.name}_{i}"), Load(value, (Const(i),)))
+                          for i in range(len(names)))
+        if not isinstance(value, (tuple, list)) or len(value) != len(names):
+            size = len(value) if is_tree(value) else "a non-tuple"
+            raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
+        for name, item in zip(names, value):
+            self.bind(name, item, out)
+
+    def unpack(self, target, value, out):
+        if isinstance(value, (cst.Tuple, cst.List)) and isinstance(target, (cst.Tuple, cst.List)) and \
+                len(value.elements) == len(target.elements):  # `a, b = b, a`: read every value first
+            items = [self.value(el.value, out) for el in value.elements]
+            written = {self.var(n.value.value) for n in target.elements if isinstance(n.value, cst.Name)
+                       and n.value.value not in self.trees}
+            items = tuple(self.emit(out, self.temp(a.name + "_old"), Copy(a)) if isinstance(a, Var)
+                          and a.name in written else a for a in items)
+            self.bind(target, items, out)
+        else:
+            self.bind(target, self.value(value, out), out)
+
     def array_base(self, node) -> str:
         if not isinstance(node, cst.Name) or node.value not in self.locals:
             raise self.err(node, "in-place writes need a local array variable on the left",
                            "create the array inside the function (e.g. np.zeros) and write into it")
         return self.var(node.value)
-
-    def unpack(self, target, value, out):
-        names = [el.value for el in target.elements]
-        if any(isinstance(n, cst.StarredElement) for n in target.elements):
-            raise self.err(target, "starred assignment is not supported")
-        if isinstance(value, (cst.Tuple, cst.List)):
-            if len(value.elements) != len(names):
-                raise self.err(value, f"cannot unpack {len(value.elements)} values into {len(names)} names")
-            atoms = [self.expr(el.value, out) for el in value.elements]
-            written = {self.var(n.value) for n in names if isinstance(n, cst.Name)}
-            atoms = [self.emit(out, self.temp(a.name + "_old"), Copy(a)) if isinstance(a, Var) and a.name in written
-                     else a for a in atoms]
-        else:
-            packed = self.expr_many(value, out)
-            if isinstance(packed, list):
-                atoms = packed
-            else:
-                atoms = [self.emit(out, self.temp(f"{packed.name}_{i}" if isinstance(packed, Var) else "item"),
-                                   Load(packed, (Const(i),))) for i in range(len(names))]
-            if len(atoms) != len(names):
-                raise self.err(value, f"cannot unpack {len(atoms)} values into {len(names)} names")
-        for name, atom in zip(names, atoms):
-            if not isinstance(name, cst.Name):
-                raise self.err(name, "only names can be unpacked into")
-            self.emit(out, self.var(name.value), Copy(atom))
 
     def aug_assign(self, node: cst.AugAssign, out):
         op = AUGOPS.get(type(node.operator))
@@ -318,20 +350,20 @@ class Lowerer:
     def return_stmt(self, node: cst.Return, out) -> set:
         if node.value is None:
             raise self.err(node, "a differentiated function must return a value")
-        atoms = self.expr_many(node.value, out)
-        is_tuple = isinstance(atoms, list)
-        atoms = atoms if is_tuple else [atoms]
+        value = self.value(node.value, out)
+        atoms, shape = flatten(value)
         r = self.ret
         if r.outputs is None:
-            r.is_tuple = is_tuple
-            if r.simple and len(atoms) == 1 and isinstance(atoms[0], Var) and atoms[0].name not in self.params \
+            r.shape = shape
+            r.is_tuple = is_tree(shape)
+            if r.simple and shape is None and isinstance(atoms[0], Var) and atoms[0].name not in self.params \
                     and not self.stack[1:]:
                 r.outputs = [atoms[0].name]
                 return set()
             base = "out" if not self.stack[1:] else f"{self.parsed.fn.__name__}_out"
             r.outputs = [self.names.fresh(base) for _ in atoms]
-        if len(atoms) != len(r.outputs) or is_tuple != r.is_tuple:
-            raise self.err(node, "every `return` must give the same number of values")
+        if shape != r.shape:
+            raise self.err(node, "every `return` must give values of the same structure")
         for name, atom in zip(r.outputs, atoms):
             if not (isinstance(atom, Var) and atom.name == name):
                 self.emit(out, name, Copy(atom))
@@ -344,13 +376,13 @@ class Lowerer:
         test = self.expr(node.test, out)
         loc = self.loc
         body, orelse = [], []
-        flags = self.block(node.body.body, body)
+        flags = self.branch(node.body.body, body)
         if node.orelse is not None:
             self.loc = loc
             if isinstance(node.orelse, cst.If):  # elif
                 flags |= self.if_stmt(node.orelse, orelse)
             else:
-                flags |= self.block(node.orelse.body.body, orelse)
+                flags |= self.branch(node.orelse.body.body, orelse)
         out.append(If(self.stable_test(test, body + orelse, out), body, orelse, loc))
         return flags
 
@@ -379,6 +411,8 @@ class Lowerer:
                 raise self.err(node.target, "a range loop needs a single loop variable")
             start, stop, step = self.range_args(it, out)
             user_target = node.target.value
+        elif (items := self.static_items(it, out)) is not None:
+            return self.unrolled_loop(node, items, out)
         else:
             start, stop, step, user_target, pre = self.iter_loop(node, out)
         bounds = []
@@ -396,7 +430,7 @@ class Lowerer:
         for name, atom in pre:
             self.loc = loc
             self.emit(body, self.var(name), atom(counter))
-        flags = self.block(node.body.body, body)
+        flags = self.branch(node.body.body, body)
         self.loops.pop()
         self.loc = loc
         if loop.cont:
@@ -407,6 +441,52 @@ class Lowerer:
             out.append(For(counter, *bounds, body, loc))
             return set()
         return self.for_as_while(node, counter, bounds, body, loop, stop_flags, out) | (flags - {loop.cont, loop.brk})
+
+    def static_items(self, it, out):
+        """The items of a loop over a static tuple/list/dict (or its .items()/.keys()/.values(), or
+        enumerate of one), else None."""
+        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate) and len(it.args) == 1:
+            inner = self.static_items(it.args[0].value, out)
+            return None if inner is None else [(Const(i), item) for i, item in enumerate(inner)]
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
+                it.func.attr.value in ("items", "keys", "values"):
+            base = self.tree_of(it.func.value)
+            if isinstance(base, dict):
+                keys = [Const(k) for k in base]
+                return {"items": list(zip(keys, base.values())), "keys": keys, "values": list(base.values())}[
+                    it.func.attr.value]
+            return None
+        if isinstance(it, (cst.Tuple, cst.List)):
+            return list(self.value(it, out))
+        base = self.tree_of(it)
+        if isinstance(base, dict):
+            return [Const(k) for k in base]
+        return list(base) if base is not None else None
+
+    def tree_of(self, node):
+        """The static tree a name (or a constant subscript chain of one) is bound to, else None."""
+        if isinstance(node, cst.Name):
+            return self.trees.get(node.value)
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            base = self.tree_of(node.value)
+            if is_tree(base):
+                try:
+                    item = base[self.static_key(node.slice[0].slice.value)]
+                except (KeyError, IndexError, TypeError):
+                    return None
+                return item if is_tree(item) else None
+        return None
+
+    def unrolled_loop(self, node: cst.For, items, out) -> set:
+        """A loop over a static container runs at generation time: its body is repeated per item."""
+        self.loops.append(Loop(brk="", cont=""))  # sentinels: break/continue are refused below
+        for item in items:
+            self.bind(node.target, item, out)
+            if self.block(node.body.body, out):
+                raise self.err(node, "`break`, `continue` or `return` inside a loop over a tuple/list/dict is "
+                                     "not supported", "loop over range(len(...)) of an array instead")
+        self.loops.pop()
+        return set()
 
     def private_to(self, loop: cst.For, name: str) -> bool:
         """Is `name` used only inside `loop`'s body and never assigned there?"""
@@ -465,7 +545,7 @@ class Lowerer:
         loop = Loop()
         self.loops.append(loop)
         body: list = []
-        flags = self.block(node.body.body, body)
+        flags = self.branch(node.body.body, body)
         self.loops.pop()
         self.loc = loc
         if loop.cont:
@@ -486,19 +566,61 @@ class Lowerer:
         return flags - {loop.cont, loop.brk}
 
     # ----------------------------------------------------------- expressions
-    def expr_many(self, node, out):
-        """Lower an expression that may be a tuple: a list of atoms for tuples, else an atom."""
-        if isinstance(node, cst.Tuple):
-            return [self.expr(el.value, out) for el in node.elements]
+    def value(self, node, out, target: str | None = None):
+        """Lower an expression to an atom, or to a static tree (tuple/list/dict) of atoms."""
+        if isinstance(node, (cst.Tuple, cst.List)):
+            if any(isinstance(el, cst.StarredElement) for el in node.elements):
+                raise self.err(node, "`*` unpacking in a tuple or list is not supported")
+            items = [self.value(el.value, out) for el in node.elements]
+            return tuple(items) if isinstance(node, cst.Tuple) else items
+        if isinstance(node, cst.Dict):
+            out_dict = {}
+            for el in node.elements:
+                if not isinstance(el, cst.DictElement):
+                    raise self.err(el, "`**` in a dict is not supported")
+                out_dict[self.static_key(el.key)] = self.value(el.value, out)
+            return out_dict
+        if isinstance(node, cst.Name) and node.value in self.trees:
+            return self.trees[node.value]
         if isinstance(node, cst.Call):
-            result = self.call(node, out, None, many=True)
-            return result
-        return self.expr(node, out)
+            return self.call(node, out, target, many=True)
+        if isinstance(node, cst.Subscript):
+            return self.subscript(node, out, target)
+        return self.expr(node, out, target)
+
+    def static_key(self, node):
+        """A constant dict key or tuple/list index: a string or an int."""
+        if isinstance(node, (cst.SimpleString, cst.Integer)):
+            return node.evaluated_value
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
+                isinstance(node.expression, cst.Integer):
+            return -node.expression.evaluated_value
+        value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return value
+        raise self.err(node, "a tuple/list/dict can only be indexed with a constant (a literal, or a global int/str)",
+                       "s2sad resolves containers when it generates code")
+
+    def subscript(self, node: cst.Subscript, out, target):
+        base = self.value(node.value, out)
+        if is_tree(base):
+            if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+                raise self.err(node, "index a tuple/list/dict with a single constant")
+            key = self.static_key(node.slice[0].slice.value)
+            try:
+                return base[key]
+            except (KeyError, IndexError, TypeError):
+                raise self.err(node, f"no item {key!r} in this {type(base).__name__}") from None
+        if not isinstance(base, Var):
+            raise self.err(node, "can only index variables")
+        index = self.index(node, out)
+        return self.emit(out, target or self.temp(self.load_hint(base.name, index)), Load(base, index))
 
     def expr(self, node, out, target: str | None = None):
         atom = self._expr(node, out, target)
-        if isinstance(atom, list):
-            raise self.err(node, "a tuple value is only supported in `return` and tuple unpacking")
+        if is_tree(atom):
+            raise self.err(node, f"a {type(atom).__name__} cannot be used as a number or array here",
+                           "unpack it, index it with a constant, pass it to a Python function or return it")
         if target is not None and not (isinstance(atom, Var) and atom.name == target):
             return self.emit(out, target, Copy(atom))
         return atom
@@ -530,11 +652,7 @@ class Lowerer:
         if isinstance(node, cst.Attribute):
             return self.attribute(node, out, target)
         if isinstance(node, cst.Subscript):
-            base = self.expr(node.value, out)
-            if not isinstance(base, Var):
-                raise self.err(node, "can only index variables")
-            index = self.index(node, out)
-            return self.emit(out, target or self.temp(self.load_hint(base.name, index)), Load(base, index))
+            return self.subscript(node, out, target)
         if isinstance(node, cst.Tuple) and all(isinstance(e.value, (cst.Integer, cst.UnaryOperation))
                                                for e in node.elements):
             atoms = [self.expr(e.value, out) for e in node.elements]
@@ -556,6 +674,8 @@ class Lowerer:
 
     def name(self, node: cst.Name):
         n = node.value
+        if n in self.trees:
+            return self.trees[n]
         if n in self.locals:
             return Var(self.var(n))
         if n in ("True", "False", "None"):
@@ -666,7 +786,7 @@ class Lowerer:
     def callee_is(self, func_node, obj) -> bool:
         return self.static_value(func_node) is obj
 
-    def call(self, node: cst.Call, out, target, many=False):
+    def call(self, node: cst.Call, out, target, many=True):
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target, many)
         fn = self.static_value(node.func)
@@ -739,6 +859,11 @@ class Lowerer:
         return self.inline(call, tangent_fn, [], out, target, many)
 
     def apply(self, node, fn, leading, out, target, many=False):
+        if fn is len and len(node.args) == 1 and not leading:
+            value = self.value(node.args[0].value, out)
+            if is_tree(value):
+                return Const(len(value))
+            return self.prim(out, "len", (value,), target=target, hint="n")
         if fn is range:
             raise self.err(node, "range() is only supported as the iterable of a `for` loop")
         found = rules.lookup_object(fn)
@@ -761,8 +886,8 @@ class Lowerer:
     def inline(self, node, fn, leading, out, target, many):
         if fn in self.stack:
             raise self.err(node, f"recursive call to `{fn.__name__}` is not supported", "write it as a loop")
-        args = leading + [self.expr(a.value, out) for a in node.args if a.keyword is None]
-        kwargs = {a.keyword.value: self.expr(a.value, out) for a in node.args if a.keyword is not None}
+        args = leading + [self.value(a.value, out) for a in node.args if a.keyword is None]
+        kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
         parsed = parse_function(fn)
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn])
@@ -773,9 +898,7 @@ class Lowerer:
             raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
         outputs = callee.lower_body(bound, out)
         if callee.ret.is_tuple:
-            if not many:
-                raise self.err(node, f"`{fn.__name__}` returns a tuple; unpack it into names")
-            return [Var(o) for o in outputs]
+            return unflatten(callee.ret.shape, [Var(o) for o in outputs])
         result = Var(outputs[0])
         if target is not None:
             return self.emit(out, target, Copy(result))
@@ -809,6 +932,9 @@ class Lowerer:
             raise self.err(func, "functions with *args or **kwargs are not supported")
         self._params = []
         for p in func.params.params + func.params.kwonly_params:
+            if bound is not None and is_tree(bound[p.name.value]):
+                self.trees[p.name.value] = bound[p.name.value]
+                continue
             name = self.var(p.name.value)
             self._params.append(name)
             if bound is not None:
@@ -829,6 +955,36 @@ class Lowerer:
 
 
 _NOT_STATIC = object()
+
+
+def is_tree(value) -> bool:
+    """Is `value` a static container (lowering keeps tuples/lists/dicts of atoms as Python objects)?"""
+    return isinstance(value, (tuple, list, dict))
+
+
+def flatten(value) -> tuple[list, Any]:
+    """The leaves of a static tree in order, and its shape (the tree with None leaves; None for a leaf)."""
+    if isinstance(value, dict):
+        pairs = [flatten(v) for v in value.values()]
+        return [a for leaves, _ in pairs for a in leaves], {k: shape for k, (_, shape) in zip(value, pairs)}
+    if isinstance(value, (tuple, list)):
+        pairs = [flatten(v) for v in value]
+        return [a for leaves, _ in pairs for a in leaves], type(value)(shape for _, shape in pairs)
+    return [value], None
+
+
+def unflatten(shape, leaves: list):
+    """Rebuild a tree of `shape` from its leaves (the inverse of flatten)."""
+    it = iter(leaves)
+
+    def build(s):
+        if isinstance(s, dict):
+            return {k: build(v) for k, v in s.items()}
+        if isinstance(s, (tuple, list)):
+            return type(s)(build(v) for v in s)
+        return next(it)
+
+    return build(shape)
 
 
 def _count_names(node, name) -> int:

@@ -151,7 +151,9 @@ class ReverseGen:
         """`x` was overwritten by `s`: the adjoint of its old value starts from zero."""
         x = s.target
         if x in self.a.active and x not in self.a.direct and id(s) not in self.a.home_defs:
-            w.line(f"{self.bar(x)} = zeros_like_adj({self.bar(x)})")
+            # A restored `x` holds its old value: its shape is right even where assignments change it.
+            like = x if x in self.a.saved else self.bar(x)
+            w.line(f"{self.bar(x)} = zeros_like_adj({like})")
 
     # Tapes of generated code (reverse over reverse). The adjoint tape `t_bar` mirrors `t`:
     # walking back, it holds the adjoint of each element `t` held at that point.
