@@ -11,7 +11,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from s2sad import rules
+from s2sad import rules, synthesize
+from s2sad.custom import _Custom
 from s2sad.backend import compile_function, load_module
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
@@ -23,6 +24,9 @@ DEFAULT_BACKEND = "numba"
 
 def _as_function(fun: Callable) -> types.FunctionType:
     """A Python function with source: `fun` itself, or a one-line wrapper around a primitive."""
+    if isinstance(fun, _Custom):  # keep the override: differentiate a call of it
+        params = fun.params
+        return synthesize.function(fun.name, params, [f"return custom({', '.join(params)})"], {"custom": fun})
     inner = unwrap(fun)
     if isinstance(inner, types.FunctionType):
         return inner
@@ -296,15 +300,6 @@ def _tuple_vjp(fun, primals, backend):
     return out, vjp_fun
 
 
-_WEIGHTED = """def make(inner):
-    def {name}({params}):
-        {outs} = inner({args})
-        return {total}
-
-    return {name}
-"""
-
-
 def _weighted_sum(fun) -> types.FunctionType:
     """`f_weighted(*args, *weights) = sum_k sum_axis(out_k * weight_k)` around a tuple-valued `fun`."""
     inner = _as_function(fun)
@@ -314,10 +309,9 @@ def _weighted_sum(fun) -> types.FunctionType:
     outs = [names.fresh("out") for _ in range(n_out)]
     weights = [names.fresh("weight") for _ in range(n_out)]
     total = " + ".join(f"sum_axis({o} * {w})" for o, w in zip(outs, weights))
-    text = "from s2sad.runtime import sum_axis\n\n\n" + _WEIGHTED.format(
-        name=f"{inner.__name__}_weighted", params=", ".join(params + weights), outs=", ".join(outs),
-        args=", ".join(params), total=total)
-    return load_module(text, f"{inner.__name__}_weighted", "python").make(inner)
+    body = [f"{', '.join(outs)} = inner({', '.join(params)})", f"return {total}"]
+    return synthesize.function(f"{inner.__name__}_weighted", params + weights, body, {"inner": inner},
+                               imports="from s2sad.runtime import sum_axis")
 
 
 def _float_positions(primals) -> tuple[int, ...]:

@@ -12,7 +12,6 @@ from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
-_COMPILED: dict[tuple[str, str, str], object] = {}
 
 
 def module_name(source: str, stem: str) -> str:
@@ -54,13 +53,19 @@ def load_module(source: str, stem: str, backend: str) -> types.ModuleType:
 def compile_function(source: str, stem: str, func: str, backend: str):
     """The function `func` defined in `source`, compiled for `backend`."""
     module = load_module(source, stem, backend)
-    key = (module.__name__, backend, func)
-    if key not in _COMPILED:
-        py = getattr(module, func)
-        if backend == "numba":
-            import numba
+    if backend == "numba" and module.__name__ not in _JITTED:
+        _jit_module(module)
+    return getattr(module, func)
 
-            _COMPILED[key] = numba.njit(cache=True)(py)
-        else:
-            _COMPILED[key] = py
-    return _COMPILED[key]
+
+_JITTED: set[str] = set()
+
+
+def _jit_module(module: types.ModuleType) -> None:
+    """Replace every function the module defines by its numba dispatcher, so they can call each other."""
+    import numba
+
+    for name, obj in list(vars(module).items()):
+        if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
+            setattr(module, name, numba.njit(cache=True)(obj))
+    _JITTED.add(module.__name__)

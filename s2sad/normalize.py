@@ -126,6 +126,7 @@ class Lowerer:
     ret: Returns = field(default_factory=Returns)
     loc: ir.Loc | None = None
     trees: dict = field(default_factory=dict)  # user name -> static tuple/list/dict of atoms (or of trees)
+    plain: frozenset = frozenset()  # custom_jvp/custom_vjp functions to inline as plain code (inside their rules)
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
 
     # ---------------------------------------------------------------- helpers
@@ -866,6 +867,17 @@ class Lowerer:
             return self.prim(out, "len", (value,), target=target, hint="n")
         if fn is range:
             raise self.err(node, "range() is only supported as the iterable of a `for` loop")
+        from s2sad.custom import _Custom
+
+        if isinstance(fn, _Custom):
+            if fn in self.plain:
+                return self.inline(node, fn.fun, leading, out, target, many)
+            if any(a.keyword for a in node.args) or leading:
+                raise self.err(node, f"call custom function `{fn.name}` with positional arguments")
+            args = [self.expr(a.value, out) for a in node.args]
+            if len(args) != len(fn.params):
+                raise self.err(node, f"`{fn.name}` takes {len(fn.params)} arguments, got {len(args)}")
+            return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
         found = rules.lookup_object(fn)
         if found is not None:
             args = leading + [self.expr(a.value, out) for a in node.args if a.keyword is None]
@@ -890,7 +902,7 @@ class Lowerer:
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
         parsed = parse_function(fn)
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
-        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn])
+        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain)
         callee.loc = self.loc
         try:
             bound = _bind(fn, args, kwargs)
@@ -1027,11 +1039,12 @@ def _bind(fn, args, kwargs) -> dict:
     return dict(bound.arguments)
 
 
-def normalize(fn) -> ir.Function:
+def normalize(fn, plain: frozenset = frozenset()) -> ir.Function:
+    """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code."""
     parsed = parse_function(fn)
     names = Names(user_names(parsed.node))
     temps: set = set()
-    lw = Lowerer(parsed, names, temps, [parsed.fn])
+    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain)
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(

@@ -39,7 +39,7 @@ def primal_source(fn: ir.Function, name: str) -> str:
     gen = ReverseGen(fn, Analysis(fn, []))
     w = Writer()
     gen.primal_block(w, fn.body)
-    outs = ", ".join(fn.outputs)
+    outs = ", ".join(fn.outputs) + ("," if fn.returns_tuple and len(fn.outputs) == 1 else "")
     return "\n".join([f"def {name}({', '.join(fn.params)}):", *w.lines, f"    return {outs}"]) + "\n"
 
 
@@ -54,7 +54,10 @@ def _wrapper(name: str, params: list[str], call: str, results: list[str], keep: 
 def _assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
               wrapper: tuple[str, str]) -> Generated:
     # The derivative's and wrapper's names were made fresh against the user's, so `fn.name` is free.
-    parts = [header(fn, what) + HEADER_IMPORTS, primal_source(fn, fn.name), derivative, wrapper[1]]
+    from s2sad.custom import siblings_in
+
+    overrides = [text for _, text in siblings_in(fn)]  # the user's custom_jvp / custom_vjp rules, lowered
+    parts = [header(fn, what) + HEADER_IMPORTS, *overrides, primal_source(fn, fn.name), derivative, wrapper[1]]
     return Generated("\n\n".join(parts), fn.name, fn.name, derivative_name, wrapper[0], fn)
 
 

@@ -60,6 +60,8 @@ class Rule:
     spelled: str | None = None  # default name in generated code (first registered object)
     print_as: str | None = None  # a runtime stand-in generated code calls instead (numba lacks the original)
     tangent: Callable | None = None  # forward-mode template; None: the adjoint (elementwise rules)
+    tangent_error: str | None = None  # why this rule has no forward mode (custom_vjp)
+    siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
 
@@ -74,6 +76,8 @@ class Rule:
 
     def tangent_template(self) -> "Template":
         if self._tangent_template is None:
+            if self.tangent_error:
+                raise TypeError(self.tangent_error)
             if self.tangent is None and not self.elementwise:
                 raise TypeError(f"rule {self.name!r} is not elementwise and has no tangent template")
             t = Template.parse(self.tangent) if self.tangent else self.template()
@@ -92,11 +96,17 @@ class Template:
 
     @staticmethod
     def parse(fn: Callable) -> "Template":
-        module = cst.parse_module(textwrap.dedent(inspect.getsource(fn)))
-        func = next(n for n in module.body if isinstance(n, cst.FunctionDef))
         sig = inspect.signature(fn)
-        params = list(sig.parameters)
         defaults = {k: p.default for k, p in sig.parameters.items() if p.default is not p.empty}
+        return Template.from_source(textwrap.dedent(inspect.getsource(fn)), defaults)
+
+    @staticmethod
+    def from_source(text: str, defaults: dict | None = None) -> "Template":
+        """A template from the text of a `def` (rules made at run time, e.g. for custom_jvp)."""
+        module = cst.parse_module(text)
+        func = next(n for n in module.body if isinstance(n, cst.FunctionDef))
+        params = [p.name.value for p in func.params.params]
+        defaults = defaults or {}
         statements, results = [], []
         for line in func.body.body:
             for small in line.body:
