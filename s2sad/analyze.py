@@ -19,7 +19,9 @@ from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var,
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
-FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array  # take a value out of a tape: derivatives flow through them
+FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array
+INT_RESULTS = ("len", "int", "argmax", "argmin", "range_last", "size", "ndim")
+INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
 
 
 def diff_positions(prim: Prim) -> list[int]:
@@ -134,6 +136,33 @@ class Analysis:
                     changed = True
         self.varied = varied
         self.active = varied & useful
+
+    def known_int(self, name: str, seen: frozenset = frozenset()) -> bool:
+        """Is `name` surely an integer scalar (a loop counter, a length, int arithmetic on those)?"""
+        defs = self.defs.get(name, [])
+        if not defs or name in seen or name in self.fn.params:
+            return False
+        return all(self.int_def(d, seen | {name}) for d in defs)
+
+    def int_def(self, d, seen) -> bool:
+        if isinstance(d, For):
+            return True
+        v = d.value
+        if isinstance(v, Load):  # an item of a shape tuple
+            base_defs = self.defs.get(v.base.name, [])
+            return bool(base_defs) and all(isinstance(b, Assign) and isinstance(b.value, Prim)
+                                           and b.value.rule.name == "shape" for b in base_defs)
+        operands = ir.expr_operands(v)
+        if isinstance(v, Prim) and v.rule.name in INT_RESULTS:
+            return True
+        if isinstance(v, Prim) and v.rule.name not in INT_ARITHMETIC:
+            return False
+        return all(self.known_int(a.name, seen) if isinstance(a, Var) else
+                   isinstance(a.value, int) and not isinstance(a.value, bool) for a in operands)
+
+    def fancy(self, index) -> bool:
+        """A single index item that may be an integer array: its reads need a scatter-add adjoint."""
+        return len(index) == 1 and isinstance(index[0], Var) and not self.known_int(index[0].name)
 
     def has_adjoint(self, s) -> bool:
         """Does the statement pass derivatives to its operands (or kill an adjoint)?"""

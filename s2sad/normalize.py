@@ -19,6 +19,7 @@ import numpy as np
 
 from s2sad import ir, rules
 from s2sad.backend import load_module
+from s2sad.errors import UnsupportedError, located
 from s2sad.frontend import Parsed, parse_function, unwrap
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
 
@@ -35,8 +36,13 @@ COMPARE = {
     cst.LessThan: "lt", cst.LessThanEqual: "le", cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge",
     cst.Equal: "eq", cst.NotEqual: "ne",
 }
-METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot}
-ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim}
+METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "reshape": np.reshape,
+           "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "max": np.max, "min": np.min,
+           "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
+           "squeeze": np.squeeze, "trace": np.trace, "clip": np.clip, "argmax": np.argmax, "argmin": np.argmin}
+VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
+ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose}
+SEQUENCE_CALLS = (np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.split)
 HINT_RULE = "give it a derivative with @s2sad.custom_jvp / @s2sad.custom_vjp, or use a NumPy function s2sad knows"
 
 
@@ -131,6 +137,9 @@ class Lowerer:
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
+        if node not in self.parsed.positions and self.loc is not None:  # a node s2sad built: point at the line
+            loc = self.loc
+            return UnsupportedError(located(message, loc.filename, loc.line, loc.col, loc.text, hint))
         return self.parsed.error(node, message, hint)
 
     def temp(self, hint: str) -> str:
@@ -614,8 +623,7 @@ class Lowerer:
                 raise self.err(node, f"no item {key!r} in this {type(base).__name__}") from None
         if not isinstance(base, Var):
             raise self.err(node, "can only index variables")
-        index = self.index(node, out)
-        return self.emit(out, target or self.temp(self.load_hint(base.name, index)), Load(base, index))
+        return self.load(node, base, out, target)
 
     def expr(self, node, out, target: str | None = None):
         atom = self._expr(node, out, target)
@@ -667,6 +675,8 @@ class Lowerer:
         for item in index:
             if isinstance(item, Var):
                 parts.append(item.name)
+            elif item is NEWAXIS:
+                parts.append("new")
             elif isinstance(item, Const) and isinstance(item.value, int):
                 parts.append(str(item.value))
             else:
@@ -798,7 +808,16 @@ class Lowerer:
         if fn is _NOT_STATIC:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
                 receiver = self.expr(node.func.value, out)
-                return self.apply(node, METHODS[node.func.attr.value], [receiver], out, target)
+                method = node.func.attr.value
+                positional = [a for a in node.args if a.keyword is None]
+                if method in VARARG_METHODS and len(positional) > 1:
+                    packed = cst.Arg(cst.Tuple([cst.Element(a.value) for a in positional]))
+                    node = node.with_changes(args=[packed] + [a for a in node.args if a.keyword is not None])
+                return self.apply(node, METHODS[method], [receiver], out, target)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype":
+                if len(node.args) != 1 or self.static_value(node.args[0].value) not in (float, np.float64):
+                    raise self.err(node, "only .astype(float) is supported (derivatives need float arrays)")
+                return self.prim(out, "as_float", (self.expr(node.func.value, out),), target=target)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "pop" and not node.args \
                     and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
                 return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
@@ -878,12 +897,14 @@ class Lowerer:
             if len(args) != len(fn.params):
                 raise self.err(node, f"`{fn.name}` takes {len(fn.params)} arguments, got {len(args)}")
             return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
+        if fn in SEQUENCE_CALLS:
+            return self.sequence_call(node, fn, out, target)
         found = rules.lookup_object(fn)
         if found is not None:
-            args = leading + [self.expr(a.value, out) for a in node.args if a.keyword is None]
             if any(a.star for a in node.args):
                 raise self.err(node, "`*args` / `**kwargs` in calls are not supported")
-            kwargs = [(a.keyword.value, self.expr(a.value, out)) for a in node.args if a.keyword is not None]
+            args = leading + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
+            kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
             rule = found[0]
             n_pos = len(rule.template().params) - 2 if rule.differentiable else None
             if n_pos is not None and len(args) > n_pos:
@@ -894,6 +915,63 @@ class Lowerer:
             return self.inline(node, inner, leading, out, target, many)
         name = getattr(fn, "__name__", repr(fn))
         raise self.err(node, f"no derivative rule for `{name}`", HINT_RULE)
+
+    def prim_arg(self, node, out):
+        """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
+        value = self.value(node, out)
+        if not is_tree(value):
+            return value
+        if not isinstance(value, (tuple, list)) or any(is_tree(v) for v in value):
+            raise self.err(node, "a NumPy function takes numbers, arrays, or a tuple of ints here")
+        if all(isinstance(v, Const) for v in value):
+            return Const(tuple(v.value for v in value))
+        return self.prim(out, "make_tuple", tuple(value), hint="dims")
+
+    def sequence_call(self, node: cst.Call, fn, out, target):
+        """np.concatenate / stack / hstack / vstack / array of a tuple or list, and np.split."""
+        if fn is np.split:
+            return self.split(node, out)
+        if not node.args or node.args[0].keyword is not None:
+            raise self.err(node, "pass the arrays as a tuple or list first")
+        items = self.value(node.args[0].value, out)
+        if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
+            raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)")
+        axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]
+        axis = self.expr(axis_nodes[0], out) if axis_nodes else Const(0)
+        if fn is np.array:
+            if len(node.args) > 1:
+                raise self.err(node, "np.array([...]) of numbers or arrays takes no other arguments here")
+            fn = np.stack
+        if fn in (np.stack, np.array):
+            items = [self.prim(out, "expand_dims_any", (i, axis), hint="item") for i in items]
+        elif fn is np.vstack:
+            items, axis = [self.prim(out, "atleast_2d", (i,), hint="row") for i in items], Const(0)
+        elif fn is np.hstack:
+            items = [self.prim(out, "atleast_1d", (i,), hint="item") for i in items]
+            axis = self.prim(out, "hstack_axis", (items[0],), hint="axis")
+        result = items[0]
+        for item in items[1:]:
+            result = self.prim(out, "concatenate2", (result, item, axis), hint="joined")
+        if target is not None:
+            return self.emit(out, target, Copy(result))
+        return result
+
+    def split(self, node: cst.Call, out):
+        """np.split(x, n) / np.split(x, [i, j]) along axis 0: a tuple of slices."""
+        if len(node.args) != 2 or node.args[1].keyword is not None:
+            raise self.err(node, "np.split(x, sections) is supported along axis 0")
+        x = self.expr(node.args[0].value, out)
+        spec = node.args[1].value
+        if isinstance(spec, (cst.List, cst.Tuple)):
+            cuts = [Const(self.static_key(e.value)) for e in spec.elements]
+            bounds = [None] + cuts + [None]
+        else:
+            sections = self.static_key(spec)
+            n = self.prim(out, "len", (x,), hint="n")
+            step = self.prim(out, "floordiv", (n, Const(sections)), hint="part")
+            bounds = [None] + [self.prim(out, "mul", (step, Const(k)), hint="cut") for k in range(1, sections)] + [None]
+        return tuple(self.emit(out, self.temp(f"{x.name}_part"), Load(x, (Slice(lo, hi, None),)))
+                     for lo, hi in zip(bounds[:-1], bounds[1:]))
 
     def inline(self, node, fn, leading, out, target, many):
         if fn in self.stack:
@@ -916,20 +994,51 @@ class Lowerer:
             return self.emit(out, target, Copy(result))
         return result
 
-    def index(self, node: cst.Subscript, out):
+    def index(self, node: cst.Subscript, out, allow_newaxis: bool = False):
+        """The index of `x[...]`: atoms and Slices; `None` items as NEWAXIS when allowed."""
         items = []
         for el in node.slice:
             s = el.slice
             if isinstance(s, cst.Index):
-                if isinstance(s.value, cst.Name) and s.value.value == "None":
-                    raise self.err(s, "`None` (newaxis) in an index is not supported yet", "use np.reshape")
-                if isinstance(s.value, cst.Ellipsis):
-                    raise self.err(s, "`...` in an index is not supported yet")
-                items.append(self.expr(s.value, out))
+                if isinstance(s.value, cst.Name) and s.value.value == "None" or self.is_newaxis(s.value):
+                    if not allow_newaxis:
+                        raise self.err(s, "`None` (newaxis) is not supported in an in-place write")
+                    items.append(NEWAXIS)
+                elif isinstance(s.value, cst.Ellipsis):
+                    items.append(Const(Ellipsis))
+                elif isinstance(s.value, cst.List):  # x[[0, 2, 2]]: a constant integer-array index
+                    values = tuple(self.static_key(e.value) for e in s.value.elements)
+                    items.append(self.prim(out, "index_array", (Const(values),), hint="index"))
+                else:
+                    items.append(self.expr(s.value, out))
             else:
                 parts = [None if p is None else self.expr(p, out) for p in (s.lower, s.upper, s.step)]
                 items.append(Slice(*parts))
         return tuple(items)
+
+    def is_newaxis(self, node) -> bool:
+        return isinstance(node, cst.Attribute) and self.static_value(node) is None
+
+    def load(self, node: cst.Subscript, base: Var, out, target):
+        """`base[index]`; `None` items become expand_dims of the read (numba writes no newaxis)."""
+        index = self.index(node, out, allow_newaxis=True)
+        if NEWAXIS not in index:
+            return self.emit(out, target or self.temp(self.load_hint(base.name, index)), Load(base, index))
+        if any(not (isinstance(i, Slice) or i is NEWAXIS or (isinstance(i, Const) and isinstance(i.value, int)))
+               for i in index):
+            raise self.err(node, "`None` (newaxis) can only be combined with slices and constant integers here",
+                           "use np.expand_dims or np.reshape")
+        kept = tuple(i for i in index if i is not NEWAXIS)
+        value = self.emit(out, self.temp(self.load_hint(base.name, kept)), Load(base, kept)) if kept else base
+        axis = 0
+        for item in index:
+            if item is NEWAXIS:
+                value = self.prim(out, "expand_dims_any", (value, Const(axis)), hint=f"{base.name}_expanded")
+            if item is NEWAXIS or isinstance(item, Slice):
+                axis += 1
+        if target is not None:
+            return self.emit(out, target, Copy(value))
+        return value
 
     # -------------------------------------------------------------- function
     @property
@@ -967,6 +1076,7 @@ class Lowerer:
 
 
 _NOT_STATIC = object()
+NEWAXIS = object()  # a `None` item in an index, while lowering
 
 
 def is_tree(value) -> bool:
@@ -1041,8 +1151,11 @@ def _bind(fn, args, kwargs) -> dict:
 
 def normalize(fn, plain: frozenset = frozenset()) -> ir.Function:
     """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code."""
+    from s2sad import runtime
+
     parsed = parse_function(fn)
-    names = Names(user_names(parsed.node))
+    # Generated code also calls numpy, math, the tape type and the runtime helpers: never shadow them.
+    names = Names(user_names(parsed.node) | set(runtime.__all__) | {"np", "math", "List"})
     temps: set = set()
     lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain)
     body: list = []

@@ -32,6 +32,8 @@ HEADER_IMPORTS = _header_imports()
 
 
 def const_text(value) -> str:
+    if value is Ellipsis:
+        return "..."
     if isinstance(value, float):
         if math.isnan(value):
             return "np.nan"
@@ -78,6 +80,8 @@ def prim_text(p: Prim) -> str:
         return f"{operand(p.args[0])} {op} {operand(p.args[1])}"
     if rule.name == "tape_pop":
         return f"{atom(p.args[0])}.pop()"
+    if rule.name == "make_tuple":
+        return "(" + "".join(f"{atom(a)}, " for a in p.args).rstrip(" ") + ")"
     if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
         return f"{atom(p.args[0])}.{rule.name}"
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]

@@ -194,6 +194,9 @@ class ReverseGen:
             found = [(v.value.name, g)]
         elif isinstance(v, Load):
             base = self.bar(v.base.name)
+            if self.a.fancy(v.index):  # maybe an integer array: repeated indices must accumulate
+                w.line(f"{base} = add_at({base}, {index_text(v.index)}, {g})")
+                return {}
             slot = f"{base}[{index_text(v.index)}]"
             w.line(f"{slot} += unbroadcast({g}, {slot})")
             return {}

@@ -9,7 +9,7 @@ helper, and their tangent is the helper applied to the operand's tangent.
 from numba.typed import List
 
 from s2sad.rules.registry import Check, alias, defrule, nondiff
-from s2sad.runtime import (PythonTape, broadcast_like, copy_adj, matmul_adjoint_a, matmul_adjoint_b, matmul_like,
+from s2sad.runtime import (PythonTape, add_at, broadcast_like, hstack_axis, index_array, copy_adj, matmul_adjoint_a, matmul_adjoint_b, matmul_like,
                            mean_adjoint, mean_axis, range_last, restore, sum_adjoint, sum_axis, unbroadcast,
                            zeros_like_adj)
 
@@ -111,7 +111,21 @@ def matmul_like_rule(g, out, a, b):
     return matmul_adjoint_a(g, a, b), matmul_adjoint_b(g, a, b)
 
 
+def add_at_tangent(g, out, a, idx, v):
+    return g, None, add_at(zeros_like_adj(a), idx, g)
+
+
+@defrule(add_at, name="add_at", elementwise=False, tangent=add_at_tangent,
+         checks=[Check("add_at(a, index_array((0, 2, 0)), b)", shapes=(((3,), (3,)), ((3, 2), (3, 2)), ((3,), ()))),
+                 Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,))))])
+def add_at_rule(g, out, a, idx, v):
+    return g, None, unbroadcast(g[idx], v)
+
+
 alias("mean", mean_axis)
+nondiff(index_array, name="index_array")
+nondiff(name="make_tuple")  # `(n, m)`: a shape or axes built from variables
+nondiff(hstack_axis, name="hstack_axis")
 nondiff(zeros_like_adj, name="zeros_like_adj")
 nondiff(range_last, name="range_last")
 # Tapes: creating one has no derivative; pushes, pops and `restore` move values in and out

@@ -28,6 +28,9 @@ __all__ = [
     "mean_axis",
     "sum_axis",
     "broadcast_like",
+    "add_at",
+    "index_array",
+    "hstack_axis",
     "matmul_like",
 ]
 
@@ -507,3 +510,60 @@ def _ol_matmul_like(a, b):
     if _ndim(a) == 0 or _ndim(b) == 0:
         return lambda a, b: a * b
     return lambda a, b: np.ascontiguousarray(a) @ np.ascontiguousarray(b)
+
+
+def add_at(a, idx, v):
+    """A copy of `a` with `v` added at `idx` along the first axis, repeated indices accumulating.
+
+    The adjoint of a read `x[idx]` with an integer-array `idx` (np.add.at, which numba lacks).
+    """
+    out = np.array(a, dtype=np.float64)
+    np.add.at(out, idx, v)
+    return out
+
+
+@overload(add_at)
+def _ol_add_at(a, idx, v):
+    if isinstance(idx, types.Integer):
+        def one(a, idx, v):
+            out = a.astype(np.float64)
+            out[idx] += v
+            return out
+        return one
+    if not (isinstance(idx, types.Array) and isinstance(idx.dtype, types.Integer) and idx.ndim == 1):
+        raise TypingError(f"add_at: index must be an int or a 1-D int array, got {idx}")
+    if isinstance(v, types.Array):
+        def many(a, idx, v):
+            out = a.astype(np.float64)
+            for k in range(idx.shape[0]):
+                out[idx[k]] += v[k]
+            return out
+        return many
+
+    def broadcast_value(a, idx, v):
+        out = a.astype(np.float64)
+        for k in range(idx.shape[0]):
+            out[idx[k]] += v
+        return out
+    return broadcast_value
+
+
+def index_array(values):
+    """np.array(values) of ints: a constant integer index such as x[[0, 2, 2]]."""
+    return np.array(values, dtype=np.int64)
+
+
+@overload(index_array)
+def _ol_index_array(values):
+    return lambda values: np.array(values)
+
+
+def hstack_axis(x):
+    """The axis np.hstack joins along: 0 for 1-D arrays, else 1."""
+    return 0 if np.ndim(x) == 1 else 1
+
+
+@overload(hstack_axis)
+def _ol_hstack_axis(x):
+    axis = 0 if _ndim(x) == 1 else 1
+    return lambda x: axis
