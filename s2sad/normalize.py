@@ -43,7 +43,9 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose}
 SEQUENCE_CALLS = (np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.split)
-HINT_RULE = "give it a derivative with @s2sad.custom_jvp / @s2sad.custom_vjp, or use a NumPy function s2sad knows"
+HINT_RULE = ("three ways out: wrap it in a function decorated with @s2sad.custom_jvp (give the tangent) or "
+             "@s2sad.custom_vjp (give the cotangent), or register a rule for it once with "
+             "@s2sad.rules.defrule(the_function, checks=[...]) (see the README, 'Rules')")
 
 
 class Names:

@@ -75,3 +75,11 @@ def scaled_product_jvp(primals, tangents):
     x, y = primals
     x_dot, y_dot = tangents
     return scaled_product(x, y), 2.0 * (x_dot * y + x * y_dot)
+
+
+def uses_erfcx(x):
+    import_free = x * 2.0
+    return scipy.special.erfcx(import_free)
+
+
+import scipy.special  # noqa: E402  (after the function on purpose: s2sad resolves globals when it runs)

@@ -78,3 +78,26 @@ def test_custom_functions_still_run_and_need_a_rule():
 
     with pytest.raises(TypeError, match="has no rule: decorate one with @no_rule.defjvp"):
         s2sad.grad(no_rule)(1.0)
+
+
+def test_rule_registered_for_another_packages_function(backend):
+    from third_party import uses_softsign
+
+    x = np.array([0.3, -1.5, 2.0])
+    assert_close(s2sad.grad(uses_softsign, backend=backend)(x), fd_grad(uses_softsign, (x,), 0))
+    text = s2sad.source(uses_softsign)
+    assert "import third_party\n" in text and "third_party.softsign(mul)" in text
+    s2sad.check_grads(uses_softsign, (x,), order=2, backend=backend)
+
+
+def test_missing_rule_names_the_three_ways_out():
+    import scipy.special
+
+    from custom_functions import uses_erfcx
+
+    with pytest.raises(s2sad.UnsupportedError) as err:
+        s2sad.grad(uses_erfcx)(0.5)
+    text = str(err.value)
+    assert "no derivative rule for `erfcx`" in text and "custom_functions.py" in text
+    assert "@s2sad.custom_jvp" in text and "@s2sad.custom_vjp" in text and "s2sad.rules.defrule" in text
+    assert scipy.special.erfcx is not None

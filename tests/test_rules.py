@@ -59,8 +59,8 @@ def _function(expr, names, tmp_path_factory):
     key = (expr, tuple(names))
     if key not in _MODULES:
         folder = tmp_path_factory.mktemp("rulecheck")
-        src = (f"import math\nimport numpy as np\nfrom s2sad.runtime import *  # noqa: F403\n\n\n"
-               f"def f({', '.join(names)}):\n    return {expr}\n")
+        header = "import math\nimport numpy as np\nimport third_party  # noqa: F401\nfrom s2sad.runtime import *  # noqa\n"
+        src = f"{header}\n\ndef f({', '.join(names)}):\n    return {expr}\n"
         path = folder / "rulecheck_mod.py"
         path.write_text(src)
         spec = importlib.util.spec_from_file_location(f"rulecheck_{len(_MODULES)}", path)

@@ -43,6 +43,20 @@ def primal_source(fn: ir.Function, name: str) -> str:
     return "\n".join([f"def {name}({', '.join(fn.params)}):", *w.lines, f"    return {outs}"]) + "\n"
 
 
+def third_party_imports(fn: ir.Function) -> list[str]:
+    """`import mod` lines for callees registered from other packages (`s2sad.rules.defrule(mod.f)`)."""
+    from s2sad.rules.registry import import_of
+
+    found = set()
+    for s, _, _ in ir.walk(fn.body):
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Prim):
+            p = s.value
+            line = import_of(p.rule.print_as or p.spelled or p.rule.spelled or "")
+            if line:
+                found.add(line)
+    return sorted(found)
+
+
 def _wrapper(name: str, params: list[str], call: str, results: list[str], keep: list[str]) -> str:
     """`def name(params): results = call; return keep`."""
     lines = [f"def {name}({', '.join(params)}):",
@@ -57,7 +71,9 @@ def _assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
     from s2sad.custom import siblings_in
 
     overrides = [text for _, text in siblings_in(fn)]  # the user's custom_jvp / custom_vjp rules, lowered
-    parts = [header(fn, what) + HEADER_IMPORTS, *overrides, primal_source(fn, fn.name), derivative, wrapper[1]]
+    imports = "".join(line + "\n" for line in third_party_imports(fn))
+    parts = [header(fn, what) + HEADER_IMPORTS + imports, *overrides, primal_source(fn, fn.name), derivative,
+             wrapper[1]]
     return Generated("\n\n".join(parts), fn.name, fn.name, derivative_name, wrapper[0], fn)
 
 

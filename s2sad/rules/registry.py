@@ -145,7 +145,17 @@ def spelling(obj: Any) -> str:
         sub = module.split(".")[1:]
         sub = [s for s in sub if not s.startswith("_")]
         return ".".join(["np", *sub, name])
-    raise ValueError(f"cannot spell {obj!r} in generated code")
+    qualname = getattr(obj, "__qualname__", name)
+    if module and "<" not in qualname:  # a third-party function: generated code imports its module
+        return f"{module}.{qualname}"
+    raise ValueError(f"cannot name {obj!r} in generated code: register a module-level function")
+
+
+def import_of(spelled: str) -> str | None:
+    """The `import` a generated module needs for a spelled callee (None for numpy, math, runtime)."""
+    if "." not in spelled or spelled.split(".")[0] in ("np", "math"):
+        return None
+    return "import " + spelled.rsplit(".", 1)[0]
 
 
 def register(rule: Rule, *objects: Any) -> Rule:
