@@ -46,7 +46,18 @@ def main(argv=None) -> int:
                       help="rev: adjoint (vjp) code, the default; fwd: tangent (jvp) code")
     show.add_argument("--order", type=int, default=1,
                       help="derivative order: N > 1 shows the code that differentiates the order N-1 code")
+    table = sub.add_parser("rules", help="print the table of supported functions (markdown)")
+    table.add_argument("--update-readme", metavar="PATH", help="rewrite the table inside PATH instead")
     args = parser.parse_args(argv)
+    if args.command == "rules":
+        from s2sad.rules import catalog
+
+        if args.update_readme:
+            changed = catalog.update_readme(args.update_readme)
+            print(f"s2sad: {args.update_readme} {'updated' if changed else 'already up to date'}")
+        else:
+            print(catalog.markdown())
+        return 0
     from s2sad import api
 
     try:
