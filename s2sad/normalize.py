@@ -135,6 +135,7 @@ class Lowerer:
     loc: ir.Loc | None = None
     trees: dict = field(default_factory=dict)  # user name -> static tuple/list/dict of atoms (or of trees)
     plain: frozenset = frozenset()  # custom_jvp/custom_vjp functions to inline as plain code (inside their rules)
+    arg_trees: dict = field(default_factory=dict)  # parameter -> PyTreeDef of a pytree argument (top level)
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
 
     # ---------------------------------------------------------------- helpers
@@ -479,6 +480,12 @@ class Lowerer:
         """The static tree a name (or a constant subscript chain of one) is bound to, else None."""
         if isinstance(node, cst.Name):
             return self.trees.get(node.value)
+        if isinstance(node, cst.Attribute):
+            base = self.tree_of(node.value)
+            if isinstance(base, Record) and base.names and node.attr.value in base.names:
+                item = base.field(node.attr.value)
+                return item if is_tree(item) else None
+            return None
         if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             base = self.tree_of(node.value)
             if is_tree(base):
@@ -598,7 +605,17 @@ class Lowerer:
             return self.call(node, out, target, many=True)
         if isinstance(node, cst.Subscript):
             return self.subscript(node, out, target)
+        if isinstance(node, cst.Attribute) and isinstance(self.tree_of(node.value), Record):
+            return self.record_field(node)
         return self.expr(node, out, target)
+
+    def record_field(self, node: cst.Attribute):
+        record = self.tree_of(node.value)
+        try:
+            return record.field(node.attr.value)
+        except KeyError:
+            names = ", ".join(record.names or ())
+            raise self.err(node, f"no field `{node.attr.value}` here (fields: {names or 'none by name'})") from None
 
     def static_key(self, node):
         """A constant dict key or tuple/list index: a string or an int."""
@@ -767,6 +784,8 @@ class Lowerer:
         obj = self.static_value(node)
         if obj is not _NOT_STATIC:
             return self.constant(node, obj)
+        if isinstance(self.tree_of(node.value), Record):
+            return self.record_field(node)
         base = self.expr(node.value, out)
         attr = node.attr.value
         if attr in ATTRIBUTES:
@@ -908,9 +927,14 @@ class Lowerer:
             args = leading + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
             kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
             rule = found[0]
-            n_pos = len(rule.template().params) - 2 if rule.differentiable else None
-            if n_pos is not None and len(args) > n_pos:
-                raise self.err(node, f"{found[1]}() takes at most {n_pos} positional arguments here")
+            if rule.differentiable:
+                t = rule.template()
+                n_pos, given = len(t.params) - 2, len(args) + len(kwargs)
+                required = [p for p in t.params[2 + len(args):] if p not in t.defaults and p not in dict(kwargs)]
+                if len(args) > n_pos:
+                    raise self.err(node, f"{found[1]}() takes at most {n_pos} positional arguments here")
+                if required and given < n_pos:
+                    raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType):
@@ -1042,6 +1066,28 @@ class Lowerer:
             return self.emit(out, target, Copy(value))
         return value
 
+    def leaf_tree(self, treedef, path: str):
+        """A static tree of fresh leaf parameters named after their path (`params_0_W`)."""
+        if treedef.kind == "leaf":
+            name = self.names.fresh(path)
+            self._params.append(name)
+            return Var(name)
+        if treedef.kind == "none":
+            return Const(None)
+        if treedef.kind == "dict":
+            return {k: self.leaf_tree(c, f"{path}_{k}") for k, c in zip(treedef.aux, treedef.children)}
+        if treedef.kind == "namedtuple":
+            fields = treedef.aux._fields
+            return Record([self.leaf_tree(c, f"{path}_{f}") for f, c in zip(fields, treedef.children)], fields)
+        if treedef.kind == "custom":
+            cls, aux = treedef.aux
+            fields = getattr(cls, "__dataclass_fields__", None)
+            names = list(fields) if fields and len(fields) == len(treedef.children) else None
+            labels = names or range(len(treedef.children))
+            return Record([self.leaf_tree(c, f"{path}_{n}") for n, c in zip(labels, treedef.children)], names)
+        items = [self.leaf_tree(c, f"{path}_{i}") for i, c in enumerate(treedef.children)]
+        return tuple(items) if treedef.kind == "tuple" else items
+
     # -------------------------------------------------------------- function
     @property
     def params(self):
@@ -1057,6 +1103,9 @@ class Lowerer:
         for p in func.params.params + func.params.kwonly_params:
             if bound is not None and is_tree(bound[p.name.value]):
                 self.trees[p.name.value] = bound[p.name.value]
+                continue
+            if p.name.value in self.arg_trees:  # a pytree argument: the generated code takes its leaves
+                self.trees[p.name.value] = self.leaf_tree(self.arg_trees[p.name.value], p.name.value)
                 continue
             name = self.var(p.name.value)
             self._params.append(name)
@@ -1081,6 +1130,20 @@ _NOT_STATIC = object()
 NEWAXIS = object()  # a `None` item in an index, while lowering
 
 
+class Record(tuple):
+    """A static namedtuple / registered dataclass while lowering: items by index, and by name."""
+
+    def __new__(cls, items, names):
+        self = super().__new__(cls, items)
+        self.names = tuple(names) if names is not None else None
+        return self
+
+    def field(self, name: str):
+        if self.names is None or name not in self.names:
+            raise KeyError(name)
+        return self[self.names.index(name)]
+
+
 def is_tree(value) -> bool:
     """Is `value` a static container (lowering keeps tuples/lists/dicts of atoms as Python objects)?"""
     return isinstance(value, (tuple, list, dict))
@@ -1093,7 +1156,9 @@ def flatten(value) -> tuple[list, Any]:
         return [a for leaves, _ in pairs for a in leaves], {k: shape for k, (_, shape) in zip(value, pairs)}
     if isinstance(value, (tuple, list)):
         pairs = [flatten(v) for v in value]
-        return [a for leaves, _ in pairs for a in leaves], type(value)(shape for _, shape in pairs)
+        shapes = [shape for _, shape in pairs]
+        shape = Record(shapes, value.names) if isinstance(value, Record) else type(value)(shapes)
+        return [a for leaves, _ in pairs for a in leaves], shape
     return [value], None
 
 
@@ -1104,6 +1169,8 @@ def unflatten(shape, leaves: list):
     def build(s):
         if isinstance(s, dict):
             return {k: build(v) for k, v in s.items()}
+        if isinstance(s, Record):
+            return Record([build(v) for v in s], s.names)
         if isinstance(s, (tuple, list)):
             return type(s)(build(v) for v in s)
         return next(it)
@@ -1151,19 +1218,23 @@ def _bind(fn, args, kwargs) -> dict:
     return dict(bound.arguments)
 
 
-def normalize(fn, plain: frozenset = frozenset()) -> ir.Function:
-    """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code."""
+def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None) -> ir.Function:
+    """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code.
+
+    `arg_trees` maps parameters that receive pytrees to their structure: the lowered function
+    takes their leaves instead, and the code is specialized to that structure.
+    """
     from s2sad import runtime
 
     parsed = parse_function(fn)
     # Generated code also calls numpy, math, the tape type and the runtime helpers: never shadow them.
     names = Names(user_names(parsed.node) | set(runtime.__all__) | {"np", "math", "List"})
     temps: set = set()
-    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain)
+    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {})
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(
         name=parsed.fn.__name__, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
         firstline=parsed.firstline, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
-        temps=temps, returns_tuple=lw.ret.is_tuple,
+        temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape,
     )

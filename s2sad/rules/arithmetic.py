@@ -55,5 +55,10 @@ def matmul(g, out, x, y):
     return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)
 
 
-for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "mod", "not", "and", "or"):
+@defrule(operator="mod", checks=[Check("a % b", domain="positive", shapes=BROADCAST)])
+def mod(g, out, x, y):  # float x % y = x - floor(x / y) * y, away from its jumps
+    return g, -g * np.floor(x / y)
+
+
+for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "not", "and", "or"):
     nondiff(name=_key, operator=_key)

@@ -1,70 +1,235 @@
-"""Elementwise NumPy and `math` functions."""
+"""Elementwise NumPy and `math` functions (and the builtins abs, min, max, pow, round on scalars).
+
+Every template is also the rule's tangent, so each result is linear in `g`; math-module and
+builtin spellings share the NumPy function's rule.
+"""
 
 import math
 
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import copy_adj, stop_gradient
+from s2sad.runtime import copy_adj, np_clip, np_heaviside, stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
+SCALAR = ((),)
 
 
-@defrule(np.exp, math.exp, checks=[Check("np.exp(a)"), Check("math.exp(a)", shapes=((),))])
+# --- exponentials and logarithms -----------------------------------------------------------------
+
+@defrule(np.exp, math.exp, checks=[Check("np.exp(a)"), Check("math.exp(a)", shapes=SCALAR)])
 def exp(g, out, x):
     return (g * out,)
 
 
-@defrule(np.log, math.log, checks=[Check("np.log(a)", "positive"), Check("math.log(a)", "positive", ((),))])
+@defrule(np.exp2, checks=[Check("np.exp2(a)")])
+def exp2(g, out, x):
+    return (g * out * np.log(2.0),)
+
+
+@defrule(np.expm1, math.expm1, checks=[Check("np.expm1(a)"), Check("math.expm1(a)", shapes=SCALAR)])
+def expm1(g, out, x):
+    return (g * (out + 1.0),)
+
+
+@defrule(np.log, math.log, checks=[Check("np.log(a)", "positive"), Check("math.log(a)", "positive", SCALAR)])
 def log(g, out, x):
     return (g / x,)
 
 
-@defrule(np.sin, math.sin, checks=[Check("np.sin(a)"), Check("math.sin(a)", shapes=((),))])
-def sin(g, out, x):
-    return (g * np.cos(x),)
+@defrule(np.log2, math.log2, checks=[Check("np.log2(a)", "positive"), Check("math.log2(a)", "positive", SCALAR)])
+def log2(g, out, x):
+    return (g / (x * np.log(2.0)),)
 
 
-@defrule(np.cos, math.cos, checks=[Check("np.cos(a)"), Check("math.cos(a)", shapes=((),))])
-def cos(g, out, x):
-    return (-g * np.sin(x),)
+@defrule(np.log10, math.log10,
+         checks=[Check("np.log10(a)", "positive"), Check("math.log10(a)", "positive", SCALAR)])
+def log10(g, out, x):
+    return (g / (x * np.log(10.0)),)
 
 
-@defrule(np.tan, math.tan, checks=[Check("np.tan(a)", "unit"), Check("math.tan(a)", "unit", ((),))])
-def tan(g, out, x):
-    return (g * (1.0 + out * out),)
+@defrule(np.log1p, math.log1p, checks=[Check("np.log1p(a)", "unit"), Check("math.log1p(a)", "unit", SCALAR)])
+def log1p(g, out, x):
+    return (g / (1.0 + x),)
 
 
-@defrule(np.tanh, math.tanh, checks=[Check("np.tanh(a)"), Check("math.tanh(a)", shapes=((),))])
-def tanh(g, out, x):
-    return (g * (1.0 - out * out),)
+# d/dx log(e^x + e^y) = e^x / e^out
+@defrule(np.logaddexp, checks=[Check("np.logaddexp(a, b)", shapes=BROADCAST)])
+def logaddexp(g, out, x, y):
+    return g * np.exp(x - out), g * np.exp(y - out)
 
 
-@defrule(np.sqrt, math.sqrt, checks=[Check("np.sqrt(a)", "positive"), Check("math.sqrt(a)", "positive", ((),))])
+@defrule(np.logaddexp2, checks=[Check("np.logaddexp2(a, b)", shapes=BROADCAST)])
+def logaddexp2(g, out, x, y):
+    return g * np.exp2(x - out), g * np.exp2(y - out)
+
+
+# --- powers and roots ------------------------------------------------------------------------------
+
+@defrule(np.sqrt, math.sqrt, checks=[Check("np.sqrt(a)", "positive"), Check("math.sqrt(a)", "positive", SCALAR)])
 def sqrt(g, out, x):
     return (g * 0.5 / out,)
 
 
-@defrule(np.abs, np.absolute, abs, math.fabs,
-         checks=[Check("np.abs(a)", "nonzero"), Check("abs(a)", "nonzero"), Check("math.fabs(a)", "nonzero", ((),))])
-def absolute(g, out, x):
-    return (g * np.sign(x),)
+@defrule(np.cbrt, checks=[Check("np.cbrt(a)", "nonzero")])
+def cbrt(g, out, x):
+    return (g / (3.0 * out * out),)
 
 
-@defrule(np.power, checks=[Check("np.power(a, b)", "positive", BROADCAST)])
+@defrule(np.square, checks=[Check("np.square(a)")])
+def square(g, out, x):
+    return (g * 2.0 * x,)
+
+
+@defrule(np.reciprocal, checks=[Check("np.reciprocal(a)", "nonzero")])
+def reciprocal(g, out, x):
+    return (-g * out * out,)
+
+
+@defrule(np.power, math.pow, pow, checks=[Check("np.power(a, b)", "positive", BROADCAST),
+                                          Check("math.pow(a, b)", "positive", SCALAR),
+                                          Check("pow(a, b)", "positive", SCALAR)])
 def power(g, out, x, y):
     return g * y * np.power(x, y - 1), g * out * np.log(x)
 
 
-@defrule(np.maximum, checks=[Check("np.maximum(a, b)", shapes=BROADCAST)])
+@defrule(np.hypot, math.hypot, checks=[Check("np.hypot(a, b)", "nonzero", BROADCAST),
+                                       Check("math.hypot(a, b)", "nonzero", SCALAR)])
+def hypot(g, out, x, y):
+    return g * x / out, g * y / out
+
+
+# --- trigonometric and hyperbolic ----------------------------------------------------------------
+
+@defrule(np.sin, math.sin, checks=[Check("np.sin(a)"), Check("math.sin(a)", shapes=SCALAR)])
+def sin(g, out, x):
+    return (g * np.cos(x),)
+
+
+@defrule(np.cos, math.cos, checks=[Check("np.cos(a)"), Check("math.cos(a)", shapes=SCALAR)])
+def cos(g, out, x):
+    return (-g * np.sin(x),)
+
+
+@defrule(np.tan, math.tan, checks=[Check("np.tan(a)", "unit"), Check("math.tan(a)", "unit", SCALAR)])
+def tan(g, out, x):
+    return (g * (1.0 + out * out),)
+
+
+@defrule(np.arcsin, math.asin, checks=[Check("np.arcsin(a)", "unit"), Check("math.asin(a)", "unit", SCALAR)])
+def arcsin(g, out, x):
+    return (g / np.sqrt(1.0 - x * x),)
+
+
+@defrule(np.arccos, math.acos, checks=[Check("np.arccos(a)", "unit"), Check("math.acos(a)", "unit", SCALAR)])
+def arccos(g, out, x):
+    return (-g / np.sqrt(1.0 - x * x),)
+
+
+@defrule(np.arctan, math.atan, checks=[Check("np.arctan(a)"), Check("math.atan(a)", shapes=SCALAR)])
+def arctan(g, out, x):
+    return (g / (1.0 + x * x),)
+
+
+# arctan2(y, x) is the angle of the point (x, y): d/dy = x / r^2, d/dx = -y / r^2
+@defrule(np.arctan2, math.atan2, checks=[Check("np.arctan2(a, b)", "nonzero", BROADCAST),
+                                         Check("math.atan2(a, b)", "nonzero", SCALAR)])
+def arctan2(g, out, y, x):
+    return g * x / (x * x + y * y), -g * y / (x * x + y * y)
+
+
+@defrule(np.sinh, math.sinh, checks=[Check("np.sinh(a)"), Check("math.sinh(a)", shapes=SCALAR)])
+def sinh(g, out, x):
+    return (g * np.cosh(x),)
+
+
+@defrule(np.cosh, math.cosh, checks=[Check("np.cosh(a)"), Check("math.cosh(a)", shapes=SCALAR)])
+def cosh(g, out, x):
+    return (g * np.sinh(x),)
+
+
+@defrule(np.tanh, math.tanh, checks=[Check("np.tanh(a)"), Check("math.tanh(a)", shapes=SCALAR)])
+def tanh(g, out, x):
+    return (g * (1.0 - out * out),)
+
+
+@defrule(np.arcsinh, math.asinh, checks=[Check("np.arcsinh(a)"), Check("math.asinh(a)", shapes=SCALAR)])
+def arcsinh(g, out, x):
+    return (g / np.sqrt(x * x + 1.0),)
+
+
+@defrule(np.arccosh, math.acosh,
+         checks=[Check("np.arccosh(a)", "above_one"), Check("math.acosh(a)", "above_one", SCALAR)])
+def arccosh(g, out, x):
+    return (g / np.sqrt(x * x - 1.0),)
+
+
+@defrule(np.arctanh, math.atanh, checks=[Check("np.arctanh(a)", "unit"), Check("math.atanh(a)", "unit", SCALAR)])
+def arctanh(g, out, x):
+    return (g / (1.0 - x * x),)
+
+
+# d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
+@defrule(math.erf, checks=[Check("math.erf(a)", shapes=SCALAR)])
+def erf(g, out, x):
+    return (g * 1.1283791670955126 * np.exp(-x * x),)
+
+
+# --- piecewise: abs, max/min, clip, remainders ---------------------------------------------------
+# Ties: at x == y the whole gradient goes to the first operand (maximum, minimum, fmax, fmin and the
+# builtins max/min alike), which is also what Python's max(x, y) and min(x, y) return there.
+
+@defrule(np.abs, np.absolute, abs, math.fabs,
+         checks=[Check("np.abs(a)", "nonzero"), Check("abs(a)", "nonzero"), Check("math.fabs(a)", "nonzero", SCALAR)])
+def absolute(g, out, x):
+    return (g * np.sign(x),)
+
+
+@defrule(np.maximum, max, checks=[Check("np.maximum(a, b)", shapes=BROADCAST), Check("max(a, b)", shapes=SCALAR)])
 def maximum(g, out, x, y):
     return g * (x >= y), g * (x < y)
 
 
-@defrule(np.minimum, checks=[Check("np.minimum(a, b)", shapes=BROADCAST)])
+@defrule(np.minimum, min, checks=[Check("np.minimum(a, b)", shapes=BROADCAST), Check("min(a, b)", shapes=SCALAR)])
 def minimum(g, out, x, y):
     return g * (x <= y), g * (x > y)
 
+
+# fmax/fmin skip a NaN operand; `out == x` sends the gradient to the operand that was returned
+@defrule(np.fmax, checks=[Check("np.fmax(a, b)", shapes=BROADCAST)])
+def fmax(g, out, x, y):
+    return g * (out == x), g * (out != x)
+
+
+@defrule(np.fmin, checks=[Check("np.fmin(a, b)", shapes=BROADCAST)])
+def fmin(g, out, x, y):
+    return g * (out == x), g * (out != x)
+
+
+# np.clip(x, lo, hi) is minimum(maximum(x, lo), hi): x where lo <= x <= hi (ties go to x), else the
+# bound it was clipped to. Bounds may be None (no term then reads them). With inverted bounds
+# (lo > hi: NumPy returns hi everywhere) hi only gets the x > hi part. Bounds given by keyword
+# are treated as constants.
+@defrule(np.clip, np_clip, print_as="np_clip",
+         checks=[Check("np.clip(a, b - 1.0, c + 1.0)", "unit", ((), (3,), ((2, 3), (3,), ()), ((3,), (2, 3), (3,)))),
+                 Check("np.clip(a, -0.5, 0.5)"), Check("np.clip(a, None, 0.5)"), Check("np.clip(a, -0.5, None)")])
+def clip(g, out, x, a_min, a_max):
+    return g * (out == x), g * (x < a_min) * (out == a_min), g * (x > a_max) * (out == a_max)
+
+
+# mod(x, y) = x - y * floor(x / y), fmod(x, y) = x - y * trunc(x / y) (derivatives away from the jumps)
+@defrule(np.remainder, checks=[Check("np.mod(a, b)", "nonzero", BROADCAST)])
+def remainder(g, out, x, y):
+    return g, -g * np.floor(x / y)
+
+
+@defrule(np.fmod, math.fmod, print_as="np.fmod",  # numba lacks math.fmod
+         checks=[Check("np.fmod(a, b)", "nonzero", BROADCAST), Check("math.fmod(a, b)", "nonzero", SCALAR)])
+def fmod(g, out, x, y):
+    return g, -g * np.trunc(x / y)
+
+
+# --- selection and copies ----------------------------------------------------------------------
 
 @defrule(np.where, checks=[Check("np.where(a > 0.0, a, b)", shapes=((3,), ((2, 3), (3,))))])
 def where(g, out, c, x, y):
@@ -75,18 +240,37 @@ def copy_tangent(g, out, x):
     return (copy_adj(g),)
 
 
-@defrule(np.copy, float, tangent=copy_tangent, checks=[Check("np.copy(a)", shapes=((3,),)), Check("float(a)", shapes=((),))])
+@defrule(np.copy, float, tangent=copy_tangent,
+         checks=[Check("np.copy(a)", shapes=((3,),)), Check("float(a)", shapes=SCALAR)])
 def copy(g, out, x):
     return (g,)
 
 
+# --- zero derivative -----------------------------------------------------------------------------
+
 nondiff(np.sign, name="sign")
 nondiff(np.floor, math.floor, name="floor")
 nondiff(np.ceil, math.ceil, name="ceil")
-nondiff(np.round, round, name="round")
+nondiff(np.round, np.around, round, name="round")
+nondiff(np.rint, name="rint")
+nondiff(np.trunc, math.trunc, name="trunc")
+nondiff(np.fix, name="fix", print_as="np.trunc")  # numba lacks np.fix; on floats it is trunc
+nondiff(np.floor_divide, name="floor_divide")
+nondiff(np.heaviside, np_heaviside, name="heaviside", print_as="np_heaviside")
 nondiff(int, name="int")
 nondiff(bool, name="bool")
 nondiff(np.isnan, math.isnan, name="isnan")
+nondiff(np.isinf, math.isinf, name="isinf")
 nondiff(np.isfinite, math.isfinite, name="isfinite")
+nondiff(np.greater, name="greater")
+nondiff(np.greater_equal, name="greater_equal")
+nondiff(np.less, name="less")
+nondiff(np.less_equal, name="less_equal")
+nondiff(np.equal, name="equal")
+nondiff(np.not_equal, name="not_equal")
+nondiff(np.logical_and, name="logical_and")
+nondiff(np.logical_or, name="logical_or")
+nondiff(np.logical_not, name="logical_not")
+nondiff(np.logical_xor, name="logical_xor")
 
 nondiff(stop_gradient, name="stop_gradient")

@@ -1,3 +1,52 @@
-"""Runtime helpers for the elementwise rules (plain Python, plus numba overloads)."""
+"""Runtime helpers for the elementwise rules (plain Python, plus numba overloads).
 
-__all__: list[str] = []
+Each stands in for a NumPy function whose numba version is missing or narrower than NumPy's;
+the rule that registers the NumPy function prints the helper instead (`print_as=`).
+"""
+
+import numpy as np
+from numba.extending import overload
+
+from s2sad.runtime.core import _is_none_type, _is_scalar_type
+
+__all__ = ["np_clip", "np_heaviside"]
+
+
+def np_clip(x, a_min, a_max):
+    """np.clip(x, a_min, a_max): numba's np.clip refuses a scalar `x`, and bounds that broadcast `x` bigger."""
+    return np.clip(x, a_min, a_max)
+
+
+@overload(np_clip)
+def _ol_np_clip(x, a_min, a_max):
+    lo_none, hi_none = _is_none_type(a_min), _is_none_type(a_max)
+    scalar_bounds = all(_is_scalar_type(b) or _is_none_type(b) for b in (a_min, a_max))
+    if not _is_scalar_type(x) and scalar_bounds:
+        return lambda x, a_min, a_max: np.clip(x, a_min, a_max)
+    # min(max(x, a_min), a_max), as NumPy computes it (NaN propagates; array operands broadcast)
+    if lo_none and hi_none:
+        return lambda x, a_min, a_max: x
+    if lo_none:
+        return lambda x, a_min, a_max: np.minimum(x, a_max)
+    if hi_none:
+        return lambda x, a_min, a_max: np.maximum(x, a_min)
+    return lambda x, a_min, a_max: np.minimum(np.maximum(x, a_min), a_max)
+
+
+def np_heaviside(x, h0):
+    """np.heaviside(x, h0): 0 below zero, h0 at zero, 1 above (NaN stays NaN); numba lacks it."""
+    return np.heaviside(x, h0)
+
+
+@overload(np_heaviside)
+def _ol_np_heaviside(x, h0):
+    if _is_scalar_type(x) and _is_scalar_type(h0):
+        def scalar(x, h0):
+            if x < 0:
+                return 0.0
+            if x > 0:
+                return 1.0
+            return h0 * 1.0 if x == 0 else x * 1.0
+
+        return scalar
+    return lambda x, h0: np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
