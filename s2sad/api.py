@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import numbers
@@ -16,7 +17,8 @@ from s2sad.custom import _Custom
 from s2sad.backend import compile_function, load_module
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
-from s2sad.normalize import Names, normalize
+from s2sad.normalize import Names, normalize, unflatten
+from s2sad.tree import LEAF, tree_flatten, tree_unflatten
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
 DEFAULT_BACKEND = "numba"
@@ -89,12 +91,47 @@ class _Transform:
         self.backend = backend
         self._generated: Generated | None = None
         self._compiled: dict[str, Callable] = {}
+        self.defs: tuple | None = None  # the pytree structure of each argument, when specialized
+        self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
+        self._specialized: dict[tuple, _Transform] = {}
 
     @property
     def generated(self) -> Generated:
         if self._generated is None:
-            self._generated = self.generate(normalize(self.fun))
+            trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
+            self._generated = self.generate(normalize(self.fun, arg_trees=trees))
         return self._generated
+
+    def specialize(self, args) -> tuple["_Transform", tuple]:
+        """The transform for the structure of `args` (pytrees), and their leaves: what compiled code takes."""
+        if all(type(a) in _LEAF_TYPES for a in args):
+            return self, args
+        flat, defs = [], []
+        for a in args:
+            leaves, treedef = tree_flatten(a)
+            flat += leaves
+            defs.append(treedef)
+        defs = tuple(defs)
+        if all(d is LEAF or d == LEAF for d in defs):
+            return self, args
+        found = self._specialized.get(defs)
+        if found is None:
+            found = self._specialized[defs] = copy.copy(self)
+            found._generated, found._compiled, found._specialized, found.defs = None, {}, {}, defs
+            offsets = np.cumsum([0] + [d.num_leaves for d in defs])
+            found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
+        return found, tuple(flat)
+
+    def regroup(self, flat_grads) -> tuple:
+        """Gradients of the differentiated leaves, rebuilt into the structure of each argnum."""
+        if self.defs is None:
+            return tuple(flat_grads)
+        out, k = [], 0
+        for i in self.argnums:
+            n = self.defs[i].num_leaves
+            out.append(tree_unflatten(self.defs[i], flat_grads[k:k + n]))
+            k += n
+        return tuple(out)
 
     def generate(self, fn_ir) -> Generated:
         raise NotImplementedError
@@ -123,8 +160,17 @@ class _Transform:
         return args
 
     def check(self, args):
-        for i in self.argnums:
-            _check_float(args[i], self.params[i], i, self.fun.__name__, self.what)
+        """`args` are the leaves (after specialize); every differentiated one must be a float."""
+        for i in self.flat_argnums:
+            _check_float(args[i], self.leaf_name(i), i, self.fun.__name__, self.what)
+
+    def leaf_name(self, i: int) -> str:
+        if self.defs is None:
+            return self.params[i]
+        return self.generated.fn.params[i]
+
+    def wrt(self, fn_ir) -> list[str]:
+        return [fn_ir.params[i] for i in self.flat_argnums]
 
 
 class _Reverse(_Transform):
@@ -136,21 +182,26 @@ class _Reverse(_Transform):
         self.what = what
 
     def generate(self, fn_ir) -> Generated:
-        if self.has_aux and (not fn_ir.returns_tuple or len(fn_ir.outputs) != 2):
+        shape = fn_ir.output_shape
+        if self.has_aux and not (isinstance(shape, tuple) and len(shape) == 2 and shape[0] is None):
             raise TypeError(f"has_aux=True needs {self.fun.__name__} to return a pair (value, aux)")
         if not self.has_aux and fn_ir.returns_tuple:
             raise TypeError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
                             "(use has_aux=True to return (value, aux))")
-        wrt = [fn_ir.params[i] for i in self.argnums]
         kind = self.what if self.what in ("value_and_grad", "vjp") else "grad"
-        return vjp_module(fn_ir, wrt, kind)
+        return vjp_module(fn_ir, self.wrt(fn_ir), kind)
 
     @property
     def vjp_fn(self):
         return self.compiled("derivative")
 
     def n_outputs(self) -> int:
-        return 2 if self.has_aux else 1
+        return len(self.generated.fn.outputs) if self.has_aux else 1
+
+    def aux(self, result):
+        """The aux output, rebuilt into the structure the function returned."""
+        outputs = list(result[1:self.n_outputs()])
+        return unflatten(self.generated.fn.output_shape[1], outputs)
 
     def scalar_vjp(self, args):
         """(outputs..., grads...) for a scalar output seeded with 1.0; TypeError otherwise."""
@@ -172,8 +223,8 @@ class _Reverse(_Transform):
                 "or reduce the output (e.g. .sum()) first.")
 
     def grads(self, result):
-        grads = result[self.n_outputs():]
-        return grads[0] if self.single else tuple(grads)
+        grads = self.regroup(result[self.n_outputs():])
+        return grads[0] if self.single else grads
 
 
 class _Forward(_Transform):
@@ -181,14 +232,25 @@ class _Forward(_Transform):
 
     what = "jvp"
 
+    def with_wrt(self, flat_positions: tuple) -> "_Forward":
+        """The same structure, differentiating exactly these leaves (cached)."""
+        key = ("wrt", flat_positions)
+        if key not in self._specialized:
+            found = copy.copy(self)
+            found._generated, found._compiled, found._specialized = None, {}, {}
+            found.flat_argnums = flat_positions
+            self._specialized[key] = found
+        return self._specialized[key]
+
     def generate(self, fn_ir) -> Generated:
-        return jvp_module(fn_ir, [fn_ir.params[i] for i in self.argnums])
+        return jvp_module(fn_ir, self.wrt(fn_ir))
 
     @property
     def jvp_fn(self):
         return self.compiled("derivative")
 
 
+_LEAF_TYPES = (float, np.ndarray, int, np.float64, bool)  # arguments that need no flattening
 _MEMO: dict[tuple, _Transform] = {}
 
 
@@ -222,11 +284,11 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
     @functools.wraps(rev.fun)
     def grad_fun(*args, **kwargs):
-        args = rev.bind(args, kwargs)
-        rev.check(args)
-        result = rev.scalar_vjp(args)
-        g = rev.grads(result)
-        return (g, result[1]) if has_aux else g
+        r, args = rev.specialize(rev.bind(args, kwargs))
+        r.check(args)
+        result = r.scalar_vjp(args)
+        g = r.grads(result)
+        return (g, r.aux(result)) if has_aux else g
 
     grad_fun.__s2sad_transform__ = rev
     return grad_fun
@@ -239,11 +301,11 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
     @functools.wraps(rev.fun)
     def value_and_grad_fun(*args, **kwargs):
-        args = rev.bind(args, kwargs)
-        rev.check(args)
-        result = rev.scalar_vjp(args)
-        value = (result[0], result[1]) if has_aux else result[0]
-        return value, rev.grads(result)
+        r, args = rev.specialize(rev.bind(args, kwargs))
+        r.check(args)
+        result = r.scalar_vjp(args)
+        value = (result[0], r.aux(result)) if has_aux else result[0]
+        return value, r.grads(result)
 
     value_and_grad_fun.__s2sad_transform__ = rev
     return value_and_grad_fun
@@ -261,16 +323,16 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
     if not has_aux and _returns_tuple(fun):
         return _tuple_vjp(fun, primals, backend)
     rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
-    args = rev.bind(primals, {})
+    rev, args = rev.specialize(rev.bind(primals, {}))
     rev.check(args)
     out = rev.primal_fn(*args)
     value = out[0] if has_aux else out
 
     def vjp_fun(cotangent):
         _check_cotangent(cotangent, value)
-        return tuple(rev.vjp_fn(*args, _as_float(cotangent))[rev.n_outputs():])
+        return rev.regroup(rev.vjp_fn(*args, _as_float(cotangent))[rev.n_outputs():])
 
-    return (value, vjp_fun, out[1]) if has_aux else (value, vjp_fun)
+    return (value, vjp_fun, rev.aux((None,) + tuple(out[1:]))) if has_aux else (value, vjp_fun)
 
 
 def _check_cotangent(cotangent, value):
@@ -331,20 +393,28 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
-    positions = _float_positions(primals)
+    flat_primals, flat_tangents = [], []
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        p_leaves, p_def = tree_flatten(p)
+        t_leaves, t_def = tree_flatten(t)
+        if p_def != t_def:
+            raise ValueError(f"tangent {i} has structure {t_def}, but its primal has structure {p_def}")
+        flat_primals += p_leaves
+        flat_tangents += t_leaves
+    positions = _float_positions(flat_primals)
     for i in positions:
-        if np.shape(tangents[i]) != np.shape(primals[i]):
-            raise ValueError(f"tangent {i} has shape {np.shape(tangents[i])}, but its primal has shape "
-                             f"{np.shape(primals[i])}")
+        if np.shape(flat_tangents[i]) != np.shape(flat_primals[i]):
+            raise ValueError(f"tangent leaf {i} has shape {np.shape(flat_tangents[i])}, but its primal has shape "
+                             f"{np.shape(flat_primals[i])}")
     if not positions:
         raise TypeError("jvp needs at least one float primal to differentiate")
-    fwd = _forward(fun, positions, backend)
-    args = fwd.bind(primals, {})
-    result = fwd.jvp_fn(*args, *(_as_float(tangents[i]) for i in positions))
-    n = len(result) // 2 if isinstance(result, tuple) else 1
-    if isinstance(result, tuple) and fwd.generated.fn.returns_tuple:
-        return tuple(result[:n]), tuple(result[n:])
-    return result[0], result[1]
+    fwd, args = _forward(fun, tuple(range(len(primals))), backend).specialize(primals)
+    if fwd.flat_argnums != positions:  # ints among the leaves are constants: differentiate the float ones
+        fwd = fwd.with_wrt(positions)
+    result = fwd.jvp_fn(*args, *(_as_float(flat_tangents[i]) for i in positions))
+    fn = fwd.generated.fn
+    n = len(fn.outputs)
+    return unflatten(fn.output_shape, list(result[:n])), unflatten(fn.output_shape, list(result[n:]))
 
 
 def _basis(x, k):

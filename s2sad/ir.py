@@ -139,6 +139,7 @@ class Function:
     user_names: set[str] = field(default_factory=set)
     temps: set[str] = field(default_factory=set)
     returns_tuple: bool = False
+    output_shape: Any = None  # the returned structure, leaves as None (None: one value); see normalize.flatten
 
 
 def atom_vars(atoms) -> list[str]:

@@ -74,7 +74,7 @@ def test_jvp_of_array_and_tuple_outputs(backend):
 def test_jvp_checks_its_arguments():
     with pytest.raises(ValueError, match="2 primals but 1 tangents"):
         s2sad.jvp(np.tanh, (1.0, 2.0), (1.0,))
-    with pytest.raises(ValueError, match=r"tangent 0 has shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"tangent leaf 0 has shape \(2,\)"):
         s2sad.jvp(np.tanh, (np.zeros(3),), (np.zeros(2),))
 
 

@@ -1,0 +1,168 @@
+"""Pytrees: nested tuples, lists, dicts, namedtuples and registered classes, with array/number leaves.
+
+Transformations accept and return pytrees. They flatten arguments at the boundary, so the
+generated code (and numba) only ever sees the leaves: s2sad specializes the code to the
+*structure*, as JAX does at trace time, and the structure is part of the cache key.
+
+    leaves, treedef = tree_flatten({"W": W, "b": b})
+    tree_unflatten(treedef, leaves)
+    tree_map(lambda x: 2 * x, params)
+    register(MyParams, lambda p: ((p.W, p.b), None), lambda aux, children: MyParams(*children))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["PyTreeDef", "register", "tree_flatten", "tree_leaves", "tree_map", "tree_structure",
+           "tree_unflatten"]
+
+_REGISTRY: dict[type, tuple[Callable, Callable]] = {}
+
+
+def register(cls: type, flatten: Callable[[Any], tuple[tuple, Any]] | None = None,
+             unflatten: Callable[[Any, tuple], Any] | None = None) -> type:
+    """Make instances of `cls` pytree nodes: `flatten(x) -> (children, aux)`, `unflatten(aux, children) -> x`.
+
+    `aux` (static data, part of the structure) must be hashable. A dataclass needs neither
+    function: its fields are the children, and differentiated code reads them as `p.field`.
+    Usable as a class decorator. Returns `cls`.
+    """
+    if flatten is None or unflatten is None:
+        fields = getattr(cls, "__dataclass_fields__", None)
+        if fields is None:
+            raise TypeError(f"register({cls.__name__}) needs flatten and unflatten functions (or a dataclass)")
+        names = tuple(fields)
+        flatten = lambda x: (tuple(getattr(x, n) for n in names), None)  # noqa: E731
+        unflatten = lambda aux, children: cls(*children)  # noqa: E731
+    _REGISTRY[cls] = (flatten, unflatten)
+    return cls
+
+
+@dataclass(frozen=True)
+class PyTreeDef:
+    """The structure of a pytree: a node kind, static data, and the children's structures."""
+
+    kind: str  # leaf | none | tuple | list | dict | namedtuple | custom
+    aux: Any = None  # dict keys, namedtuple class, or (class, aux) of a registered class
+    children: tuple = ()
+
+    @property
+    def num_leaves(self) -> int:
+        return 1 if self.kind == "leaf" else sum(c.num_leaves for c in self.children)
+
+    def __repr__(self) -> str:
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        inner = ", ".join(map(repr, self.children))
+        if self.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.aux, self.children)) + "}"
+        if self.kind == "list":
+            return f"[{inner}]"
+        if self.kind == "tuple":
+            return f"({inner}{',' if len(self.children) == 1 else ''})"
+        name = (self.aux if self.kind == "namedtuple" else self.aux[0]).__name__
+        return f"{name}({inner})"
+
+
+LEAF = PyTreeDef("leaf")
+
+
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def tree_flatten(tree) -> tuple[list, PyTreeDef]:
+    """The leaves of `tree` in a fixed order (dicts by sorted key) and its structure."""
+    leaves: list = []
+
+    def walk(x) -> PyTreeDef:
+        if x is None:
+            return PyTreeDef("none")
+        if type(x) in _REGISTRY:
+            children, aux = _REGISTRY[type(x)][0](x)
+            return PyTreeDef("custom", (type(x), aux), tuple(walk(c) for c in children))
+        if _is_namedtuple(x):
+            return PyTreeDef("namedtuple", type(x), tuple(walk(c) for c in x))
+        if isinstance(x, (tuple, list)):
+            return PyTreeDef("tuple" if isinstance(x, tuple) else "list", None, tuple(walk(c) for c in x))
+        if isinstance(x, dict):
+            keys = tuple(sorted(x))
+            return PyTreeDef("dict", keys, tuple(walk(x[k]) for k in keys))
+        leaves.append(x)
+        return LEAF
+
+    treedef = walk(tree)
+    return leaves, treedef
+
+
+def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
+    """The pytree of structure `treedef` whose leaves are `leaves` (in tree_flatten's order)."""
+    it = iter(leaves)
+
+    def build(t: PyTreeDef):
+        if t.kind == "leaf":
+            return next(it)
+        if t.kind == "none":
+            return None
+        children = [build(c) for c in t.children]
+        if t.kind == "tuple":
+            return tuple(children)
+        if t.kind == "list":
+            return children
+        if t.kind == "dict":
+            return dict(zip(t.aux, children))
+        if t.kind == "namedtuple":
+            return t.aux(*children)
+        cls, aux = t.aux
+        return _REGISTRY[cls][1](aux, tuple(children))
+
+    out = build(treedef)
+    rest = list(it)
+    if rest:
+        raise ValueError(f"tree_unflatten got {len(rest)} leaves too many for {treedef}")
+    return out
+
+
+def tree_leaves(tree) -> list:
+    return tree_flatten(tree)[0]
+
+
+def tree_structure(tree) -> PyTreeDef:
+    return tree_flatten(tree)[1]
+
+
+def tree_map(f: Callable, tree, *rest) -> Any:
+    """`f` applied leaf by leaf; `rest` are trees of the same structure whose leaves are passed too."""
+    leaves, treedef = tree_flatten(tree)
+    others = []
+    for other in rest:
+        other_leaves, other_def = tree_flatten(other)
+        if other_def != treedef:
+            raise ValueError(f"tree_map: structures differ: {treedef} vs {other_def}")
+        others.append(other_leaves)
+    return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
+
+
+def leaf_paths(treedef: PyTreeDef, prefix: str) -> list[str]:
+    """Readable names for the leaves: `params_0_W` for params[0]['W'] (identifier-safe, not yet unique)."""
+    out: list[str] = []
+
+    def walk(t: PyTreeDef, path: str):
+        if t.kind == "leaf":
+            out.append(path)
+        elif t.kind == "dict":
+            for k, c in zip(t.aux, t.children):
+                walk(c, f"{path}_{k}")
+        elif t.kind == "namedtuple":
+            for f, c in zip(t.aux._fields, t.children):
+                walk(c, f"{path}_{f}")
+        else:
+            for i, c in enumerate(t.children):
+                walk(c, f"{path}_{i}")
+
+    walk(treedef, prefix)
+    return out

@@ -1,0 +1,125 @@
+"""Pytrees as arguments and results: gradients have the arguments' structure, checked against finite differences."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from helpers import assert_close
+from pytree_functions import (Affine, Layer, dataclass_layers, logistic_loss_dict, mlp_loss, mlp_loss_with_aux,
+                              mlp_predict, namedtuple_layer, nested_mix, tree_output, with_none)
+from s2sad.tree import tree_leaves, tree_map, tree_structure
+from seed_functions import B0, INPUTS, TARGETS, W0, logistic_loss
+
+R = np.random.default_rng(3)
+
+
+def directional_fd(f, args, argnum, direction, eps=1e-6):
+    """(f(x + eps v) - f(x - eps v)) / 2 eps along a pytree direction v for argument `argnum`."""
+    def at(step):
+        shifted = list(args)
+        shifted[argnum] = tree_map(lambda x, v: x + step * v, args[argnum], direction)
+        return f(*shifted)
+
+    return (at(eps) - at(-eps)) / (2 * eps)
+
+
+def tree_dot(a, b):
+    return sum(float(np.sum(x * y)) for x, y in zip(tree_leaves(a), tree_leaves(b)))
+
+
+def random_like(tree):
+    return tree_map(lambda x: R.normal(size=np.shape(x)) if np.ndim(x) else float(R.normal()), tree)
+
+
+def check_tree_grad(f, args, argnum, backend):
+    g = s2sad.grad(f, argnums=argnum, backend=backend)(*args)
+    assert tree_structure(g) == tree_structure(args[argnum])
+    v = random_like(args[argnum])
+    assert tree_dot(g, v) == pytest.approx(directional_fd(f, args, argnum, v), rel=1e-6, abs=1e-8)
+    return g
+
+
+def test_logistic_regression_with_a_dict(backend):
+    params = {'W': W0, 'b': B0}
+    g = check_tree_grad(logistic_loss_dict, (params, INPUTS, TARGETS), 0, backend)
+    gW, gb = s2sad.grad(logistic_loss, argnums=(0, 1), backend=backend)(W0, B0, INPUTS, TARGETS)
+    assert_close(g['W'], gW, rtol=1e-12)
+    assert g['b'] == pytest.approx(gb, rel=1e-12)
+
+
+def mlp_params(sizes):
+    return [{'W': R.normal(size=(m, n)) / np.sqrt(n), 'b': R.normal(size=m) * 0.1} for n, m in zip(sizes, sizes[1:])]
+
+
+def test_mlp_784_64_10_list_of_dicts(backend):
+    params, x = mlp_params([784, 64, 10]), R.normal(size=784)
+    g = check_tree_grad(mlp_loss, (params, x), 0, backend)
+    assert [sorted(p) for p in g] == [['W', 'b'], ['W', 'b']] and g[0]['W'].shape == (64, 784)
+    (value, y), grads = s2sad.value_and_grad(mlp_loss_with_aux, has_aux=True, backend=backend)(params, x)
+    assert_close(y, mlp_predict(params, x), rtol=1e-12)
+    assert value == pytest.approx(np.sum(y), rel=1e-12)
+    assert tree_structure(grads) == tree_structure(params)
+
+
+def test_nested_tuples_lists_and_dicts(backend):
+    t = ((R.normal(size=3), R.normal(size=3)), {'pairs': [(1.5, R.normal(size=2)), (-0.5, R.normal(size=2))],
+                                                 'bias': 0.3})
+    check_tree_grad(nested_mix, (t, 0.7), 0, backend)
+    g_scale = s2sad.grad(nested_mix, argnums=1, backend=backend)(t, 0.7)
+    assert g_scale == pytest.approx(np.sum(t[0][0] * t[0][1]), rel=1e-12)
+
+
+def test_namedtuple_and_registered_dataclass(backend):
+    x = R.normal(size=3)
+    layer = Affine(R.normal(size=(2, 3)), R.normal(size=2))
+    g = check_tree_grad(namedtuple_layer, (layer, x), 0, backend)
+    assert isinstance(g, Affine)
+    layers = [Layer(R.normal(size=(4, 3)), R.normal(size=4)), Layer(R.normal(size=(2, 4)), R.normal(size=2))]
+    g = check_tree_grad(dataclass_layers, (layers, x), 0, backend)
+    assert isinstance(g[1], Layer) and g[1].W.shape == (2, 4)
+
+
+def test_jvp_with_pytree_primals_tangents_and_outputs(backend):
+    params, x = {'W': R.normal(size=(3, 2))}, R.normal(size=2)
+    v = random_like(params)
+    out, t = s2sad.jvp(tree_output, (params, x), (v, np.zeros(2)), backend=backend)
+    assert sorted(out) == ['h', 'norm'] and sorted(t) == ['h', 'norm']
+    expected = directional_fd(lambda p, y: tree_output(p, y)['norm'], (params, x), 0, v)
+    assert t['norm'] == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="structure"):
+        s2sad.jvp(tree_output, (params, x), ({'V': v['W']}, np.zeros(2)))
+
+
+def test_vjp_returns_cotangents_with_the_primals_structure(backend):
+    params, x = {'W': R.normal(size=(3, 2)), 'b': R.normal(size=3)}, R.normal(size=2)
+    out, vjp_fun = s2sad.vjp(mlp_predict, [params], x, backend=backend)
+    u = R.normal(size=3)
+    ct_params, ct_x = vjp_fun(u)
+    assert isinstance(ct_params, list) and sorted(ct_params[0]) == ['W', 'b']
+    assert_close(ct_params[0]['b'], u * (1 - out ** 2), rtol=1e-12)
+    assert_close(ct_x, params['W'].T @ (u * (1 - out ** 2)), rtol=1e-12)
+
+
+def test_none_is_an_empty_subtree():
+    g = s2sad.grad(with_none)({'w': np.ones(2), 'unused': None}, np.array([2.0, 3.0]))
+    assert g['unused'] is None and list(g['w']) == [2.0, 3.0]
+
+
+def test_same_structure_compiles_once_new_structure_compiles_anew():
+    grad = s2sad.grad(mlp_loss)
+    x = R.normal(size=3)
+    grad(mlp_params([3, 4, 2]), x)
+    grad(mlp_params([3, 4, 2]), x)  # same structure (and types): no new code, no new compile
+    specialized = grad.__s2sad_transform__._specialized
+    assert len(specialized) == 1
+    (only,) = specialized.values()
+    assert len(only.vjp_fn.signatures) == 1
+    grad(mlp_params([3, 5, 4, 2]), x)  # three layers: a new structure, new code
+    assert len(specialized) == 2
+
+
+def test_bad_leaves_and_int_leaves_are_named():
+    with pytest.raises(TypeError, match="params_b"):
+        s2sad.grad(logistic_loss_dict)({'W': W0, 'b': 1}, INPUTS, TARGETS)
+    with pytest.raises(TypeError, match="str"):
+        s2sad.grad(logistic_loss_dict)({'W': W0, 'b': "x"}, INPUTS, TARGETS)
