@@ -1,1 +1,305 @@
-"""shapes rules."""
+"""Shape functions and array building: reshapes, transposes, flips, rolls, tiles, repeats, pads, concatenation.
+
+All are linear, so each tangent applies the function itself to the operand's tangent and each
+adjoint applies the transposed shape operation to `g` (first brought to the result's shape with
+`unbroadcast`, since the adjoint of a result may arrive broadcast bigger). Where numba lacks a
+form, `print_as` names a stand-in from s2sad/runtime/shapes.py; the transposes with no NumPy
+spelling (reshape_like, untranspose, tile_adjoint, ...) are runtime helpers with rules of their own.
+"""
+
+import numpy as np
+
+from s2sad.rules.registry import Check, defrule
+from s2sad.runtime import (as_float, atleast_1d, atleast_2d, concat_embed, concat_part, concatenate2, expand_dims_any,
+                           flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any,
+                           squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
+
+ND = ((3,), (2, 3), (2, 3, 2))
+MATRIX = ((2, 3),)
+CUBE = ((2, 3, 4),)
+
+
+# ------------------------------------------------------------------ reshapes
+# The adjoint of every reshape is `g` reshaped back to the operand's shape.
+
+def reshape_tangent(g, out, x, shape):
+    return reshape_any(g, shape), None
+
+
+@defrule(np.reshape, reshape_any, elementwise=False, print_as="reshape_any", tangent=reshape_tangent,
+         checks=[Check("np.reshape(a, (3, 2))", shapes=MATRIX), Check("np.reshape(a, (-1,))", shapes=ND),
+                 Check("np.reshape(a, (2, -1))", shapes=((3, 4), (2, 3, 2))),
+                 Check("np.reshape(a, (1, 1))", shapes=((),)),
+                 Check("np.reshape(np.transpose(a), 6)", shapes=MATRIX)])
+def reshape(g, out, x, shape):
+    return reshape_like(unbroadcast(g, out), x), None
+
+
+def reshape_like_tangent(g, out, t, like):
+    return reshape_like(g, like), None
+
+
+@defrule(reshape_like, name="reshape_like", elementwise=False, tangent=reshape_like_tangent,
+         checks=[Check("reshape_like(a, b)", shapes=(((6,), (2, 3)), ((2, 3), (3, 2)), ((3, 2), (2, 3, 1)),
+                                                      ((1,), ()), ((), (1, 1)), ((1, 1), ())))])
+def reshape_like_rule(g, out, t, like):
+    return reshape_like(unbroadcast(g, out), t), None
+
+
+def ravel_tangent(g, out, x):
+    return (np.ravel(g),)
+
+
+@defrule(np.ravel, elementwise=False, tangent=ravel_tangent,
+         checks=[Check("np.ravel(a)", shapes=ND), Check("np.ravel(np.transpose(a))", shapes=CUBE)])
+def ravel(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def squeeze_tangent(g, out, x, axis=None):
+    return (squeeze_any(g, axis),)
+
+
+# numba needs the axis: without one, the result's rank would depend on the operand's shape
+@defrule(np.squeeze, squeeze_any, elementwise=False, print_as="squeeze_any", tangent=squeeze_tangent,
+         checks=[Check("np.squeeze(a, 0)", shapes=((1, 3), (1,))), Check("np.squeeze(a, -2)", shapes=((2, 1, 3),)),
+                 Check("np.squeeze(a, (0, 2))", shapes=((1, 3, 1),))])
+def squeeze(g, out, x, axis=None):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def expand_dims_tangent(g, out, x, axis):
+    return expand_dims_any(g, axis), None
+
+
+def expand_dims_adjoint(g, out, x, axis):
+    return reshape_like(unbroadcast(g, out), x), None
+
+
+# Two rules, one template: np.expand_dims itself, and the helper the frontend lowers np.stack to.
+defrule(np.expand_dims, name="expand_dims", elementwise=False, print_as="expand_dims_any",
+        tangent=expand_dims_tangent,
+        checks=[Check("np.expand_dims(a, 0)", shapes=((), (3,), (2, 3))), Check("np.expand_dims(a, -1)", shapes=ND),
+                Check("np.expand_dims(a, (0, 2))", shapes=MATRIX)])(expand_dims_adjoint)
+defrule(expand_dims_any, name="expand_dims_any", elementwise=False, tangent=expand_dims_tangent,
+        checks=[Check("expand_dims_any(a, 0)", shapes=((), (3,), (2, 3))),
+                Check("expand_dims_any(a, -1)", shapes=((), (2, 3)))])(expand_dims_adjoint)
+
+
+def atleast_1d_tangent(g, out, x):
+    return (atleast_1d(g),)
+
+
+@defrule(atleast_1d, np.atleast_1d, name="atleast_1d", elementwise=False, print_as="atleast_1d",
+         tangent=atleast_1d_tangent,
+         checks=[Check("atleast_1d(a)", shapes=((), (3,), (2, 3))), Check("np.atleast_1d(a)", shapes=((),))])
+def atleast_1d_rule(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def atleast_2d_tangent(g, out, x):
+    return (atleast_2d(g),)
+
+
+@defrule(atleast_2d, np.atleast_2d, name="atleast_2d", elementwise=False, print_as="atleast_2d",
+         tangent=atleast_2d_tangent,
+         checks=[Check("atleast_2d(a)", shapes=((), (3,), (2, 3), (2, 3, 2))), Check("np.atleast_2d(a)", shapes=((),))])
+def atleast_2d_rule(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def as_float_tangent(g, out, x):
+    return (as_float(g),)
+
+
+@defrule(as_float, name="as_float", tangent=as_float_tangent, checks=[Check("as_float(a)")])
+def as_float_rule(g, out, x):
+    return (g,)
+
+
+def broadcast_to_tangent(g, out, x, shape):
+    return np.broadcast_to(g, shape), None
+
+
+@defrule(np.broadcast_to, elementwise=False, tangent=broadcast_to_tangent,
+         checks=[Check("np.broadcast_to(a, (2, 3))", shapes=((), (3,), (1, 3), (2, 1))),
+                 Check("np.broadcast_to(a, (4, 2, 3))", shapes=MATRIX), Check("np.broadcast_to(a, 3)", shapes=((),))])
+def broadcast_to(g, out, x, shape):
+    return unbroadcast(g, x), None
+
+
+# ------------------------------------------------------------------ permutations of the axes or the entries
+
+def transpose_tangent(g, out, x, axes=None):
+    return (np.transpose(g, axes),)
+
+
+@defrule(np.transpose, elementwise=False, tangent=transpose_tangent,
+         checks=[Check("np.transpose(a)", shapes=ND), Check("np.transpose(a, (1, 2, 0))", shapes=CUBE),
+                 Check("np.transpose(a, (-1, 0, 1))", shapes=CUBE), Check("np.transpose(a, (1, 0))", shapes=MATRIX)])
+def transpose(g, out, x, axes=None):
+    return (untranspose(unbroadcast(g, out), axes),)
+
+
+def untranspose_tangent(g, out, t, axes=None):
+    return (untranspose(g, axes),)
+
+
+@defrule(untranspose, name="untranspose", elementwise=False, tangent=untranspose_tangent,
+         checks=[Check("untranspose(a)", shapes=MATRIX), Check("untranspose(a, (1, 2, 0))", shapes=CUBE)])
+def untranspose_rule(g, out, t, axes=None):
+    return (np.transpose(unbroadcast(g, out), axes),)
+
+
+def swapaxes_tangent(g, out, x, axis1, axis2):
+    return np.swapaxes(g, axis1, axis2), None, None
+
+
+@defrule(np.swapaxes, elementwise=False, tangent=swapaxes_tangent,
+         checks=[Check("np.swapaxes(a, 0, 1)", shapes=MATRIX), Check("np.swapaxes(a, 0, -1)", shapes=CUBE)])
+def swapaxes(g, out, x, axis1, axis2):
+    return np.swapaxes(unbroadcast(g, out), axis1, axis2), None, None
+
+
+def moveaxis_tangent(g, out, x, source, destination):
+    return np.moveaxis(g, source, destination), None, None
+
+
+@defrule(np.moveaxis, elementwise=False, tangent=moveaxis_tangent,
+         checks=[Check("np.moveaxis(a, 0, -1)", shapes=((2, 3), (2, 3, 4))),
+                 Check("np.moveaxis(a, (0, 1), (2, 0))", shapes=CUBE)])
+def moveaxis(g, out, x, source, destination):
+    return np.moveaxis(unbroadcast(g, out), destination, source), None, None
+
+
+def flip_tangent(g, out, x, axis=None):
+    return (flip_any(g, axis),)
+
+
+@defrule(np.flip, flip_any, elementwise=False, print_as="flip_any", tangent=flip_tangent,
+         checks=[Check("np.flip(a)", shapes=ND), Check("np.flip(a, 1)", shapes=MATRIX),
+                 Check("np.flip(a, -1)", shapes=CUBE), Check("np.flip(a, (0, 2))", shapes=CUBE)])
+def flip(g, out, x, axis=None):
+    return (flip_any(unbroadcast(g, out), axis),)
+
+
+def roll_tangent(g, out, x, shift, axis=None):
+    return roll_any(g, shift, axis), None
+
+
+@defrule(np.roll, roll_any, elementwise=False, print_as="roll_any", tangent=roll_tangent,
+         checks=[Check("np.roll(a, 1)", shapes=ND), Check("np.roll(a, -2, 1)", shapes=MATRIX),
+                 Check("np.roll(a, 4, 0)", shapes=((3, 2),)), Check("np.roll(a, 1, -1)", shapes=CUBE)])
+def roll(g, out, x, shift, axis=None):
+    return roll_any(unbroadcast(g, out), -shift, axis), None
+
+
+# ------------------------------------------------------------------ repetitions: adjoints sum the copies
+
+def tile_tangent(g, out, x, reps):
+    return tile_any(g, reps), None
+
+
+@defrule(np.tile, tile_any, elementwise=False, print_as="tile_any", tangent=tile_tangent,
+         checks=[Check("np.tile(a, 2)", shapes=((), (3,), (2, 3))), Check("np.tile(a, (2, 1))", shapes=((3,), (2, 3))),
+                 Check("np.tile(a, (2, 1, 2))", shapes=MATRIX), Check("np.tile(a, (2,))", shapes=CUBE)])
+def tile(g, out, x, reps):
+    return tile_adjoint(unbroadcast(g, out), x, reps), None
+
+
+def tile_adjoint_tangent(g, out, t, x, reps):
+    return tile_adjoint(g, x, reps), None, None
+
+
+@defrule(tile_adjoint, name="tile_adjoint", elementwise=False, tangent=tile_adjoint_tangent,
+         checks=[Check("tile_adjoint(a, b, 2)", shapes=(((6,), (3,)), ((2, 6), (2, 3)), ((2,), ()))),
+                 Check("tile_adjoint(a, b, (2, 1))", shapes=(((4, 3), (2, 3)), ((2, 3), (3,))))])
+def tile_adjoint_rule(g, out, t, x, reps):
+    return tile_any(unbroadcast(g, out), reps), None, None
+
+
+def repeat_tangent(g, out, x, repeats, axis=None):
+    return repeat_any(g, repeats, axis), None
+
+
+@defrule(np.repeat, repeat_any, elementwise=False, print_as="repeat_any", tangent=repeat_tangent,
+         checks=[Check("np.repeat(a, 2)", shapes=((), (3,), (2, 3))), Check("np.repeat(a, 3, 1)", shapes=MATRIX),
+                 Check("np.repeat(a, 2, 0)", shapes=((3,),)), Check("np.repeat(a, 2, -1)", shapes=((2, 3, 2),))])
+def repeat(g, out, x, repeats, axis=None):
+    return repeat_adjoint(unbroadcast(g, out), x, repeats, axis), None
+
+
+def repeat_adjoint_tangent(g, out, t, x, repeats, axis=None):
+    return repeat_adjoint(g, x, repeats, axis), None, None
+
+
+@defrule(repeat_adjoint, name="repeat_adjoint", elementwise=False, tangent=repeat_adjoint_tangent,
+         checks=[Check("repeat_adjoint(a, b, 2)", shapes=(((6,), (3,)), ((12,), (2, 3)), ((2,), ()))),
+                 Check("repeat_adjoint(a, b, 2, 1)", shapes=(((2, 6), (2, 3)),))])
+def repeat_adjoint_rule(g, out, t, x, repeats, axis=None):
+    return repeat_any(unbroadcast(g, out), repeats, axis), None, None
+
+
+# ------------------------------------------------------------------ blocks: padding and concatenation
+
+def pad_tangent(g, out, x, pad_width, mode="constant", constant_values=0):
+    return pad_any(g, pad_width), None  # the constant is not differentiated
+
+
+@defrule(np.pad, pad_any, elementwise=False, print_as="pad_any", tangent=pad_tangent,
+         checks=[Check("np.pad(a, 1)", shapes=ND), Check("np.pad(a, (1, 2))", shapes=MATRIX),
+                 Check("np.pad(a, 2, constant_values=1.5)", shapes=((3,),)),
+                 Check("np.pad(a, (2,), mode='constant')", shapes=MATRIX)])
+def pad(g, out, x, pad_width, mode="constant", constant_values=0):
+    return unpad(unbroadcast(g, out), pad_width), None
+
+
+def unpad_tangent(g, out, t, pad_width):
+    return unpad(g, pad_width), None
+
+
+@defrule(unpad, name="unpad", elementwise=False, tangent=unpad_tangent,
+         checks=[Check("unpad(a, 1)", shapes=((4,), (4, 5))), Check("unpad(a, (1, 2))", shapes=((5, 4),))])
+def unpad_rule(g, out, t, pad_width):
+    return pad_any(unbroadcast(g, out), pad_width), None
+
+
+CONCAT = (((2,), (3,)), ((2, 3), (1, 3)))
+
+
+def concatenate2_tangent(g, out, a, b, axis=0):
+    return concat_embed(g, out, axis, 0), concat_embed(g, out, axis, 1)
+
+
+@defrule(concatenate2, name="concatenate2", elementwise=False, tangent=concatenate2_tangent,
+         checks=[Check("concatenate2(a, b)", shapes=CONCAT), Check("concatenate2(a, b, 0)", shapes=CONCAT),
+                 Check("concatenate2(a, b, 1)", shapes=(((2, 3), (2, 2)),)),
+                 Check("concatenate2(a, b, -1)", shapes=(((2, 3, 1), (2, 3, 2)),)),
+                 Check("concatenate2(a, a, 0)", shapes=((2, 3),))])
+def concatenate2_rule(g, out, a, b, axis=0):
+    g = unbroadcast(g, out)
+    return concat_part(g, a, axis, 0), concat_part(g, b, axis, 1)
+
+
+# concat_part(t, like, axis, at_end) takes the block concat_embed(h, like, axis, at_end) puts into zeros
+def concat_part_tangent(g, out, t, like, axis, at_end):
+    return concat_part(g, like, axis, at_end), None
+
+
+@defrule(concat_part, name="concat_part", elementwise=False, tangent=concat_part_tangent,
+         checks=[Check("concat_part(a, b, 0, 0)", shapes=(((5,), (2,)),)),
+                 Check("concat_part(a, b, 1, 1)", shapes=(((2, 5), (2, 3)),)),
+                 Check("concat_part(a, b, -1, 1)", shapes=(((2, 3, 4), (2, 3, 1)),))])
+def concat_part_rule(g, out, t, like, axis, at_end):
+    return concat_embed(unbroadcast(g, out), t, axis, at_end), None
+
+
+def concat_embed_tangent(g, out, h, like, axis, at_end):
+    return concat_embed(g, like, axis, at_end), None
+
+
+@defrule(concat_embed, name="concat_embed", elementwise=False, tangent=concat_embed_tangent,
+         checks=[Check("concat_embed(a, b, 0, 1)", shapes=(((2,), (5,)),)),
+                 Check("concat_embed(a, b, 1, 0)", shapes=(((2, 3), (2, 5)),))])
+def concat_embed_rule(g, out, h, like, axis, at_end):
+    return concat_part(unbroadcast(g, out), h, axis, at_end), None
