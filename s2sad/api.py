@@ -425,81 +425,95 @@ def _basis(x, k):
 
 def _columns_to_jacobian(columns, out, x):
     """Stack J @ e_k (one per input element) into an array of shape out.shape + x.shape."""
+    if np.ndim(x) == 0:
+        return np.asarray(columns[0], dtype=float) if np.ndim(out) else float(columns[0])
     stacked = np.array(columns, dtype=float).reshape((np.size(x),) + np.shape(out))
-    return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x)) if np.ndim(x) else stacked[0]
+    return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x))
 
 
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
     """The Jacobian of `fun` by forward mode, one jvp per input element.
 
-    Shape `out.shape + arg.shape`; a tuple over `argnums` when it is a tuple, and a tuple
-    over outputs when `fun` returns a tuple.
+    Shape `out.shape + arg.shape` per (output leaf, argument leaf); the result has the
+    structure of the output, each leaf holding the structure of the argument(s) (a tuple over
+    `argnums` when it is a tuple), as in JAX.
     """
-    fwd = _Forward(fun, argnums, backend)
-    fwd.what = "jacfwd"
+    fwd0 = _Forward(fun, argnums, backend)
+    fwd0.what = "jacfwd"
 
-    @functools.wraps(fwd.fun)
+    @functools.wraps(fwd0.fun)
     def jacfwd_fun(*args, **kwargs):
-        args = fwd.bind(args, kwargs)
-        fwd.check(args)
-        zeros = [np.zeros(np.shape(args[i])) if np.ndim(args[i]) else 0.0 for i in fwd.argnums]
-        per_arg = []
-        for pos, i in enumerate(fwd.argnums):
-            results = []
-            for k in range(np.size(args[i])):
+        fwd, flat = fwd0.specialize(fwd0.bind(args, kwargs))
+        fwd.check(flat)
+        n_wrt = len(fwd.flat_argnums)
+        zeros = [np.zeros(np.shape(flat[i])) if np.ndim(flat[i]) else 0.0 for i in fwd.flat_argnums]
+        fn = fwd.generated.fn
+        n_out = len(fn.outputs)
+        outs = fwd.primal_fn(*flat)
+        outs = outs if fn.returns_tuple or n_out > 1 else (outs,)
+        blocks = [[None] * n_wrt for _ in range(n_out)]
+        for pos, i in enumerate(fwd.flat_argnums):
+            columns = []
+            for k in range(np.size(flat[i])):
                 tangents = list(zeros)
-                tangents[pos] = _basis(args[i], k)
-                results.append(fwd.jvp_fn(*args, *tangents))
-            per_arg.append(results)
-        return _arrange(fwd, args, per_arg)
+                tangents[pos] = _basis(flat[i], k)
+                columns.append(fwd.jvp_fn(*flat, *tangents)[n_out:])
+            for o in range(n_out):
+                blocks[o][pos] = _columns_to_jacobian([c[o] for c in columns], outs[o], flat[i])
+        return unflatten(fn.output_shape, [_arrange(fwd, row) for row in blocks])
 
-    jacfwd_fun.__s2sad_transform__ = fwd
+    jacfwd_fun.__s2sad_transform__ = fwd0
     return jacfwd_fun
 
 
-def _arrange(fwd: _Forward, args, per_arg):
-    """Jacobians from jvp results: [argnum][input element] -> (outs..., tangents...)."""
-    tuple_out = fwd.generated.fn.returns_tuple
-    n_out = len(fwd.generated.fn.outputs)
-    by_out = []
-    for o in range(n_out):
-        jacs = []
-        for pos, i in enumerate(fwd.argnums):
-            results = per_arg[pos]
-            out = fwd.primal_fn(*args) if not results else results[0][o] if n_out > 1 or tuple_out else results[0][0]
-            cols = [r[n_out + o] for r in results]
-            jacs.append(_columns_to_jacobian(cols, out, args[i]))
-        by_out.append(jacs[0] if fwd.single else tuple(jacs))
-    return tuple(by_out) if tuple_out else by_out[0]
+def _arrange(t: _Transform, per_leaf: list):
+    """Blocks for each differentiated leaf, in the structure of the argument(s) `argnums` names."""
+    grouped = t.regroup(per_leaf)
+    return grouped[0] if t.single else grouped
 
 
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
     """The Jacobian of `fun` by reverse mode, one vjp per output element (shape out.shape + arg.shape)."""
-    rev = _Reverse(fun, argnums, False, backend, "vjp")
-    rev.what = "jacrev"
+    rev0 = _Reverse(fun, argnums, False, backend, "vjp")
+    rev0.what = "jacrev"
 
-    @functools.wraps(rev.fun)
+    @functools.wraps(rev0.fun)
     def jacrev_fun(*args, **kwargs):
-        args = rev.bind(args, kwargs)
-        rev.check(args)
-        out = rev.primal_fn(*args)
-        rows = [rev.vjp_fn(*args, _basis(out, j))[1:] for j in range(np.size(out))]
-        jacs = []
-        for pos, i in enumerate(rev.argnums):
-            stacked = np.array([r[pos] for r in rows], dtype=float)
-            jacs.append(stacked.reshape(np.shape(out) + np.shape(args[i])))
-        return jacs[0] if rev.single else tuple(jacs)
+        rev, flat = rev0.specialize(rev0.bind(args, kwargs))
+        rev.check(flat)
+        out = rev.primal_fn(*flat)
+        rows = [rev.vjp_fn(*flat, _basis(out, j))[1:] for j in range(np.size(out))]
+        blocks = [np.array([r[pos] for r in rows], dtype=float).reshape(np.shape(out) + np.shape(flat[i]))
+                  for pos, i in enumerate(rev.flat_argnums)]
+        return _arrange(rev, blocks)
 
-    jacrev_fun.__s2sad_transform__ = rev
+    jacrev_fun.__s2sad_transform__ = rev0
     return jacrev_fun
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
     """Second derivatives of a scalar `fun`: forward mode over the generated gradient.
 
-    Shape `arg.shape + arg.shape`; for tuple `argnums`, a nested tuple `H[i][j]`.
+    Shape `arg.shape + arg.shape`; for tuple `argnums` a nested tuple `H[i][j]`; for pytree
+    arguments, the argument's structure nested in itself (`H['W']['b']`), as in JAX.
     """
-    return jacfwd(grad(fun, argnums, backend=backend), argnums, backend=backend)
+    rev0 = _Reverse(fun, argnums, False, backend, "grad")
+    rev0.what = "hessian"
+
+    @functools.wraps(rev0.fun)
+    def hessian_fun(*args, **kwargs):
+        rev, flat = rev0.specialize(rev0.bind(args, kwargs))
+        rev.check(flat)
+        leaves = rev.flat_argnums
+        gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
+        J = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=backend)(*flat)
+        if len(leaves) == 1:
+            J = ((J,),)
+        rows = [_arrange(rev, list(row)) for row in J]
+        return _arrange(rev, rows)
+
+    hessian_fun.__s2sad_transform__ = rev0
+    return hessian_fun
 
 
 def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:

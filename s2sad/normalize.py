@@ -947,10 +947,11 @@ class Lowerer:
         value = self.value(node, out)
         if not is_tree(value):
             return value
+        leaves, _ = flatten(value)
+        if all(isinstance(v, Const) for v in leaves) and not isinstance(value, dict):
+            return Const(_constant_tuple(value))  # e.g. pad widths ((1, 0), (0, 2))
         if not isinstance(value, (tuple, list)) or any(is_tree(v) for v in value):
             raise self.err(node, "a NumPy function takes numbers, arrays, or a tuple of ints here")
-        if all(isinstance(v, Const) for v in value):
-            return Const(tuple(v.value for v in value))
         return self.prim(out, "make_tuple", tuple(value), hint="dims")
 
     def sequence_call(self, node: cst.Call, fn, out, target):
@@ -1142,6 +1143,13 @@ class Record(tuple):
         if self.names is None or name not in self.names:
             raise KeyError(name)
         return self[self.names.index(name)]
+
+
+def _constant_tuple(value):
+    """A static tuple/list of Consts as a plain (nested) tuple of Python values."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_constant_tuple(v) for v in value)
+    return value.value
 
 
 def is_tree(value) -> bool:

@@ -123,3 +123,23 @@ def test_bad_leaves_and_int_leaves_are_named():
         s2sad.grad(logistic_loss_dict)({'W': W0, 'b': 1}, INPUTS, TARGETS)
     with pytest.raises(TypeError, match="str"):
         s2sad.grad(logistic_loss_dict)({'W': W0, 'b': "x"}, INPUTS, TARGETS)
+
+
+def test_jacobians_and_hessian_of_pytree_arguments(backend):
+    params, x = {'W': R.normal(size=(3, 2)), 'b': R.normal(size=3)}, R.normal(size=2)
+    H = s2sad.hessian(mlp_loss, backend=backend)([params], x)
+    assert isinstance(H, list) and sorted(H[0]) == ['W', 'b']
+    assert H[0]['W'][0]['b'].shape == (3, 2, 3)  # d2/dW db: W.shape + b.shape
+    g_b = s2sad.grad(mlp_loss, backend="python")
+    eps, e = 1e-6, np.eye(3)
+    fd = np.array([(g_b([{'W': params['W'], 'b': params['b'] + eps * e[k]}], x)[0]['b']
+                    - g_b([{'W': params['W'], 'b': params['b'] - eps * e[k]}], x)[0]['b']) / (2 * eps)
+                   for k in range(3)])
+    assert_close(H[0]['b'][0]['b'], fd.T)
+    jt = s2sad.jacfwd(tree_output, backend=backend)({'W': params['W']}, x)
+    assert jt['h']['W'].shape == (3, 3, 2) and jt['norm']['W'].shape == (3, 2)
+    jf = s2sad.jacfwd(mlp_predict, backend=backend)([params], x)
+    jr = s2sad.jacrev(mlp_predict, backend=backend)([params], x)
+    assert jf[0]['W'].shape == (3, 3, 2) and jf[0]['b'].shape == (3, 3)
+    assert_close(jf[0]['W'], jr[0]['W'], rtol=1e-12)
+    assert_close(jf[0]['b'], jr[0]['b'], rtol=1e-12)
