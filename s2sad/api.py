@@ -147,10 +147,10 @@ class _Transform:
     def primal_fn(self):
         return self.compiled("primal")
 
-    def source_function(self) -> types.FunctionType:
-        """The wrapper as a plain Python function in a real file: what a further transformation parses."""
+    def source_function(self, which: str = "wrapper") -> types.FunctionType:
+        """The wrapper (or primal) as a plain Python function in a real file: what a further transformation parses."""
         g = self.generated
-        return getattr(load_module(g.source, g.stem, "python"), g.wrapper)
+        return getattr(load_module(g.source, g.stem, "python"), getattr(g, which))
 
     def bind(self, args, kwargs) -> tuple:
         if kwargs or len(args) != len(self.params):

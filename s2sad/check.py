@@ -44,6 +44,9 @@ class _Tolerance:
 
 
 def _check(f, args, order, modes, tol, backend, rng, path):
+    spec, flat = api._forward(f, tuple(range(len(args))), backend).specialize(args)
+    if spec.defs is not None:  # pytree arguments: check the primal specialized to their leaves
+        f, args = spec.source_function("primal"), tuple(flat)
     positions = api._float_positions(args)
     names = list(inspect.signature(api.unwrap(f)).parameters)
     for i in positions:

@@ -143,3 +143,11 @@ def test_jacobians_and_hessian_of_pytree_arguments(backend):
     assert jf[0]['W'].shape == (3, 3, 2) and jf[0]['b'].shape == (3, 3)
     assert_close(jf[0]['W'], jr[0]['W'], rtol=1e-12)
     assert_close(jf[0]['b'], jr[0]['b'], rtol=1e-12)
+
+
+def test_check_grads_with_pytree_arguments(backend):
+    params = {'W': W0, 'b': B0}
+    s2sad.check_grads(logistic_loss_dict, (params, INPUTS, TARGETS), order=2, backend=backend)
+    with pytest.raises(AssertionError, match="params_W"):  # failures name the leaf by its path
+        s2sad.check_grads(logistic_loss_dict, (params, INPUTS, TARGETS), modes=("fwd",), atol=0.0, rtol=1e-14,
+                          backend=backend)
