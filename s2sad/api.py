@@ -90,16 +90,24 @@ class _Transform:
         self.single = isinstance(argnums, int)
         self.backend = backend
         self._generated: Generated | None = None
+        self._ir = None
         self._compiled: dict[str, Callable] = {}
         self.defs: tuple | None = None  # the pytree structure of each argument, when specialized
         self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
         self._specialized: dict[tuple, _Transform] = {}
 
     @property
+    def ir(self):
+        """The lowered function, specialized to the argument structure."""
+        if self._ir is None:
+            trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
+            self._ir = normalize(self.fun, arg_trees=trees)
+        return self._ir
+
+    @property
     def generated(self) -> Generated:
         if self._generated is None:
-            trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
-            self._generated = self.generate(normalize(self.fun, arg_trees=trees))
+            self._generated = self.generate(self.ir)
         return self._generated
 
     def specialize(self, args) -> tuple["_Transform", tuple]:
@@ -117,7 +125,7 @@ class _Transform:
         found = self._specialized.get(defs)
         if found is None:
             found = self._specialized[defs] = copy.copy(self)
-            found._generated, found._compiled, found._specialized, found.defs = None, {}, {}, defs
+            found._generated, found._ir, found._compiled, found._specialized, found.defs = None, None, {}, {}, defs
             offsets = np.cumsum([0] + [d.num_leaves for d in defs])
             found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
         return found, tuple(flat)
@@ -238,7 +246,7 @@ class _Forward(_Transform):
         if key not in self._specialized:
             found = copy.copy(self)
             found._generated, found._compiled, found._specialized = None, {}, {}
-            found.flat_argnums = flat_positions
+            found.flat_argnums = flat_positions  # same structure, same lowered function
             self._specialized[key] = found
         return self._specialized[key]
 
@@ -320,10 +328,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
 
     When `fun` returns a tuple (and has_aux is False), `out` and the cotangent are tuples.
     """
-    if not has_aux and _returns_tuple(fun):
-        return _tuple_vjp(fun, primals, backend)
     rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
     rev, args = rev.specialize(rev.bind(primals, {}))
+    if not has_aux and rev.ir.returns_tuple:
+        return _tuple_vjp(fun, primals, backend)
     rev.check(args)
     out = rev.primal_fn(*args)
     value = out[0] if has_aux else out
@@ -338,10 +346,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
 def _check_cotangent(cotangent, value):
     if np.shape(cotangent) != np.shape(value):
         raise ValueError(f"cotangent has shape {np.shape(cotangent)}, but the output has shape {np.shape(value)}")
-
-
-def _returns_tuple(fun) -> bool:
-    return _memo(("ir", fun), lambda: normalize(_as_function(fun))).returns_tuple
 
 
 def _tuple_vjp(fun, primals, backend):
