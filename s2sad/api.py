@@ -520,6 +520,73 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
     return hessian_fun
 
 
+class _Batched(_Transform):
+    """The generated batch loop of one function: axis 0 of the batched arguments."""
+
+    def __init__(self, fun: Callable, batched: tuple[bool, ...], target: str, backend: str):
+        params = list(inspect.signature(_as_function(fun)).parameters)
+        super().__init__(fun, tuple(i for i, b in enumerate(batched) if b) or 0, backend)
+        self.batched, self.target, self.what = batched, target, "vmap"
+        if len(batched) != len(params):
+            raise ValueError(f"in_axes has {len(batched)} entries but {self.fun.__name__} takes {len(params)} arguments")
+
+    def generate(self, fn_ir) -> Generated:
+        from s2sad.codegen.vmap import vmap_module
+
+        return vmap_module(fn_ir, list(self.batched), self.target)
+
+
+def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str = DEFAULT_BACKEND) -> Callable:
+    """Map `fun` over an axis of its arguments by a generated loop (compiled by numba).
+
+    in_axes: an int for all arguments, or one entry per argument (int, or None for an argument
+    passed whole to every example). out_axes: where the batch axis goes in each output.
+    target: "cpu" (a serial loop) or "parallel" (numba.prange over the batch).
+
+        per_example_grads = s2sad.vmap(s2sad.grad(loss), in_axes=(None, 0, 0))(W, X, y)
+    """
+    from s2sad.codegen.vmap import TARGETS
+
+    if target not in TARGETS:
+        raise ValueError(f"vmap target must be one of {TARGETS}, got {target!r}")
+    inner = _as_function(fun)
+    n_params = len(inspect.signature(inner).parameters)
+    axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * n_params
+    if len(axes) != n_params:
+        raise ValueError(f"in_axes has {len(axes)} entries but {inner.__name__} takes {n_params} arguments")
+    if all(a is None for a in axes):
+        raise ValueError("vmap needs at least one batched argument (an in_axes entry that is not None)")
+    batch = _Batched(fun, tuple(a is not None for a in axes), target, backend)
+
+    @functools.wraps(inner)
+    def vmapped(*args):
+        if len(args) != n_params:
+            raise TypeError(f"{inner.__name__} takes {n_params} arguments, got {len(args)}")
+        moved, sizes = [], {}
+        for i, (a, axis) in enumerate(zip(args, axes)):
+            if axis is None:
+                moved.append(a)
+                continue
+            if np.ndim(a) == 0:
+                raise ValueError(f"vmap: argument {i} (`{batch.params[i]}`) is a scalar, but in_axes[{i}] = {axis}")
+            a = np.moveaxis(np.asarray(a), axis, 0) if axis not in (0, -np.ndim(a)) else a
+            sizes[batch.params[i]] = a.shape[0]
+            moved.append(a)
+        if len(set(sizes.values())) > 1:
+            shown = ", ".join(f"`{k}` has {v}" for k, v in sizes.items())
+            raise ValueError(f"vmap: batched arguments must have the same batch size, but {shown}")
+        out = batch.compiled("derivative")(*moved)
+        if out_axes == 0:
+            return out
+        if isinstance(out, tuple):
+            axes_out = out_axes if isinstance(out_axes, (tuple, list)) else (out_axes,) * len(out)
+            return tuple(np.moveaxis(o, 0, k) for o, k in zip(out, axes_out))
+        return np.moveaxis(out, 0, out_axes)
+
+    vmapped.__s2sad_transform__ = batch
+    return vmapped
+
+
 def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:
     """Compile `fun` with numba (`fun` may be a function s2sad returned)."""
     if hasattr(fun, "__s2sad_transform__") or backend == "python":
@@ -539,6 +606,8 @@ def source(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """
     if mode not in ("fwd", "rev"):
         raise ValueError(f"mode must be 'fwd' or 'rev', got {mode!r}")
+    if isinstance(getattr(fun, "__s2sad_transform__", None), _Batched) and order == 1:
+        return fun.__s2sad_transform__.generated.source  # a vmap: its batch loop
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"order must be a positive int, got {order!r}")
     for _ in range(order - 1):

@@ -67,5 +67,6 @@ def _jit_module(module: types.ModuleType) -> None:
 
     for name, obj in list(vars(module).items()):
         if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
-            setattr(module, name, numba.njit(cache=True)(obj))
+            parallel = "prange" in obj.__code__.co_names  # a vmap batch loop for target="parallel"
+            setattr(module, name, numba.njit(cache=True, parallel=parallel)(obj))
     _JITTED.add(module.__name__)

@@ -46,6 +46,8 @@ def main(argv=None) -> int:
                       help="rev: adjoint (vjp) code, the default; fwd: tangent (jvp) code")
     show.add_argument("--order", type=int, default=1,
                       help="derivative order: N > 1 shows the code that differentiates the order N-1 code")
+    show.add_argument("--vmap", choices=("cpu", "parallel"), metavar="TARGET",
+                      help="show the batch loop of vmap(FUNC) (over axis 0 of every argument) for TARGET")
     table = sub.add_parser("rules", help="print the table of supported functions (markdown)")
     table.add_argument("--update-readme", metavar="PATH", help="rewrite the table inside PATH instead")
     args = parser.parse_args(argv)
@@ -61,7 +63,10 @@ def main(argv=None) -> int:
     from s2sad import api
 
     try:
-        print(api.source(_load(args.target), args.argnums, args.has_aux, args.mode, args.order), end="")
+        fun = _load(args.target)
+        if args.vmap:
+            fun = api.vmap(fun, target=args.vmap)
+        print(api.source(fun, args.argnums, args.has_aux, args.mode, args.order), end="")
     except (S2SADError, TypeError, ValueError) as exc:
         print(f"s2sad: {exc}", file=sys.stderr)
         return 1

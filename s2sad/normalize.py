@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
+import numba
 import numpy as np
 
 from s2sad import ir, rules
@@ -419,7 +420,7 @@ class Lowerer:
         it = node.iter
         loc = self.loc
         pre = []  # statements each iteration runs first (the element of an array / enumerate)
-        if isinstance(it, cst.Call) and self.callee_is(it.func, range):
+        if isinstance(it, cst.Call) and self.static_value(it.func) in (range, numba.prange):
             if not isinstance(node.target, cst.Name):
                 raise self.err(node.target, "a range loop needs a single loop variable")
             start, stop, step = self.range_args(it, out)
@@ -854,9 +855,9 @@ class Lowerer:
         from s2sad import api
 
         fn = self.static_value(node.func)
-        if fn not in (api.grad, api.value_and_grad):
-            raise self.err(node, "a called expression must be a function name, `s2sad.grad(...)` or "
-                                 "`s2sad.value_and_grad(...)`")
+        if fn not in (api.grad, api.value_and_grad, api.vmap):
+            raise self.err(node, "a called expression must be a function name, `s2sad.grad(...)`, "
+                                 "`s2sad.value_and_grad(...)` or `s2sad.vmap(...)`")
         try:
             args = [self.static_arg(a.value) for a in node.args if a.keyword is None]
             kwargs = {a.keyword.value: self.static_arg(a.value) for a in node.args if a.keyword is not None}

@@ -25,7 +25,8 @@ def _header_imports() -> str:
             line = indent
         line += piece
     lines.append(line)
-    return "import math\nimport numpy as np\nfrom numba.typed import List\n" + "\n".join(lines) + "\n"
+    return ("import math\nimport numpy as np\nfrom numba import prange\nfrom numba.typed import List\n"
+            + "\n".join(lines) + "\n")
 
 
 HEADER_IMPORTS = _header_imports()

@@ -65,15 +65,15 @@ def _wrapper(name: str, params: list[str], call: str, results: list[str], keep: 
     return "\n".join(lines) + "\n"
 
 
-def _assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
+def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
               wrapper: tuple[str, str]) -> Generated:
     # The derivative's and wrapper's names were made fresh against the user's, so `fn.name` is free.
     from s2sad.custom import siblings_in
 
     overrides = [text for _, text in siblings_in(fn)]  # the user's custom_jvp / custom_vjp rules, lowered
     imports = "".join(line + "\n" for line in third_party_imports(fn))
-    parts = [header(fn, what) + HEADER_IMPORTS + imports, *overrides, primal_source(fn, fn.name), derivative,
-             wrapper[1]]
+    parts = [header(fn, what) + HEADER_IMPORTS + imports, *overrides, primal_source(fn, fn.name), derivative]
+    parts += [wrapper[1]] if wrapper[1] else []
     return Generated("\n\n".join(parts), fn.name, fn.name, derivative_name, wrapper[0], fn)
 
 
@@ -98,7 +98,7 @@ def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad") -> Generated
     name = names.fresh(f"{fn.name}_{kind}")
     wrapper = _wrapper(name, params, call, values + grads, keep)
     what = f"Adjoint (reverse mode, with respect to {', '.join(wrt)})"
-    return _assemble(fn, what, vjp_text, vjp_name, (name, wrapper))
+    return assemble(fn, what, vjp_text, vjp_name, (name, wrapper))
 
 
 def jvp_module(fn: ir.Function, wrt: list[str]) -> Generated:
@@ -112,4 +112,4 @@ def jvp_module(fn: ir.Function, wrt: list[str]) -> Generated:
     name = names.fresh(f"{fn.name}_jvp_tangent")
     wrapper = _wrapper(name, params, f"{jvp_name}({', '.join(params)})", values + tangents, tangents)
     what = f"Tangent (forward mode, with respect to {', '.join(wrt)})"
-    return _assemble(fn, what, jvp_text, jvp_name, (name, wrapper))
+    return assemble(fn, what, jvp_text, jvp_name, (name, wrapper))

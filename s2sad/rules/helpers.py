@@ -9,9 +9,9 @@ helper, and their tangent is the helper applied to the operand's tangent.
 from numba.typed import List
 
 from s2sad.rules.registry import Check, alias, defrule, nondiff
-from s2sad.runtime import (PythonTape, add_at, broadcast_like, hstack_axis, index_array, copy_adj, matmul_adjoint_a, matmul_adjoint_b, matmul_like,
-                           mean_adjoint, mean_axis, range_last, restore, sum_adjoint, sum_axis, unbroadcast,
-                           zeros_like_adj)
+from s2sad.runtime import (PythonTape, add_at, batch_empty, broadcast_like, copy_adj, hstack_axis, index_array,
+                           matmul_adjoint_a, matmul_adjoint_b, matmul_like, mean_adjoint, mean_axis, range_last,
+                           restore, sum_adjoint, sum_axis, unbroadcast, zeros_like_adj)
 
 BROADCAST = (((2, 3), (3,)), ((2, 3), (2, 3)), ((3,), ()), ((), ()), ((2, 3), (1, 3)))
 REDUCED = (((), (2, 3)), ((), (3,)), ((), ()))
@@ -126,6 +126,7 @@ alias("mean", mean_axis)
 nondiff(index_array, name="index_array")
 nondiff(name="make_tuple")  # `(n, m)`: a shape or axes built from variables
 nondiff(hstack_axis, name="hstack_axis")
+nondiff(batch_empty, name="batch_empty")
 nondiff(zeros_like_adj, name="zeros_like_adj")
 nondiff(range_last, name="range_last")
 # Tapes: creating one has no derivative; pushes, pops and `restore` move values in and out

@@ -31,6 +31,7 @@ __all__ = [
     "add_at",
     "index_array",
     "hstack_axis",
+    "batch_empty",
     "matmul_like",
 ]
 
@@ -567,3 +568,15 @@ def hstack_axis(x):
 def _ol_hstack_axis(x):
     axis = 0 if _ndim(x) == 1 else 1
     return lambda x: axis
+
+
+def batch_empty(n, like):
+    """An uninitialised float array of shape (n,) + shape(like): the output of a vmap loop."""
+    return np.empty((n,) + np.shape(like))
+
+
+@overload(batch_empty)
+def _ol_batch_empty(n, like):
+    if _is_scalar_type(like):
+        return lambda n, like: np.empty(n)
+    return lambda n, like: np.empty((n,) + like.shape)
