@@ -11,25 +11,31 @@ from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
 from s2sad.rules.registry import OPERATORS
 
 ATTRIBUTE_RULES = {"shape", "size", "ndim"}
-def _header_imports() -> str:
-    """The imports of every generated module: numpy, math, the tape type and all runtime helpers."""
+
+
+def header_imports(code: str) -> str:
+    """The imports a generated module needs: math, numpy, and the numba/runtime names `code` uses."""
+    import re
+
     from s2sad import runtime
 
-    names = [n for n in runtime.__all__ if n != "PythonTape"]
-    lines, line = [], "from s2sad.runtime import ("
-    indent = " " * len(line)
-    for i, name in enumerate(names):
-        piece = name + (", " if i < len(names) - 1 else ")")
-        if len(line) + len(piece.rstrip()) > 110:
-            lines.append(line.rstrip())
-            line = indent
-        line += piece
-    lines.append(line)
-    return ("import math\nimport numpy as np\nfrom numba import prange\nfrom numba.typed import List\n"
-            + "\n".join(lines) + "\n")
-
-
-HEADER_IMPORTS = _header_imports()
+    used = set(re.findall(r"\b\w+\b", "\n".join(ln.split("#")[0] for ln in code.splitlines())))
+    lines = ["import math", "import numpy as np"]
+    if "prange" in used:
+        lines.append("from numba import prange")
+    if "List" in used:
+        lines.append("from numba.typed import List")
+    names = [n for n in runtime.__all__ if n in used and n != "PythonTape"]
+    if names:
+        line, indent = "from s2sad.runtime import (", " " * len("from s2sad.runtime import (")
+        for i, name in enumerate(names):
+            piece = name + (", " if i < len(names) - 1 else ")")
+            if len(line) + len(piece.rstrip()) > 110:
+                lines.append(line.rstrip())
+                line = indent
+            line += piece
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def const_text(value) -> str:

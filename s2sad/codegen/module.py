@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from s2sad import ir
 from s2sad.analyze import Analysis, analyze, analyze_forward
-from s2sad.codegen.emit import HEADER_IMPORTS, Writer
+from s2sad.codegen.emit import Writer, header_imports
 from s2sad.codegen.forward import ForwardGen
 from s2sad.codegen.reverse import ReverseGen
 
@@ -72,9 +72,10 @@ def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
 
     overrides = [text for _, text in siblings_in(fn)]  # the user's custom_jvp / custom_vjp rules, lowered
     imports = "".join(line + "\n" for line in third_party_imports(fn))
-    parts = [header(fn, what) + HEADER_IMPORTS + imports, *overrides, primal_source(fn, fn.name), derivative]
-    parts += [wrapper[1]] if wrapper[1] else []
-    return Generated("\n\n".join(parts), fn.name, fn.name, derivative_name, wrapper[0], fn)
+    body = [*overrides, primal_source(fn, fn.name), derivative] + ([wrapper[1]] if wrapper[1] else [])
+    code = "\n\n".join(body)
+    top = header(fn, what) + header_imports(code) + imports
+    return Generated(top + "\n\n" + code, fn.name, fn.name, derivative_name, wrapper[0], fn)
 
 
 def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad") -> Generated:
