@@ -603,7 +603,7 @@ class Lowerer:
         if isinstance(node, cst.Name) and node.value in self.trees:
             return self.trees[node.value]
         if isinstance(node, cst.Call):
-            return self.call(node, out, target, many=True)
+            return self.call(node, out, target)
         if isinstance(node, cst.Subscript):
             return self.subscript(node, out, target)
         if isinstance(node, cst.Attribute) and isinstance(self.tree_of(node.value), Record):
@@ -819,14 +819,14 @@ class Lowerer:
     def callee_is(self, func_node, obj) -> bool:
         return self.static_value(func_node) is obj
 
-    def call(self, node: cst.Call, out, target, many=True):
+    def call(self, node: cst.Call, out, target):
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
-            return self.apply(node, self.static_transform(node.func), [], out, target, many)
+            return self.apply(node, self.static_transform(node.func), [], out, target)
         fn = self.static_value(node.func)
         from s2sad import api
 
         if fn is api.jvp:
-            return self.inline_jvp(node, out, target, many)
+            return self.inline_jvp(node, out, target)
         if fn is _NOT_STATIC:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
                 receiver = self.expr(node.func.value, out)
@@ -847,7 +847,7 @@ class Lowerer:
             what = cst.Module([]).code_for_node(node.func)
             raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
                                  "and other Python functions", HINT_RULE)
-        result = self.apply(node, fn, [], out, target, many)
+        result = self.apply(node, fn, [], out, target)
         return result
 
     def static_transform(self, node: cst.Call):
@@ -879,7 +879,7 @@ class Lowerer:
                                  "(a function, an int, a tuple of ints, True/False), not local values")
         return value
 
-    def inline_jvp(self, node: cst.Call, out, target, many):
+    def inline_jvp(self, node: cst.Call, out, target):
         """`s2sad.jvp(f, (x, ...), (dx, ...))`: inline f's generated tangent function."""
         from s2sad import api
 
@@ -898,9 +898,9 @@ class Lowerer:
         tangent_fn = getattr(load_module(g.source, g.stem, "python"), g.derivative)
         call = node.with_changes(func=cst.Name(tangent_fn.__name__), args=[
             cst.Arg(e.value) for e in list(primals) + list(tangents)])
-        return self.inline(call, tangent_fn, [], out, target, many)
+        return self.inline(call, tangent_fn, [], out, target)
 
-    def apply(self, node, fn, leading, out, target, many=False):
+    def apply(self, node, fn, leading, out, target):
         if fn is len and len(node.args) == 1 and not leading:
             value = self.value(node.args[0].value, out)
             if is_tree(value):
@@ -912,7 +912,7 @@ class Lowerer:
 
         if isinstance(fn, _Custom):
             if fn in self.plain:
-                return self.inline(node, fn.fun, leading, out, target, many)
+                return self.inline(node, fn.fun, leading, out, target)
             if any(a.keyword for a in node.args) or leading:
                 raise self.err(node, f"call custom function `{fn.name}` with positional arguments")
             args = [self.expr(a.value, out) for a in node.args]
@@ -939,7 +939,7 @@ class Lowerer:
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType):
-            return self.inline(node, inner, leading, out, target, many)
+            return self.inline(node, inner, leading, out, target)
         name = getattr(fn, "__name__", repr(fn))
         raise self.err(node, f"no derivative rule for `{name}`", HINT_RULE)
 
@@ -1001,7 +1001,7 @@ class Lowerer:
         return tuple(self.emit(out, self.temp(f"{x.name}_part"), Load(x, (Slice(lo, hi, None),)))
                      for lo, hi in zip(bounds[:-1], bounds[1:]))
 
-    def inline(self, node, fn, leading, out, target, many):
+    def inline(self, node, fn, leading, out, target):
         if fn in self.stack:
             raise self.err(node, f"recursive call to `{fn.__name__}` is not supported", "write it as a loop")
         args = leading + [self.value(a.value, out) for a in node.args if a.keyword is None]
