@@ -1,1 +1,209 @@
-"""linalg rules."""
+"""Products and linear algebra: dot, vdot, inner, outer, tensordot, einsum, solve, inv, det, cholesky.
+
+Contractions numba lacks (einsum, tensordot, inner) print as runtime stand-ins (s2sad/runtime/linalg.py).
+Their adjoints and tangents are all `einsum_into` calls: operand k's adjoint is the einsum with `g` in
+operand k's place and operand k's subscripts as the output (`einsum_swap`).
+"""
+
+import numpy as np
+
+from s2sad.rules.registry import Check, defrule, nondiff
+from s2sad.runtime import (einsum_into, einsum_op, einsum_swap, inner_op, matmul_adjoint_a, matmul_adjoint_b,
+                           matrix_t, sum_reduce, sym_lower, tensordot_op, tensordot_spec, tril_half, unbroadcast,
+                           vdot_flat)
+
+MATRIX = ((2, 3),)
+SQUARE = ((3, 3),)
+
+
+# ------------------------------------------------------------------ products
+
+def dot_tangent(g, out, x, y):
+    return np.dot(g, y), np.dot(x, g)
+
+
+@defrule(np.dot, elementwise=False, cheap=False, tangent=dot_tangent,
+         checks=[Check("np.dot(a, b)", shapes=(((3,), (3,)), ((2, 3), (3,)), ((2, 3), (3, 4))))])
+def dot(g, out, x, y):
+    g = unbroadcast(g, out)
+    return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)
+
+
+def vdot_tangent(g, out, x, y):
+    return sum_reduce(g * y), sum_reduce(x * g)
+
+
+# Real operands of the same shape.
+@defrule(np.vdot, vdot_flat, elementwise=False, print_as="vdot_flat", tangent=vdot_tangent,
+         checks=[Check("np.vdot(a, b)", shapes=((3,), (2, 3)))])
+def vdot(g, out, x, y):
+    g = unbroadcast(g, out)
+    return g * y, g * x
+
+
+def outer_tangent(g, out, x, y):
+    return np.outer(g, y), np.outer(x, g)
+
+
+# 1-D operands.
+@defrule(np.outer, elementwise=False, cheap=False, tangent=outer_tangent,
+         checks=[Check("np.outer(a, b)", shapes=(((3,), (2,)),))])
+def outer(g, out, x, y):
+    g = unbroadcast(g, out)
+    return g @ y, x @ g
+
+
+def inner_tangent(g, out, x, y):
+    return (einsum_into(tensordot_spec(x, y, (-1, -1)), out, g, y),
+            einsum_into(tensordot_spec(x, y, (-1, -1)), out, x, g))
+
+
+# inner(x, y) is tensordot(x, y, axes=(-1, -1)).
+@defrule(np.inner, inner_op, elementwise=False, cheap=False, print_as="inner_op", tangent=inner_tangent,
+         checks=[Check("np.inner(a, b)", shapes=(((3,), (3,)), ((2, 3), (3,)), ((2, 3), (4, 3))))])
+def inner(g, out, x, y):
+    g = unbroadcast(g, out)
+    spec = tensordot_spec(x, y, (-1, -1))
+    return einsum_into(einsum_swap(spec, 0), x, g, y), einsum_into(einsum_swap(spec, 1), y, x, g)
+
+
+def tensordot_tangent(g, out, x, y, axes=2):
+    return (einsum_into(tensordot_spec(x, y, axes), out, g, y), einsum_into(tensordot_spec(x, y, axes), out, x, g),
+            None)
+
+
+@defrule(np.tensordot, tensordot_op, elementwise=False, cheap=False, print_as="tensordot_op",
+         tangent=tensordot_tangent,
+         checks=[Check("np.tensordot(a, b, 1)", shapes=(((2, 3), (3, 4)),)),
+                 Check("np.tensordot(a, b)", shapes=(((2, 3, 4), (3, 4, 2)),)),
+                 Check("np.tensordot(a, b, axes=(0, 1))", shapes=(((3, 2), (4, 3)),)),
+                 Check("np.tensordot(a, b, axes=([2, 0], [1, 0]))", shapes=(((2, 3, 4), (2, 4)),)),
+                 Check("np.tensordot(a, b, 0)", shapes=(((2,), (3,)),))])
+def tensordot(g, out, x, y, axes=2):
+    g = unbroadcast(g, out)
+    spec = tensordot_spec(x, y, axes)
+    return einsum_into(einsum_swap(spec, 0), x, g, y), einsum_into(einsum_swap(spec, 1), y, x, g), None
+
+
+def einsum_tangent(g, out, subscripts, x, y=None):
+    return None, einsum_into(subscripts, out, g, y), einsum_into(subscripts, out, x, g)
+
+
+# One or two operands, letter subscripts (explicit '->' or NumPy's implicit output).
+@defrule(np.einsum, einsum_op, elementwise=False, cheap=False, print_as="einsum_op", tangent=einsum_tangent,
+         checks=[Check("np.einsum('ij,jk->ik', a, b)", shapes=(((2, 3), (3, 4)),)),
+                 Check("np.einsum('ij,jk', a, b)", shapes=(((2, 3), (3, 2)),)),
+                 Check("np.einsum('i,i', a, b)", shapes=((3,),)),
+                 Check("np.einsum('i,j->ij', a, b)", shapes=(((2,), (3,)),)),
+                 Check("np.einsum('ij,ij->j', a, b)", shapes=MATRIX), Check("np.einsum('ii->', a)", shapes=SQUARE),
+                 Check("np.einsum('ii->i', a)", shapes=SQUARE), Check("np.einsum('ij->ji', a)", shapes=MATRIX),
+                 Check("np.einsum('ij->', a)", shapes=MATRIX)])
+def einsum(g, out, subscripts, x, y=None):
+    g = unbroadcast(g, out)
+    return None, einsum_into(einsum_swap(subscripts, 0), x, g, y), einsum_into(einsum_swap(subscripts, 1), y, x, g)
+
+
+def einsum_into_tangent(g, out, spec, like, x, y=None):
+    return None, None, einsum_into(spec, like, g, y), einsum_into(spec, like, x, g)
+
+
+@defrule(einsum_into, name="einsum_into", elementwise=False, cheap=False, tangent=einsum_into_tangent,
+         checks=[Check("einsum_into('ij,jk->ik', c, a, b)", shapes=(((2, 3), (3, 4), (2, 4)),)),
+                 Check("einsum_into('ij->iij', b, a)", shapes=(((2, 3), (2, 2, 3)),)),
+                 Check("einsum_into('i->ij', b, a)", shapes=(((3,), (3, 2)),)),
+                 Check("einsum_into(',i->i', c, a, b)", shapes=(((), (3,), (3,)),)),
+                 Check("einsum_into('i,i->', b, a, c)", shapes=(((3,), (), (3,)),))])
+def einsum_into_rule(g, out, spec, like, x, y=None):
+    g = unbroadcast(g, out)
+    return None, None, einsum_into(einsum_swap(spec, 0), x, g, y), einsum_into(einsum_swap(spec, 1), y, x, g)
+
+
+# ------------------------------------------------------------------ linear algebra
+# 2-D matrices (no stacks); `b` of solve may be 1-D or 2-D. Checks use well-conditioned matrices.
+
+def solve_tangent(g, out, a, b):
+    return -np.linalg.solve(a, g @ out), np.linalg.solve(a, g)
+
+
+@defrule(np.linalg.solve, elementwise=False, cheap=False, tangent=solve_tangent,
+         checks=[Check("np.linalg.solve(a + 3.0 * np.eye(3), b)", shapes=(((3, 3), (3,)),)),
+                 Check("np.linalg.solve(a + 3.0 * np.eye(3), b)", shapes=(((3, 3), (3, 2)),)),
+                 Check("np.linalg.solve(a, b)", "spd", SQUARE)])
+def solve(g, out, a, b):
+    b_bar = np.linalg.solve(matrix_t(a), unbroadcast(g, out))  # a^-T g
+    return -matmul_adjoint_a(b_bar, a, out), b_bar  # a's adjoint: -b_bar out^T
+
+
+def inv_tangent(g, out, x):
+    return (-(out @ g @ out),)
+
+
+@defrule(np.linalg.inv, elementwise=False, cheap=False, tangent=inv_tangent,
+         checks=[Check("np.linalg.inv(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("np.linalg.inv(a)", "spd", SQUARE)])
+def inv(g, out, x):
+    out_t = matrix_t(out)
+    return (-(out_t @ unbroadcast(g, out) @ out_t),)
+
+
+def det_tangent(g, out, x):
+    return (out * np.trace(np.linalg.solve(x, g)),)
+
+
+# d det / d x = det * inv(x)^T.
+@defrule(np.linalg.det, elementwise=False, cheap=False, tangent=det_tangent,
+         checks=[Check("np.linalg.det(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("np.linalg.det(a)", "spd", SQUARE)])
+def det(g, out, x):
+    return (unbroadcast(g, out) * out * matrix_t(np.linalg.inv(x)),)
+
+
+def cholesky_tangent(g, out, x):
+    return (out @ tril_half(np.linalg.solve(out, matrix_t(np.linalg.solve(out, sym_lower(g))))),)
+
+
+# NumPy reads only x's lower triangle, so the upper triangle's adjoint is zero. With L = out and S the symmetric
+# matrix whose lower triangle is dx: dL = L tril_half(L^-1 S L^-T). Adjoint (Murray 2016): with
+# P = tril_half(L^T g) and M = L^-T P L^-1, x_bar = tril_half(M + M^T).
+@defrule(np.linalg.cholesky, elementwise=False, cheap=False, tangent=cholesky_tangent,
+         checks=[Check("np.linalg.cholesky(a)", "spd", SQUARE + ((4, 4),))])
+def cholesky(g, out, x):
+    out_t = matrix_t(out)
+    p = tril_half(out_t @ unbroadcast(g, out))
+    m = np.linalg.solve(out_t, matrix_t(np.linalg.solve(out_t, matrix_t(p))))
+    return (tril_half(m + matrix_t(m)),)
+
+
+# ------------------------------------------------------------------ helpers the rules above call
+
+def matrix_t_tangent(g, out, x):
+    return (matrix_t(g),)
+
+
+@defrule(matrix_t, name="matrix_t", elementwise=False, tangent=matrix_t_tangent,
+         checks=[Check("matrix_t(a)", shapes=MATRIX)])
+def matrix_t_rule(g, out, x):
+    return (matrix_t(unbroadcast(g, out)),)
+
+
+def tril_half_tangent(g, out, x):
+    return (tril_half(g),)
+
+
+@defrule(tril_half, name="tril_half", elementwise=False, tangent=tril_half_tangent,
+         checks=[Check("tril_half(a)", shapes=SQUARE + MATRIX)])
+def tril_half_rule(g, out, x):
+    return (tril_half(unbroadcast(g, out)),)  # a mask: its own adjoint
+
+
+def sym_lower_tangent(g, out, x):
+    return (sym_lower(g),)
+
+
+@defrule(sym_lower, name="sym_lower", elementwise=False, tangent=sym_lower_tangent,
+         checks=[Check("sym_lower(a)", shapes=SQUARE)])
+def sym_lower_rule(g, out, x):
+    g = unbroadcast(g, out)
+    return (tril_half(g + matrix_t(g)),)  # tril(g) + tril(g^T, -1)
+
+
+nondiff(tensordot_spec, name="tensordot_spec")
+nondiff(einsum_swap, name="einsum_swap")

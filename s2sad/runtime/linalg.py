@@ -1,3 +1,471 @@
-"""Runtime helpers for the linalg rules (plain Python, plus numba overloads)."""
+"""Runtime helpers for the linalg rules (plain Python, plus numba overloads).
 
-__all__: list[str] = []
+numba has no np.einsum, np.tensordot or np.inner, and np.vdot only for 1-D arrays. Contractions run
+through one kernel, `_contract`, that loops over every combination of subscript values: einsum_op
+(np.einsum with one or two operands and letter subscripts), tensordot_op and inner_op (which build
+their subscripts with tensordot_spec), and einsum_into, the form their derivatives take: it also
+allows output subscripts that repeat (writing a diagonal) or that no operand has (broadcasting; the
+sizes come from `like`, whose shape the result takes). Under numba, einsum_op's subscripts and
+tensordot_op's `axes` must be constants: they fix the result's rank.
+"""
+
+import numpy as np
+from numba import njit, types
+from numba.core.errors import TypingError
+from numba.extending import overload
+from numba.np.unsafe.ndarray import to_fixed_tuple
+
+from s2sad.runtime.core import _is_none_type, _is_scalar_type
+from s2sad.runtime.reductions import _int_tuple_values, _shape_arr
+
+__all__ = [
+    "matrix_t",
+    "tril_half",
+    "sym_lower",
+    "vdot_flat",
+    "inner_op",
+    "tensordot_op",
+    "tensordot_spec",
+    "einsum_op",
+    "einsum_into",
+    "einsum_swap",
+]
+
+
+# ---------------------------------------------------------------------------
+# transposes and triangles (for the matrix-function rules)
+# ---------------------------------------------------------------------------
+
+def matrix_t(x):
+    """x with its last two axes swapped, as a new C-contiguous array."""
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
+@overload(matrix_t)
+def _ol_matrix_t(x):
+    if not isinstance(x, types.Array) or x.ndim != 2:
+        raise TypingError(f"matrix_t: a 2-D array is required under numba, not {x}")
+    return lambda x: np.ascontiguousarray(x.T)
+
+
+def tril_half(x):
+    """The lower triangle of a 2-D array with its diagonal halved. Elementwise, so its own adjoint."""
+    return x * (np.tril(np.ones(x.shape)) - 0.5 * np.eye(x.shape[0], x.shape[1]))
+
+
+@overload(tril_half)
+def _ol_tril_half(x):
+    return tril_half
+
+
+def sym_lower(x):
+    """The symmetric matrix whose lower triangle is x's (what np.linalg.cholesky reads)."""
+    return np.tril(x) + np.ascontiguousarray(np.tril(x, -1).T)
+
+
+@overload(sym_lower)
+def _ol_sym_lower(x):
+    return sym_lower
+
+
+# ---------------------------------------------------------------------------
+# vdot
+# ---------------------------------------------------------------------------
+
+def vdot_flat(x, y):
+    """np.vdot(x, y) for real arrays of any (equal) size."""
+    return np.vdot(x, y)
+
+
+@overload(vdot_flat)
+def _ol_vdot_flat(x, y):
+    if not (isinstance(x, types.Array) and isinstance(y, types.Array)):
+        raise TypingError("vdot_flat: arrays required")
+    return lambda x, y: np.vdot(np.ascontiguousarray(x).reshape(x.size), np.ascontiguousarray(y).reshape(y.size))
+
+
+# ---------------------------------------------------------------------------
+# the contraction kernel
+# ---------------------------------------------------------------------------
+
+NLABELS = 58  # label id = ord(letter) - ord("A"), so 'A'..'Z' and 'a'..'z' fit (in code-point order)
+MAXDIMS = 32
+
+
+@njit
+def _parse(spec):
+    """Label ids of operand 0 (row 0), operand 1 (row 1) and the output (row 2), their counts and the
+    number of operands. Without '->', the output is the labels seen once, in alphabetical order (as NumPy)."""
+    labels = np.full((3, MAXDIMS), -1, np.int64)
+    counts = np.zeros(3, np.int64)
+    part, nops, explicit = 0, 1, False
+    i, n = 0, len(spec)
+    while i < n:
+        c = spec[i]
+        if c == ",":
+            if part != 0:
+                raise ValueError("einsum: s2sad supports one or two operands")
+            part, nops = 1, 2
+        elif c == "-":
+            if explicit or i + 1 >= n or spec[i + 1] != ">":
+                raise ValueError("einsum: malformed subscripts")
+            i += 1
+            part, explicit = 2, True
+        elif c != " ":
+            code = ord(c) - 65
+            if code < 0 or code >= NLABELS or 26 <= code < 32:
+                raise ValueError("einsum: subscripts must be letters (s2sad does not support '...')")
+            if counts[part] >= MAXDIMS:
+                raise ValueError("einsum: too many subscripts")
+            labels[part, counts[part]] = code
+            counts[part] += 1
+        i += 1
+    if not explicit:
+        seen = np.zeros(NLABELS, np.int64)
+        for k in range(nops):
+            for d in range(counts[k]):
+                seen[labels[k, d]] += 1
+        for lab in range(NLABELS):
+            if seen[lab] == 1:
+                labels[2, counts[2]] = lab
+                counts[2] += 1
+    return labels, counts, nops
+
+
+@njit
+def _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known):
+    """out[output labels] = sum over the other labels of x[x labels] * y[y labels] (flat, C order).
+
+    `osh` is the output shape when `out_known`; else it is computed (every output label must then
+    appear in an operand). Returns the flat result and its shape."""
+    size = np.full(NLABELS, -1, np.int64)
+    st = np.zeros((3, NLABELS), np.int64)
+    for k in range(nops):
+        sh = xsh if k == 0 else ysh
+        if counts[k] != sh.size:
+            raise ValueError("einsum: an operand's subscripts do not match its number of dimensions")
+        s = 1
+        for d in range(sh.size - 1, -1, -1):
+            lab = labels[k, d]
+            if size[lab] == -1:
+                size[lab] = sh[d]
+            elif size[lab] != sh[d]:
+                raise ValueError("einsum: a subscript has two different sizes")
+            st[k, lab] += s
+            s *= sh[d]
+    no = counts[2]
+    if out_known:
+        if no != osh.size:
+            raise ValueError("einsum: output subscripts do not match the output's dimensions")
+        for d in range(no):
+            lab = labels[2, d]
+            if size[lab] == -1:
+                size[lab] = osh[d]
+            elif size[lab] != osh[d]:
+                raise ValueError("einsum: a subscript has two different sizes")
+    else:
+        osh = np.empty(no, np.int64)
+        for d in range(no):
+            lab = labels[2, d]
+            if size[lab] == -1:
+                raise ValueError("einsum: an output subscript appears in no operand")
+            osh[d] = size[lab]
+    s = 1
+    for d in range(no - 1, -1, -1):
+        st[2, labels[2, d]] += s
+        s *= osh[d]
+    out = np.zeros(s, np.float64)
+    used = np.empty(NLABELS, np.int64)
+    n_used, total = 0, 1
+    for lab in range(NLABELS):
+        if size[lab] >= 0:
+            used[n_used] = lab
+            n_used += 1
+            total *= size[lab]
+    idx = np.zeros(n_used, np.int64)
+    ox, oy, oo = 0, 0, 0
+    for _ in range(total):
+        v = xf[ox]
+        if nops == 2:
+            v *= yf[oy]
+        out[oo] += v
+        d = n_used - 1
+        while d >= 0:
+            lab = used[d]
+            idx[d] += 1
+            ox += st[0, lab]
+            oy += st[1, lab]
+            oo += st[2, lab]
+            if idx[d] < size[lab]:
+                break
+            ox -= st[0, lab] * size[lab]
+            oy -= st[1, lab] * size[lab]
+            oo -= st[2, lab] * size[lab]
+            idx[d] = 0
+            d -= 1
+    return out, osh
+
+
+def _flat(x):
+    """(flat float64 copy, shape as an int64 array) of an operand; None stands for a missing operand."""
+    if x is None:
+        return np.ones(1), np.zeros(0, np.int64)
+    a = np.asarray(x, dtype=np.float64)
+    return np.ascontiguousarray(a).reshape(a.size), np.array(a.shape, dtype=np.int64)
+
+
+@overload(_flat)
+def _ol_flat(x):
+    if _is_none_type(x):
+        return lambda x: (np.ones(1), np.zeros(0, np.int64))
+    if _is_scalar_type(x):
+        return lambda x: (np.full(1, np.float64(x)), np.zeros(0, np.int64))
+    if isinstance(x, types.Array) and x.ndim == 0:
+        return lambda x: (np.full(1, np.float64(np.sum(x))), np.zeros(0, np.int64))
+    if isinstance(x, types.Array):
+        return lambda x: (np.ascontiguousarray(x).reshape(x.size).astype(np.float64), _shape_arr(x))
+    raise TypingError(f"einsum: unsupported operand type {x}")
+
+
+@njit
+def _label_row(labels, counts, r):
+    s = ""
+    for d in range(counts[r]):
+        s += chr(labels[r, d] + 65)
+    return s
+
+
+@njit
+def _swap(spec, k):
+    labels, counts, nops = _parse(spec)
+    if k == 0:
+        ins = _label_row(labels, counts, 2)
+        if nops == 2:
+            ins += "," + _label_row(labels, counts, 1)
+        return ins + "->" + _label_row(labels, counts, 0)
+    if k == 1 and nops == 2:
+        ins = _label_row(labels, counts, 0) + "," + _label_row(labels, counts, 2)
+        return ins + "->" + _label_row(labels, counts, 1)
+    raise ValueError("einsum_swap: no such operand")
+
+
+@njit
+def _check_numpy_output(labels, counts):
+    """np.einsum's rule: output subscripts appear once each (and in some operand: _contract checks)."""
+    seen = np.zeros(NLABELS, np.int64)
+    for d in range(counts[2]):
+        seen[labels[2, d]] += 1
+        if seen[labels[2, d]] > 1:
+            raise ValueError("einsum: an output subscript appears more than once")
+
+
+
+# ---------------------------------------------------------------------------
+# einsum
+# ---------------------------------------------------------------------------
+
+def einsum_op(subscripts, x, y=None):
+    """np.einsum(subscripts, x[, y]) with letter subscripts."""
+    return np.einsum(subscripts, x) if y is None else np.einsum(subscripts, x, y)
+
+
+def _n_out(spec):
+    """The number of output subscripts of constant subscripts `spec` (typing time)."""
+    labels, counts, nops = _parse(spec)
+    return int(counts[2])
+
+
+@njit
+def _einsum(spec, x, y, osh, out_known, numpy_rules):
+    labels, counts, nops = _parse(spec)
+    if numpy_rules:
+        _check_numpy_output(labels, counts)
+    xf, xsh = _flat(x)
+    yf, ysh = _flat(y)
+    return _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known)
+
+
+@overload(einsum_op, prefer_literal=True)
+def _ol_einsum_op(subscripts, x, y=None):
+    if not isinstance(subscripts, types.StringLiteral):
+        raise TypingError("einsum: under numba the subscripts must be a string constant")
+    K = _n_out(subscripts.literal_value)
+    if K == 0:
+        return lambda subscripts, x, y=None: _einsum(subscripts, x, y, np.zeros(0, np.int64), False, True)[0][0]
+
+    def impl(subscripts, x, y=None):
+        out, osh = _einsum(subscripts, x, y, np.zeros(0, np.int64), False, True)
+        return out.reshape(to_fixed_tuple(osh, K))
+    return impl
+
+
+def einsum_into(spec, like, x, y=None):
+    """einsum(spec, x[, y]) shaped like `like`: output subscripts may repeat (the result is zero off that
+    diagonal) or appear in no operand (the result is broadcast along them)."""
+    labels, counts, nops = _parse(spec)
+    xf, xsh = _flat(x)
+    yf, ysh = _flat(y)
+    out, _ = _contract(labels, counts, nops, xf, xsh, yf, ysh, np.array(np.shape(like), dtype=np.int64), True)
+    return out.reshape(like.shape) if isinstance(like, np.ndarray) else float(out[0])
+
+
+@overload(einsum_into)
+def _ol_einsum_into(spec, like, x, y=None):
+    if isinstance(like, types.Array) and like.ndim > 0:
+        return lambda spec, like, x, y=None: _einsum(spec, x, y, _shape_arr(like), True, False)[0].reshape(like.shape)
+    if _is_scalar_type(like) or isinstance(like, types.Array):
+        return lambda spec, like, x, y=None: _einsum(spec, x, y, np.zeros(0, np.int64), True, False)[0][0]
+    raise TypingError(f"einsum_into: unsupported type {like}")
+
+
+def einsum_swap(spec, k):
+    """The subscripts of the adjoint of operand k of einsum(spec, ...): the output's subscripts take
+    operand k's place, and operand k's become the output's ('ij,jk->ik', 0 gives 'ik,jk->ij')."""
+    return _swap(spec, k)
+
+
+@overload(einsum_swap)
+def _ol_einsum_swap(spec, k):
+    return lambda spec, k: _swap(spec, k)
+
+
+# ---------------------------------------------------------------------------
+# tensordot and inner
+# ---------------------------------------------------------------------------
+
+@njit
+def _tdot_spec(nx, ny, axa, axb):
+    """einsum subscripts for tensordot: x's axes axa contract with y's axes axb."""
+    if axa.size != axb.size:
+        raise ValueError("tensordot: axes lists must have the same length")
+    if nx + ny > 26:
+        raise ValueError("tensordot: too many dimensions")
+    ycode = np.full(ny, -1, np.int64)
+    xfree = np.ones(nx, np.bool_)
+    for i in range(axa.size):
+        a = axa[i] + nx if axa[i] < 0 else axa[i]
+        b = axb[i] + ny if axb[i] < 0 else axb[i]
+        if a < 0 or a >= nx or b < 0 or b >= ny or ycode[b] != -1 or not xfree[a]:
+            raise ValueError("tensordot: axes out of range or repeated")
+        ycode[b] = a
+        xfree[a] = False
+    xs, ys, outs = "", "", ""
+    for i in range(nx):
+        xs += chr(97 + i)
+        if xfree[i]:
+            outs += chr(97 + i)
+    for j in range(ny):
+        if ycode[j] == -1:
+            ys += chr(97 + nx + j)
+            outs += chr(97 + nx + j)
+        else:
+            ys += chr(97 + ycode[j])
+    return xs + "," + ys + "->" + outs
+
+
+def _tdot_axes(nx, axes):
+    """(x axes, y axes) of a tensordot `axes` argument, as int64 arrays."""
+    if isinstance(axes, (int, np.integer)):
+        return np.arange(nx - axes, nx), np.arange(axes)
+    a, b = axes
+    return np.atleast_1d(np.asarray(a, dtype=np.int64)), np.atleast_1d(np.asarray(b, dtype=np.int64))
+
+
+def _side(s):
+    """numba only: one side of a tensordot axes pair (an int or a tuple of ints) as an int64 array."""
+    raise NotImplementedError
+
+
+@overload(_side)
+def _ol_side(s):
+    if isinstance(s, types.Integer):
+        return lambda s: np.full(1, s, np.int64)
+    values = _int_tuple_values(s)
+    if values is not None:
+        return lambda s: np.array(values, np.int64)
+    if isinstance(s, types.UniTuple) and isinstance(s.dtype, types.Integer):
+        def conv(s):
+            out = np.empty(len(s), np.int64)
+            for i in range(len(s)):
+                out[i] = s[i]
+            return out
+        return conv
+    raise TypingError(f"tensordot: unsupported axes entry {s}")
+
+
+def _n_contracted(axes):
+    """numba: how many axes pairs a tensordot `axes` type contracts (None: not known when typing)."""
+    if isinstance(axes, types.Omitted) or isinstance(axes, int):
+        return axes.value if isinstance(axes, types.Omitted) else axes
+    if isinstance(axes, types.IntegerLiteral):
+        return axes.literal_value
+    if isinstance(axes, types.Integer):
+        return None
+    if isinstance(axes, types.BaseTuple) and len(axes) == 2:
+        return 1 if isinstance(axes[0], types.Integer) else len(axes[0])
+    raise TypingError(f"tensordot: axes must be an int or a pair, not {axes}")
+
+
+def tensordot_spec(x, y, axes=2):
+    """The einsum subscripts of np.tensordot(x, y, axes) ('ab,bc->ac' for 2-D x, y and axes=1)."""
+    axa, axb = _tdot_axes(np.ndim(x), axes)
+    return _tdot_spec(np.ndim(x), np.ndim(y), axa, axb)
+
+
+@overload(tensordot_spec)
+def _ol_tensordot_spec(x, y, axes=2):
+    nx, ny = x.ndim, y.ndim
+    if isinstance(axes, types.Omitted) or isinstance(axes, int):
+        v = axes.value if isinstance(axes, types.Omitted) else axes
+        return lambda x, y, axes=2: _tdot_spec(nx, ny, np.arange(nx - v, nx), np.arange(v))
+    if isinstance(axes, types.Integer):
+        return lambda x, y, axes=2: _tdot_spec(nx, ny, np.arange(nx - axes, nx), np.arange(axes))
+    if isinstance(axes, types.BaseTuple) and len(axes) == 2:
+        return lambda x, y, axes=2: _tdot_spec(nx, ny, _side(axes[0]), _side(axes[1]))
+    raise TypingError(f"tensordot: axes must be an int or a pair, not {axes}")
+
+
+def tensordot_op(x, y, axes=2):
+    """np.tensordot(x, y, axes)."""
+    return np.tensordot(x, y, axes)
+
+
+@njit
+def _contracted(spec, x, y):
+    return _einsum(spec, x, y, np.zeros(0, np.int64), False, False)
+
+
+@overload(tensordot_op)
+def _ol_tensordot_op(x, y, axes=2):
+    if not (isinstance(x, types.Array) and isinstance(y, types.Array)):
+        raise TypingError("tensordot: arrays required")
+    k = _n_contracted(axes)
+    if k is None:
+        raise TypingError("tensordot: under numba `axes` must be a constant")
+    K = x.ndim + y.ndim - 2 * k
+    if K == 0:
+        return lambda x, y, axes=2: _contracted(tensordot_spec(x, y, axes), x, y)[0][0]
+
+    def impl(x, y, axes=2):
+        out, osh = _contracted(tensordot_spec(x, y, axes), x, y)
+        return out.reshape(to_fixed_tuple(osh, K))
+    return impl
+
+
+def inner_op(x, y):
+    """np.inner(x, y) for arrays of at least one dimension."""
+    return np.inner(x, y)
+
+
+@overload(inner_op)
+def _ol_inner_op(x, y):
+    if not (isinstance(x, types.Array) and isinstance(y, types.Array) and x.ndim > 0 and y.ndim > 0):
+        raise TypingError("inner: arrays of at least one dimension required")
+    K = x.ndim + y.ndim - 2
+    if K == 0:
+        return lambda x, y: _contracted(tensordot_spec(x, y, (-1, -1)), x, y)[0][0]
+
+    def impl(x, y):
+        out, osh = _contracted(tensordot_spec(x, y, (-1, -1)), x, y)
+        return out.reshape(to_fixed_tuple(osh, K))
+    return impl

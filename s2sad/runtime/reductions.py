@@ -1,3 +1,914 @@
-"""Runtime helpers for the reductions rules (plain Python, plus numba overloads)."""
+"""Runtime helpers for the reductions rules (plain Python, plus numba overloads).
 
-__all__: list[str] = []
+numba's reductions take at most an integer `axis` and no `keepdims`, and numba has no `axis` for
+np.prod/np.max/np.min/np.mean/np.var/np.std/np.diff: the `*_reduce` / `*_axis` stand-ins below take
+`axis` None, an int (negative too) or a tuple of ints, and `keepdims`. Under numba, `keepdims` fixes the
+result's rank, so it must be a constant (it is, in generated code).
+"""
+
+import numpy as np
+from numba import njit, types
+from numba.core.errors import TypingError
+from numba.extending import overload
+from numba.np.numpy_support import as_dtype
+from numba.np.unsafe.ndarray import to_fixed_tuple
+
+from s2sad.runtime.core import _gather, _is_none_type, _is_scalar_type
+
+__all__ = [
+    "sum_reduce",
+    "sum_expand",
+    "mean_reduce",
+    "reduce_count",
+    "prod_reduce",
+    "lone_zero",
+    "max_reduce",
+    "min_reduce",
+    "extremum_mask",
+    "center",
+    "var_reduce",
+    "std_reduce",
+    "cumsum_axis",
+    "cumsum_adjoint",
+    "cumprod_axis",
+    "first_zero",
+    "diff_axis",
+    "diff_adjoint",
+    "trace_adjoint",
+    "norm_op",
+    "norm_grad",
+    "norm_smooth",
+]
+
+SUM, PROD, MAX, MIN = 0, 1, 2, 3
+
+
+# ---------------------------------------------------------------------------
+# shared utilities: which axes a reduction removes
+# ---------------------------------------------------------------------------
+
+def _axes(ndim, axis):
+    """The sorted, non-negative axes that `axis` (None, an int or a tuple of ints) names."""
+    if axis is None:
+        return tuple(range(ndim))
+    out = []
+    for a in axis if isinstance(axis, (tuple, list)) else (axis,):
+        b = int(a) + ndim if a < 0 else int(a)
+        if b < 0 or b >= ndim or b in out:
+            raise ValueError(f"axis {axis} is out of range or repeated for {ndim} dimensions")
+        out.append(b)
+    return tuple(sorted(out))
+
+
+def _kept_shape(x, axis):
+    """x's shape with the reduced axes set to 1 (the `keepdims=True` shape)."""
+    red = _axes(x.ndim, axis)
+    return tuple(1 if i in red else n for i, n in enumerate(x.shape))
+
+
+def _red_flags(n, axis):
+    """Boolean array: True for each of the n axes that `axis` reduces (numba only)."""
+    raise NotImplementedError
+
+
+def _int_tuple_values(t):
+    """The values of a tuple type of integer literals, or None."""
+    if isinstance(t, types.BaseTuple) and all(isinstance(e, types.IntegerLiteral) for e in t):
+        return tuple(e.literal_value for e in t)
+    return None
+
+
+@njit
+def _flags(n, axes):
+    f = np.zeros(n, np.bool_)
+    for a in axes:
+        b = a + n if a < 0 else a
+        if b < 0 or b >= n or f[b]:
+            raise ValueError("axis out of range or repeated")
+        f[b] = True
+    return f
+
+
+@overload(_red_flags)
+def _ol_red_flags(n, axis):
+    if _is_none_type(axis):
+        return lambda n, axis: np.ones(n, np.bool_)
+    if isinstance(axis, types.Integer):
+        return lambda n, axis: _flags(n, (axis,))
+    values = _int_tuple_values(axis)
+    if values is not None:
+        return lambda n, axis: _flags(n, values)
+    if isinstance(axis, types.UniTuple) and isinstance(axis.dtype, types.Integer):
+        return lambda n, axis: _flags(n, axis)
+    raise TypingError(f"axis must be None, an int or a tuple of ints, not {axis}")
+
+
+def _n_reduced(axis, ndim):
+    """How many axes a numba `axis` type removes (typing time)."""
+    if _is_none_type(axis):
+        return ndim
+    if isinstance(axis, types.Integer):
+        return 1
+    if isinstance(axis, types.BaseTuple) and all(isinstance(e, types.Integer) for e in axis):
+        return len(axis)
+    raise TypingError(f"axis must be None, an int or a tuple of ints, not {axis}")
+
+
+def _literal_bool(t, what):
+    """The value of a constant bool argument type (typing time)."""
+    if t is None or isinstance(t, bool):
+        return bool(t)
+    if isinstance(t, types.Omitted):
+        return bool(t.value)
+    if isinstance(t, (types.BooleanLiteral, types.IntegerLiteral)):
+        return bool(t.literal_value)
+    raise TypingError(f"{what} must be a constant True/False under numba")
+
+
+@njit
+def _shape_arr(x):
+    out = np.empty(x.ndim, np.int64)
+    for i in range(x.ndim):
+        out[i] = x.shape[i]
+    return out
+
+
+@njit
+def _reduce_flat(xf, shape, red, op, out):
+    """out[j] = op over the entries i of xf (C-ordered, `shape`) whose kept indices flatten to j."""
+    nd = shape.size
+    sstr = np.zeros(nd, np.int64)
+    s = 1
+    for i in range(nd - 1, -1, -1):
+        if not red[i]:
+            sstr[i] = s
+            s *= shape[i]
+    seen = np.zeros(out.size, np.bool_)
+    idx = np.zeros(nd, np.int64)
+    off = 0
+    for k in range(xf.size):
+        v = xf[k]
+        if op == SUM:
+            out[off] += v
+        elif op == PROD:
+            out[off] *= v
+        elif not seen[off] or (v > out[off] if op == MAX else v < out[off]):
+            out[off] = v
+        seen[off] = True
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            off += sstr[d]
+            if idx[d] < shape[d]:
+                break
+            off -= sstr[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+@njit
+def _out_shape(shape, red, keep):
+    m = 0
+    for i in range(shape.size):
+        if keep or not red[i]:
+            m += 1
+    out = np.empty(m, np.int64)
+    j = 0
+    for i in range(shape.size):
+        if keep:
+            out[j] = 1 if red[i] else shape[i]
+            j += 1
+        elif not red[i]:
+            out[j] = shape[i]
+            j += 1
+    return out
+
+
+def _reduce_dtype(dtype, op):
+    """NumPy dtype of a sum/product/max/min of entries of numba dtype `dtype`."""
+    if isinstance(dtype, (types.Float, types.Complex)) or op in (MAX, MIN):
+        return as_dtype(dtype)
+    return np.dtype(np.int64)  # sums and products of ints and bools, as NumPy on 64-bit platforms
+
+
+@njit
+def _reduce(x, red, op, keep, out):
+    """Reduce x into `out` (flat, filled with the identity); return `out` and the result's shape."""
+    if x.size == 0 and (op == MAX or op == MIN):
+        raise ValueError("zero-size array to reduction operation which has no identity")
+    shape = _shape_arr(x)
+    _reduce_flat(np.ascontiguousarray(x).reshape(x.size), shape, red, op, out)
+    return out, _out_shape(shape, red, keep)
+
+
+@njit
+def _n_kept(x, red):
+    n = 1
+    for i in range(x.ndim):
+        if not red[i]:
+            n *= x.shape[i]
+    return n
+
+
+@njit
+def _groups(x, red):
+    """For each entry of x (C order), the flat index of the reduction result it belongs to; and their number."""
+    shape = _shape_arr(x)
+    nd = shape.size
+    sstr = np.zeros(nd, np.int64)
+    s = 1
+    for i in range(nd - 1, -1, -1):
+        if not red[i]:
+            sstr[i] = s
+            s *= shape[i]
+    grp = np.empty(x.size, np.int64)
+    idx = np.zeros(nd, np.int64)
+    off = 0
+    for k in range(x.size):
+        grp[k] = off
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            off += sstr[d]
+            if idx[d] < shape[d]:
+                break
+            off -= sstr[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+    return grp, s
+
+
+def _flat_of(v):
+    """numba only: v as a flat float64 array (a scalar gives one entry)."""
+    raise NotImplementedError
+
+
+@overload(_flat_of)
+def _ol_flat_of(v):
+    if _is_scalar_type(v):
+        return lambda v: np.full(1, np.float64(v))
+    return lambda v: np.ascontiguousarray(v).reshape(v.size).astype(np.float64)
+
+
+@njit
+def _flat(x):
+    return np.ascontiguousarray(x).reshape(x.size)
+
+
+@njit
+def _ext_mask(xf, of, grp, n):
+    """1/k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
+    count = np.zeros(n)
+    m = np.zeros(xf.size)
+    for k in range(xf.size):
+        if xf[k] == of[grp[k]]:
+            count[grp[k]] += 1.0
+            m[k] = 1.0
+    for k in range(xf.size):
+        if m[k] > 0.0:
+            m[k] /= count[grp[k]]
+    return m
+
+
+@njit
+def _lone_zero(xf, grp, n):
+    count = np.zeros(n, np.int64)
+    for k in range(xf.size):
+        if xf[k] == 0:
+            count[grp[k]] += 1
+    m = np.zeros(xf.size)
+    for k in range(xf.size):
+        if xf[k] == 0 and count[grp[k]] == 1:
+            m[k] = 1.0
+    return m
+
+
+@njit
+def _moments(xf, grp, n, ddof, root):
+    """Per group: the centred entries (flat, like xf) and the variance (or, root, the standard deviation)."""
+    total = np.zeros(n)
+    count = np.zeros(n)
+    for k in range(xf.size):
+        total[grp[k]] += xf[k]
+        count[grp[k]] += 1.0
+    c = np.empty(xf.size)
+    ss = np.zeros(n)
+    for k in range(xf.size):
+        c[k] = xf[k] - total[grp[k]] / count[grp[k]]
+        ss[grp[k]] += c[k] * c[k]
+    for j in range(n):
+        ss[j] /= count[j] - ddof
+        if root:
+            ss[j] = np.sqrt(ss[j])
+    return c, ss
+
+
+def _reduce_impl(op, x, axis, keepdims, name):
+    """The numba implementation of reduction `op` for these argument types."""
+    if _is_scalar_type(x):
+        return lambda x, axis=None, keepdims=False: x
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"{name}: unsupported type {x}")
+    keep = _literal_bool(keepdims, f"{name}: keepdims")
+    N = x.ndim
+    M = N if keep else N - _n_reduced(axis, N)
+    dt = _reduce_dtype(x.dtype, op)
+    init = 1 if op == PROD else 0
+
+    if M == 0:
+        def scalar(x, axis=None, keepdims=False):
+            red = _red_flags(N, axis)
+            return _reduce(x, red, op, keep, np.full(_n_kept(x, red), init, dt))[0][0]
+        return scalar
+
+    def impl(x, axis=None, keepdims=False):
+        red = _red_flags(N, axis)
+        out, oshape = _reduce(x, red, op, keep, np.full(_n_kept(x, red), init, dt))
+        return out.reshape(to_fixed_tuple(oshape, M))
+    return impl
+
+
+# ---------------------------------------------------------------------------
+# sums and means
+# ---------------------------------------------------------------------------
+
+def sum_reduce(x, axis=None, keepdims=False):
+    """np.sum(x, axis, keepdims=...) with axis None/int/tuple; a scalar is its own sum."""
+    if not isinstance(x, np.ndarray):
+        return x
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+@overload(sum_reduce)
+def _ol_sum_reduce(x, axis=None, keepdims=False):
+    if isinstance(x, types.Array) and x.ndim > 0 and not _literal_bool(keepdims, "sum_reduce: keepdims"):
+        if _is_none_type(axis):
+            return lambda x, axis=None, keepdims=False: np.sum(x)
+        if isinstance(axis, types.Integer):
+            return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
+    return _reduce_impl(SUM, x, axis, keepdims, "sum_reduce")
+
+
+def sum_expand(g, x, axis=None, keepdims=False):
+    """Adjoint of sum_reduce: `g` (shaped like the sum) copied back along the reduced axes, as a float array
+    shaped like `x` (a float for scalar `x`)."""
+    if not isinstance(x, np.ndarray):
+        return float(np.sum(g))
+    g = np.reshape(np.asarray(g, dtype=np.float64), _kept_shape(x, axis))
+    return np.broadcast_to(g, x.shape).astype(np.float64)
+
+
+@overload(sum_expand)
+def _ol_sum_expand(g, x, axis=None, keepdims=False):
+    if _is_scalar_type(x):
+        if _is_scalar_type(g):
+            return lambda g, x, axis=None, keepdims=False: np.float64(g)
+        return lambda g, x, axis=None, keepdims=False: np.float64(np.sum(g))
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"sum_expand: unsupported type {x}")
+    if _is_scalar_type(g):
+        return lambda g, x, axis=None, keepdims=False: np.full(x.shape, np.float64(g))
+    if not isinstance(g, types.Array):
+        raise TypingError(f"sum_expand: unsupported type {g}")
+    N = x.ndim
+
+    def impl(g, x, axis=None, keepdims=False):
+        red = _red_flags(N, axis)
+        shape = _shape_arr(x)
+        sstr = np.zeros(N, np.int64)
+        s = 1
+        for i in range(N - 1, -1, -1):
+            if not red[i]:
+                sstr[i] = s
+                s *= shape[i]
+        if s != g.size:
+            raise ValueError("sum_expand: g does not have the reduced shape")
+        out = np.empty(x.size, np.float64)
+        _gather(out, np.ascontiguousarray(g).reshape(g.size).astype(np.float64), shape, sstr)
+        return out.reshape(x.shape)
+    return impl
+
+
+def reduce_count(x, axis=None):
+    """How many entries of `x` each result of a reduction over `axis` combines, as a float."""
+    if not isinstance(x, np.ndarray):
+        return 1.0
+    return float(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]))
+
+
+@overload(reduce_count)
+def _ol_reduce_count(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: 1.0
+    N = x.ndim
+
+    def impl(x, axis=None):
+        red = _red_flags(N, axis)
+        n = 1.0
+        for i in range(N):
+            if red[i]:
+                n *= x.shape[i]
+        return n
+    return impl
+
+
+def mean_reduce(x, axis=None, keepdims=False):
+    """np.mean(x, axis, keepdims=...) with axis None/int/tuple; a scalar is its own mean."""
+    if not isinstance(x, np.ndarray):
+        return x
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+@overload(mean_reduce)
+def _ol_mean_reduce(x, axis=None, keepdims=False):
+    if _is_scalar_type(x):
+        return lambda x, axis=None, keepdims=False: x
+    return lambda x, axis=None, keepdims=False: sum_reduce(x, axis, keepdims) / reduce_count(x, axis)
+
+
+def center(x, axis=None):
+    """x minus its mean over `axis`. An orthogonal projection: its own adjoint."""
+    return x - sum_expand(mean_reduce(x, axis), x, axis)
+
+
+@overload(center)
+def _ol_center(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: 0.0
+    N = x.ndim
+
+    def impl(x, axis=None):
+        grp, n = _groups(x, _red_flags(N, axis))
+        return _moments(_flat(x), grp, n, 0, False)[0].reshape(x.shape)
+    return impl
+
+
+def var_reduce(x, axis=None, ddof=0, keepdims=False):
+    """np.var(x, axis, ddof=..., keepdims=...)."""
+    if not isinstance(x, np.ndarray):
+        return 0.0
+    return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+@njit
+def _moment(x, red, ddof, root, keep):
+    """Variance (or, root, standard deviation) of x over the `red` axes: (flat result, result shape)."""
+    grp, n = _groups(x, red)
+    return _moments(_flat(x), grp, n, ddof, root)[1], _out_shape(_shape_arr(x), red, keep)
+
+
+def _moment_impl(x, axis, keepdims, root, name):
+    if _is_scalar_type(x):
+        return lambda x, axis=None, ddof=0, keepdims=False: 0.0
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"{name}: unsupported type {x}")
+    keep = _literal_bool(keepdims, f"{name}: keepdims")
+    N = x.ndim
+    M = N if keep else N - _n_reduced(axis, N)
+    if M == 0:
+        return lambda x, axis=None, ddof=0, keepdims=False: _moment(x, _red_flags(N, axis), ddof, root, keep)[0][0]
+
+    def impl(x, axis=None, ddof=0, keepdims=False):
+        out, oshape = _moment(x, _red_flags(N, axis), ddof, root, keep)
+        return out.reshape(to_fixed_tuple(oshape, M))
+    return impl
+
+
+@overload(var_reduce)
+def _ol_var_reduce(x, axis=None, ddof=0, keepdims=False):
+    return _moment_impl(x, axis, keepdims, False, "var_reduce")
+
+
+def std_reduce(x, axis=None, ddof=0, keepdims=False):
+    """np.std(x, axis, ddof=..., keepdims=...)."""
+    if not isinstance(x, np.ndarray):
+        return 0.0
+    return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+@overload(std_reduce)
+def _ol_std_reduce(x, axis=None, ddof=0, keepdims=False):
+    return _moment_impl(x, axis, keepdims, True, "std_reduce")
+
+
+# ---------------------------------------------------------------------------
+# products, maxima and minima
+# ---------------------------------------------------------------------------
+
+def prod_reduce(x, axis=None, keepdims=False):
+    """np.prod(x, axis, keepdims=...) with axis None/int/tuple."""
+    if not isinstance(x, np.ndarray):
+        return x
+    return np.prod(x, axis=axis, keepdims=keepdims)
+
+
+@overload(prod_reduce)
+def _ol_prod_reduce(x, axis=None, keepdims=False):
+    return _reduce_impl(PROD, x, axis, keepdims, "prod_reduce")
+
+
+def lone_zero(x, axis=None):
+    """1.0 where an entry of `x` is the only zero among the entries a reduction over `axis` combines, else 0.0."""
+    zero = (x == 0) * 1.0
+    return zero * (sum_expand(sum_reduce(zero, axis), x, axis) == 1.0)
+
+
+@overload(lone_zero)
+def _ol_lone_zero(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: 1.0 if x == 0 else 0.0
+    N = x.ndim
+
+    def impl(x, axis=None):
+        grp, n = _groups(x, _red_flags(N, axis))
+        return _lone_zero(_flat(x), grp, n).reshape(x.shape)
+    return impl
+
+
+def max_reduce(x, axis=None, keepdims=False):
+    """np.max(x, axis, keepdims=...) with axis None/int/tuple."""
+    if not isinstance(x, np.ndarray):
+        return x
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+@overload(max_reduce)
+def _ol_max_reduce(x, axis=None, keepdims=False):
+    return _reduce_impl(MAX, x, axis, keepdims, "max_reduce")
+
+
+def min_reduce(x, axis=None, keepdims=False):
+    """np.min(x, axis, keepdims=...) with axis None/int/tuple."""
+    if not isinstance(x, np.ndarray):
+        return x
+    return np.min(x, axis=axis, keepdims=keepdims)
+
+
+@overload(min_reduce)
+def _ol_min_reduce(x, axis=None, keepdims=False):
+    return _reduce_impl(MIN, x, axis, keepdims, "min_reduce")
+
+
+def extremum_mask(x, out, axis=None, keepdims=False):
+    """d max/d x (or d min/d x) for `out` = the max (min) of `x` over `axis`: 1/k on each of the k entries
+    equal to the extremum (ties share the gradient equally), 0 elsewhere."""
+    hit = (x == sum_expand(out, x, axis, keepdims)) * 1.0
+    return hit / sum_expand(sum_reduce(hit, axis), x, axis)
+
+
+@overload(extremum_mask)
+def _ol_extremum_mask(x, out, axis=None, keepdims=False):
+    if _is_scalar_type(x):
+        return lambda x, out, axis=None, keepdims=False: 1.0 if x == out else 0.0
+    N = x.ndim
+
+    def impl(x, out, axis=None, keepdims=False):
+        grp, n = _groups(x, _red_flags(N, axis))
+        return _ext_mask(_flat(x), _flat_of(out), grp, n).reshape(x.shape)
+    return impl
+
+
+# ---------------------------------------------------------------------------
+# cumulative sums and products: along `axis`, or along the flattened array when axis is None
+# ---------------------------------------------------------------------------
+
+@njit
+def _split(shape, axis):
+    """(outer, n, inner) sizes viewing a C-ordered array as (before axis, along axis, after axis)."""
+    outer, inner = 1, 1
+    for i in range(axis):
+        outer *= shape[i]
+    for i in range(axis + 1, shape.size):
+        inner *= shape[i]
+    return outer, shape[axis], inner
+
+
+@njit
+def _cumulate(a3, op, reverse):
+    """In place, along the middle axis of a 3-D array: running sums (op SUM) or products (op PROD)."""
+    n = a3.shape[1]
+    for j in range(1, n):
+        k, prev = (n - 1 - j, n - j) if reverse else (j, j - 1)
+        if op == SUM:
+            a3[:, k, :] += a3[:, prev, :]
+        else:
+            a3[:, k, :] *= a3[:, prev, :]
+
+
+@njit
+def _cum_along(out, shape, axis, op, reverse):
+    """Cumulate `out` (C-contiguous, `shape`) in place along `axis`."""
+    a = axis + shape.size if axis < 0 else axis
+    if a < 0 or a >= shape.size:
+        raise ValueError("axis out of range")
+    _cumulate(out.reshape(_split(shape, a)), op, reverse)
+    return out
+
+
+def _cum_impl(op, x, axis, name):
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"{name}: unsupported type {x}")
+    dt = _reduce_dtype(x.dtype, op)
+    if _is_none_type(axis):
+        def flat(x, axis=None):
+            out = np.ascontiguousarray(x).reshape(x.size).astype(dt)
+            return _cum_along(out, _shape_arr(out), 0, op, False)
+        return flat
+    if not isinstance(axis, types.Integer):
+        raise TypingError(f"{name}: axis must be None or an int, not {axis}")
+    return lambda x, axis=None: _cum_along(np.ascontiguousarray(x).astype(dt), _shape_arr(x), axis, op, False)
+
+
+def cumsum_axis(x, axis=None):
+    """np.cumsum(x, axis)."""
+    return np.cumsum(x, axis=axis)
+
+
+@overload(cumsum_axis)
+def _ol_cumsum_axis(x, axis=None):
+    return _cum_impl(SUM, x, axis, "cumsum_axis")
+
+
+def cumsum_adjoint(g, x, axis=None):
+    """Adjoint of cumsum_axis: reverse cumulative sums of `g`, shaped like `x`."""
+    flip = (lambda a: a[::-1]) if axis is None else (lambda a: np.flip(a, axis))
+    return flip(np.cumsum(flip(np.asarray(g, dtype=np.float64)), axis=axis)).reshape(x.shape)
+
+
+@overload(cumsum_adjoint)
+def _ol_cumsum_adjoint(g, x, axis=None):
+    if not isinstance(g, types.Array) or g.ndim == 0:
+        raise TypingError(f"cumsum_adjoint: unsupported type {g}")
+    if _is_none_type(axis):
+        def flat(g, x, axis=None):
+            out = np.ascontiguousarray(g).reshape(g.size).astype(np.float64)
+            return _cum_along(out, _shape_arr(out), 0, SUM, True).reshape(x.shape)
+        return flat
+
+    def along(g, x, axis=None):
+        return _cum_along(np.ascontiguousarray(g).astype(np.float64), _shape_arr(g), axis, SUM, True).reshape(x.shape)
+    return along
+
+
+def cumprod_axis(x, axis=None):
+    """np.cumprod(x, axis)."""
+    return np.cumprod(x, axis=axis)
+
+
+@overload(cumprod_axis)
+def _ol_cumprod_axis(x, axis=None):
+    return _cum_impl(PROD, x, axis, "cumprod_axis")
+
+
+def first_zero(x, axis=None):
+    """1.0 at the first zero along `axis` (C order for None), else 0.0; x's shape."""
+    zero = x == 0
+    return (zero & (cumsum_axis(zero, axis).reshape(x.shape) == 1)) * 1.0
+
+
+@njit
+def _first_zero(x3):
+    m = np.zeros(x3.shape)
+    for o in range(x3.shape[0]):
+        for i in range(x3.shape[2]):
+            for j in range(x3.shape[1]):
+                if x3[o, j, i] == 0:
+                    m[o, j, i] = 1.0
+                    break
+    return m
+
+
+@overload(first_zero)
+def _ol_first_zero(x, axis=None):
+    if _is_none_type(axis):
+        return lambda x, axis=None: _first_zero(_flat(x).reshape((1, x.size, 1))).reshape(x.shape)
+    N = x.ndim
+
+    def impl(x, axis=None):
+        a = axis + N if axis < 0 else axis
+        if a < 0 or a >= N:
+            raise ValueError("axis out of range")
+        return _first_zero(np.ascontiguousarray(x).reshape(_split(_shape_arr(x), a))).reshape(x.shape)
+    return impl
+
+
+# ---------------------------------------------------------------------------
+# differences and traces
+# ---------------------------------------------------------------------------
+
+def diff_axis(x, n=1, axis=-1):
+    """np.diff(x, n, axis)."""
+    return np.diff(x, n=n, axis=axis)
+
+
+@njit
+def _diff_once(a3, transpose):
+    """np.diff along the middle axis of a 3-D array, or (transpose) the adjoint of one."""
+    outer, m, inner = a3.shape
+    out = np.zeros((outer, m + 1 if transpose else m - 1, inner), a3.dtype)
+    if transpose:
+        out[:, :m, :] -= a3
+        out[:, 1:, :] += a3
+    else:
+        out[:, :, :] = a3[:, 1:, :] - a3[:, :-1, :]
+    return out
+
+
+@njit
+def _diff_apply(x, n, axis, transpose):
+    """np.diff (or, transpose, its adjoint) n times along `axis` of C-contiguous x: (3-D result, result shape)."""
+    if n < 0:
+        raise ValueError("order must be non-negative")
+    shape = _shape_arr(x)
+    a = axis + shape.size if axis < 0 else axis
+    if a < 0 or a >= shape.size:
+        raise ValueError("axis out of range")
+    a3 = x.reshape(_split(shape, a))
+    for _ in range(n):
+        a3 = _diff_once(a3, transpose)
+    shape[a] = a3.shape[1]
+    return a3, shape
+
+
+@overload(diff_axis)
+def _ol_diff_axis(x, n=1, axis=-1):
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"diff_axis: unsupported type {x}")
+    N, dt = x.ndim, _reduce_dtype(x.dtype, SUM)
+
+    def impl(x, n=1, axis=-1):
+        a3, shape = _diff_apply(np.ascontiguousarray(x).astype(dt), n, axis, False)
+        return a3.reshape(to_fixed_tuple(shape, N))
+    return impl
+
+
+def diff_adjoint(g, x, n=1, axis=-1):
+    """Adjoint of diff_axis(x, n, axis): the transposed difference applied n times to `g`; x's shape."""
+    g = np.moveaxis(np.asarray(g, dtype=np.float64), axis, -1)
+    for _ in range(n):
+        r = np.zeros(g.shape[:-1] + (g.shape[-1] + 1,))
+        r[..., :-1] -= g
+        r[..., 1:] += g
+        g = r
+    return np.moveaxis(g, -1, axis).reshape(x.shape)
+
+
+@overload(diff_adjoint)
+def _ol_diff_adjoint(g, x, n=1, axis=-1):
+    if not isinstance(g, types.Array) or g.ndim == 0:
+        raise TypingError(f"diff_adjoint: unsupported type {g}")
+
+    def impl(g, x, n=1, axis=-1):
+        a3, shape = _diff_apply(np.ascontiguousarray(g).astype(np.float64), n, axis, True)
+        return a3.reshape(x.shape)
+    return impl
+
+
+def trace_adjoint(g, x, offset=0):
+    """Adjoint of np.trace(x, offset) for 2-D x: `g` on that diagonal, zeros elsewhere."""
+    return np.eye(x.shape[0], x.shape[1], offset) * g
+
+
+@overload(trace_adjoint)
+def _ol_trace_adjoint(g, x, offset=0):
+    return trace_adjoint
+
+
+# ---------------------------------------------------------------------------
+# np.linalg.norm: vector norms (ord None, 2, 1, inf; axis None or int) and the Frobenius norm
+# ---------------------------------------------------------------------------
+
+EUCLID, TAXICAB, MAXABS = 2, 1, -1
+
+
+def _norm_kind(x, ord, axis):
+    """Which norm np.linalg.norm(x, ord, axis) computes: EUCLID (2-norm of the entries), TAXICAB or MAXABS."""
+    ndim = np.ndim(x)
+    vector = isinstance(axis, int) or (axis is None and ndim == 1)
+    matrix = (axis is None and ndim == 2) or (isinstance(axis, tuple) and len(axis) == 2)
+    if ord is None or (ord == "fro" and matrix) or (vector and not isinstance(ord, str) and ord == 2):
+        return EUCLID
+    if vector and not isinstance(ord, str) and ord == 1:
+        return TAXICAB
+    if vector and not isinstance(ord, str) and ord == np.inf:
+        return MAXABS
+    raise NotImplementedError(f"s2sad differentiates np.linalg.norm with ord None, 2, 1 or inf for vectors "
+                              f"and ord None or 'fro' for matrices, not ord={ord!r} here")
+
+
+@overload(_norm_kind)
+def _ol_norm_kind(x, ord, axis):
+    ndim = x.ndim if isinstance(x, types.Array) else 0
+    vector = isinstance(axis, types.Integer) or (_is_none_type(axis) and ndim == 1)
+    matrix = (_is_none_type(axis) and ndim == 2) or (isinstance(axis, types.BaseTuple) and len(axis) == 2)
+    if _is_none_type(ord):
+        return lambda x, ord, axis: EUCLID
+    if isinstance(ord, (types.UnicodeType, types.StringLiteral)):
+        def by_name(x, ord, axis):
+            if ord == "fro" and matrix:
+                return EUCLID
+            raise NotImplementedError("s2sad differentiates np.linalg.norm(x, 'fro') for matrices only")
+        return by_name
+    if isinstance(ord, types.Number):
+        def by_number(x, ord, axis):
+            if vector and ord == 2:
+                return EUCLID
+            if vector and ord == 1:
+                return TAXICAB
+            if vector and ord == np.inf:
+                return MAXABS
+            raise NotImplementedError("s2sad differentiates np.linalg.norm with ord None, 2, 1 or inf for "
+                                      "vectors and ord None or 'fro' for matrices")
+        return by_number
+    raise TypingError(f"np.linalg.norm: unsupported ord type {ord}")
+
+
+def norm_op(x, ord=None, axis=None, keepdims=False):
+    """np.linalg.norm(x, ord, axis, keepdims) for the norms s2sad differentiates."""
+    _norm_kind(x, ord, axis)
+    return np.linalg.norm(x, ord, axis, keepdims)
+
+
+@njit
+def _norm_terms(xf, kind):
+    """x*x (2-norm) or |x| (1-norm, max-norm), flat float64."""
+    out = np.empty(xf.size)
+    for k in range(xf.size):
+        out[k] = xf[k] * xf[k] if kind == EUCLID else abs(xf[k])
+    return out
+
+
+@njit
+def _norm(x, kind, red, keep):
+    terms = _norm_terms(_flat(x), kind).reshape(x.shape)
+    out, oshape = _reduce(terms, red, MAX if kind == MAXABS else SUM, keep, np.zeros(_n_kept(x, red)))
+    if kind == EUCLID:
+        for j in range(out.size):
+            out[j] = np.sqrt(out[j])
+    return out, oshape
+
+
+@overload(norm_op)
+def _ol_norm_op(x, ord=None, axis=None, keepdims=False):
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"np.linalg.norm: unsupported type {x}")
+    keep = _literal_bool(keepdims, "np.linalg.norm: keepdims")
+    N = x.ndim
+    M = N if keep else N - _n_reduced(axis, N)
+    if M == 0:
+        return lambda x, ord=None, axis=None, keepdims=False: \
+            _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep)[0][0]
+
+    def impl(x, ord=None, axis=None, keepdims=False):
+        out, oshape = _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep)
+        return out.reshape(to_fixed_tuple(oshape, M))
+    return impl
+
+
+def norm_grad(x, norm, ord=None, axis=None, keepdims=False):
+    """d norm / d x, shaped like x, given `norm` = norm_op(x, ord, axis, keepdims). For ord=inf, ties
+    share the gradient equally (see extremum_mask)."""
+    kind = _norm_kind(x, ord, axis)
+    if kind == EUCLID:
+        return x / sum_expand(norm, x, axis, keepdims)
+    if kind == TAXICAB:
+        return np.sign(x) * 1.0
+    return np.sign(x) * extremum_mask(np.abs(x), norm, axis, keepdims)
+
+
+@njit
+def _norm_grad(xf, nf, grp, n, kind):
+    out = np.empty(xf.size)
+    if kind == MAXABS:
+        mask = _ext_mask(np.abs(xf), nf, grp, n)
+    for k in range(xf.size):
+        if kind == EUCLID:
+            out[k] = xf[k] / nf[grp[k]]
+        elif kind == TAXICAB:
+            out[k] = np.sign(xf[k])
+        else:
+            out[k] = np.sign(xf[k]) * mask[k]
+    return out
+
+
+@overload(norm_grad)
+def _ol_norm_grad(x, norm, ord=None, axis=None, keepdims=False):
+    if not isinstance(x, types.Array) or x.ndim == 0:
+        raise TypingError(f"norm_grad: unsupported type {x}")
+    N = x.ndim
+
+    def impl(x, norm, ord=None, axis=None, keepdims=False):
+        kind = _norm_kind(x, ord, axis)
+        grp, n = _groups(x, _red_flags(N, axis))
+        return _norm_grad(_flat(x), _flat_of(norm), grp, n, kind).reshape(x.shape)
+    return impl
+
+
+def norm_smooth(x, ord=None, axis=None):
+    """1.0 for the norms with a nonzero second derivative (the 2-norm and Frobenius norm), else 0.0."""
+    return 1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0
+
+
+@overload(norm_smooth)
+def _ol_norm_smooth(x, ord=None, axis=None):
+    return norm_smooth
