@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import sys
 import types
+from pathlib import Path
 
 from s2sad.cache import cache_dir, ensure_file
 from s2sad.runtime import PythonTape
@@ -14,11 +16,24 @@ BACKENDS = ("numba", "python")
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
 
 
-def module_name(source: str, stem: str) -> str:
-    from s2sad import __version__
-    from s2sad.rules.registry import RULES_VERSION
+@functools.lru_cache(maxsize=1)
+def toolchain_digest() -> str:
+    """A hash of what compiled generated code depends on besides its text: the runtime helpers
+    (numba overloads), the rules, and the versions of s2sad and numba. Part of every module's
+    name, so editing a helper never reuses stale compiled code from the disk cache."""
+    import numba
 
-    digest = hashlib.sha256(f"{__version__}\n{RULES_VERSION}\n{source}".encode()).hexdigest()[:20]
+    from s2sad import __version__
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256(f"{__version__}\n{numba.__version__}\n".encode())
+    for path in sorted([*(root / "runtime").glob("*.py"), *(root / "rules").glob("*.py")]):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def module_name(source: str, stem: str) -> str:
+    digest = hashlib.sha256(f"{toolchain_digest()}\n{source}".encode()).hexdigest()[:20]
     return f"s2sad_gen_{stem}_{digest}"
 
 
