@@ -1,4 +1,5 @@
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -7,6 +8,8 @@ import pytest
 # Generated modules and numba's compiled code go to one cache shared by the whole run (and by
 # later runs on the same checkout), never to the user's own cache.
 os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
+# When the run began (xdist workers inherit it from the controller): test_zz_closure re-reads what was generated since.
+os.environ.setdefault("S2SAD_TEST_RUN_START", str(time.time() - 1.0))
 
 BACKENDS = ["python", "numba"]
 

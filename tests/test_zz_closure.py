@@ -1,23 +1,28 @@
 """Closure: every module the test suite generated is itself valid s2sad input.
 
-Runs last (pytest orders files by name): it re-reads each generated file this test process
-loaded and lowers every function in it through the frontend and
+Runs last (pytest collects files by name, and xdist schedules tests in collection order): it
+re-reads each generated file of the run and lowers every function in it through the frontend and
 normalize, then generates its forward-mode code, exactly as `jvp(grad(f))` would.
 """
 
 import importlib.util
 import inspect
+import os
 from pathlib import Path
 
 import s2sad
 from s2sad import backend
+from s2sad.cache import cache_dir
 from s2sad.analyze import analyze_forward
 from s2sad.codegen.forward import ForwardGen
 from s2sad.normalize import normalize
 
 def _generated_files():
-    """The files behind every module this test process generated and loaded."""
-    return sorted({Path(m.__file__) for m in backend._LOADED.values() if Path(m.__file__).name.startswith("s2sad_gen_")})
+    """Every module this test run generated: loaded by this process, or written by any worker since the run began."""
+    loaded = {Path(m.__file__) for m in backend._LOADED.values()}
+    start = float(os.environ.get("S2SAD_TEST_RUN_START", "inf"))
+    written = {p for p in cache_dir().glob("s2sad_gen_*.py") if p.stat().st_mtime >= start}
+    return sorted(p for p in loaded | written if p.name.startswith("s2sad_gen_"))
 
 
 def _functions(path: Path):
