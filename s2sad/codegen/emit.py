@@ -92,7 +92,8 @@ def prim_text(p: Prim) -> str:
     if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
         return f"{atom(p.args[0])}.{rule.name}"
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]
-    return f"{rule.print_as or p.spelled or rule.spelled}({', '.join(args)})"
+    plain = rule.print_plain and p.spelled and len(p.args) == 1 and not p.kwargs
+    return f"{(p.spelled if plain else rule.print_as) or p.spelled or rule.spelled}({', '.join(args)})"
 
 
 class _Rename(cst.CSTTransformer):

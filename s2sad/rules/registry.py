@@ -59,6 +59,7 @@ class Rule:
     checks: tuple = ()
     spelled: str | None = None  # default name in generated code (first registered object)
     print_as: str | None = None  # a runtime stand-in generated code calls instead (numba lacks the original)
+    print_plain: bool = False  # ...except for a plain one-operand call, which numba has (np.sum(x))
     tangent: Callable | None = None  # forward-mode template; None: the adjoint (elementwise rules)
     tangent_error: str | None = None  # why this rule has no forward mode (custom_vjp)
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
@@ -171,7 +172,7 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
-            tangent=None):
+            tangent=None, print_plain=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it.
@@ -179,7 +180,7 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
 
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, tuple(checks),
-                    print_as=print_as, tangent=tangent)
+                    print_as=print_as, tangent=tangent, print_plain=print_plain)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         return register(rule, *objects)
