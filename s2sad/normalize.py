@@ -921,6 +921,12 @@ class Lowerer:
             return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
         if fn in SEQUENCE_CALLS:
             return self.sequence_call(node, fn, out, target)
+        if fn is np.linalg.slogdet:  # a tuple-valued primitive: two primitives, paired statically
+            if len(node.args) != 1 or node.args[0].keyword is not None:
+                raise self.err(node, "np.linalg.slogdet takes one matrix")
+            a = self.expr(node.args[0].value, out)
+            return (self.prim(out, "slogdet_sign", (a,), hint="sign"),
+                    self.prim(out, "logabsdet", (a,), hint="logdet"))
         found = rules.lookup_object(fn)
         if found is not None:
             if any(a.star for a in node.args):

@@ -71,3 +71,11 @@ def gaussian_log_density(L_raw, mu, x):
     for i in range(n):
         log_det += 2.0 * np.log(L[i, i])
     return -0.5 * (z @ z) - 0.5 * log_det - 0.5 * n * np.log(2.0 * np.pi)
+
+
+def gaussian_log_density_slogdet(M, mu, x):
+    n = x.shape[0]
+    cov = M @ M.T + n * np.eye(n)
+    sign, log_det = np.linalg.slogdet(cov)
+    r = x - mu
+    return -0.5 * (r @ np.linalg.solve(cov, r)) - 0.5 * sign * log_det

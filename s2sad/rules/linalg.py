@@ -8,9 +8,9 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (einsum_into, einsum_op, einsum_swap, inner_op, matmul_adjoint_a, matmul_adjoint_b,
-                           matrix_t, sum_reduce, sym_lower, tensordot_op, tensordot_spec, tril_half, unbroadcast,
-                           vdot_flat)
+from s2sad.runtime import (einsum_into, einsum_op, einsum_swap, inner_op, logabsdet, matmul_adjoint_a,
+                           matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower, tensordot_op,
+                           tensordot_spec, tril_half, unbroadcast, vdot_flat)
 
 MATRIX = ((2, 3),)
 SQUARE = ((3, 3),)
@@ -154,6 +154,20 @@ def det_tangent(g, out, x):
          checks=[Check("np.linalg.det(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("np.linalg.det(a)", "spd", SQUARE)])
 def det(g, out, x):
     return (unbroadcast(g, out) * out * matrix_t(np.linalg.inv(x)),)
+
+
+def logabsdet_tangent(g, out, x):
+    return (np.trace(np.linalg.solve(x, g)),)
+
+
+# d log|det x| / dx = inv(x)^T; np.linalg.slogdet(x) is lowered to (slogdet_sign(x), logabsdet(x)).
+@defrule(logabsdet, name="logabsdet", elementwise=False, cheap=False, tangent=logabsdet_tangent,
+         checks=[Check("logabsdet(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("logabsdet(a)", "spd", SQUARE)])
+def logabsdet_rule(g, out, x):
+    return (unbroadcast(g, out) * matrix_t(np.linalg.inv(x)),)
+
+
+nondiff(slogdet_sign, name="slogdet_sign")
 
 
 def cholesky_tangent(g, out, x):

@@ -19,6 +19,8 @@ from s2sad.runtime.core import _is_none_type, _is_scalar_type
 from s2sad.runtime.reductions import _int_tuple_values, _shape_arr
 
 __all__ = [
+    "logabsdet",
+    "slogdet_sign",
     "matrix_t",
     "tril_half",
     "sym_lower",
@@ -469,3 +471,23 @@ def _ol_inner_op(x, y):
         out, osh = _contracted(tensordot_spec(x, y, (-1, -1)), x, y)
         return out.reshape(to_fixed_tuple(osh, K))
     return impl
+
+
+def logabsdet(a):
+    """log|det(a)|: the second half of np.linalg.slogdet (the frontend splits slogdet in two)."""
+    return np.linalg.slogdet(a)[1]
+
+
+@overload(logabsdet)
+def _ol_logabsdet(a):
+    return lambda a: np.linalg.slogdet(a)[1]
+
+
+def slogdet_sign(a):
+    """The sign of det(a): the first half of np.linalg.slogdet."""
+    return np.linalg.slogdet(a)[0]
+
+
+@overload(slogdet_sign)
+def _ol_slogdet_sign(a):
+    return lambda a: np.linalg.slogdet(a)[0]
