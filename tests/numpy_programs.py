@@ -79,3 +79,10 @@ def gaussian_log_density_slogdet(M, mu, x):
     sign, log_det = np.linalg.slogdet(cov)
     r = x - mu
     return -0.5 * (r @ np.linalg.solve(cov, r)) - 0.5 * sign * log_det
+
+
+def scatter_writes(x, idx):
+    y = np.zeros(4)
+    y[idx] = x * 2.0
+    y[idx] += np.sin(x)
+    return np.sum(y ** 2)

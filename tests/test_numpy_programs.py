@@ -18,6 +18,7 @@ CASES = [
     ("softmax_cross_entropy", (R.normal(size=(3, 4)), R.normal(size=(5, 3)), np.eye(4)[[0, 3, 1, 1, 2]]), 1),
     ("least_squares", (R.normal(size=(6, 3)), R.normal(size=6), 0.3), 1),
     ("gaussian_log_density", (R.normal(size=(3, 3)), R.normal(size=3), R.normal(size=3)), 1),
+    ("scatter_writes", (R.normal(size=5), np.array([0, 3, 0, 1, 3])), 2),  # repeated indices: the last write wins
     ("gaussian_log_density_slogdet", (R.normal(size=(3, 3)), R.normal(size=3), R.normal(size=3)), 1),
 ]
 

@@ -245,12 +245,14 @@ class ReverseGen:
         if a.has_adjoint(s):
             slot = f"{self.bar(s.base)}[{index_text(s.index)}]"
             v = s.value
-            if isinstance(v, Var) and v.name in a.active:
+            read = f"mask_last({slot}, {index_text(s.index)})" if a.fancy(s.index) else slot
+            if isinstance(v, Var) and v.name in a.active:  # repeated indices: only the last write counts
+                slot = read
                 if v.name in a.direct:
                     w.line(f"{self.bar(v.name)} = copy_adj({slot})")
                 else:
                     w.line(f"{self.bar(v.name)} += unbroadcast({slot}, {self.bar(v.name)})")
-            w.line(f"{slot} = 0.0")
+            w.line(f"{self.bar(s.base)}[{index_text(s.index)}] = 0.0")
         if s.base in a.needed:
             fill = a.store_fill.get(id(s))
             w.line(f"{target} = {self.tapes[id(s)]}.pop()" if fill is None else f"{target} = {const_text(fill)}")

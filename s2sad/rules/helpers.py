@@ -10,8 +10,8 @@ from numba.typed import List
 
 from s2sad.rules.registry import Check, alias, defrule, nondiff
 from s2sad.runtime import (PythonTape, add_at, batch_empty, broadcast_like, copy_adj, hstack_axis, index_array,
-                           matmul_adjoint_a, matmul_adjoint_b, matmul_like, mean_adjoint, mean_axis, range_last,
-                           restore, sum_adjoint, sum_axis, unbroadcast, zeros_like_adj)
+                           mask_last, matmul_adjoint_a, matmul_adjoint_b, matmul_like, mean_adjoint, mean_axis,
+                           range_last, restore, sum_adjoint, sum_axis, unbroadcast, zeros_like_adj)
 
 BROADCAST = (((2, 3), (3,)), ((2, 3), (2, 3)), ((3,), ()), ((), ()), ((2, 3), (1, 3)))
 REDUCED = (((), (2, 3)), ((), (3,)), ((), ()))
@@ -120,6 +120,16 @@ def add_at_tangent(g, out, a, idx, v):
                  Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,))))])
 def add_at_rule(g, out, a, idx, v):
     return g, None, unbroadcast(g[idx], v)
+
+
+def mask_last_tangent(g, out, x, idx):
+    return mask_last(g, idx), None
+
+
+@defrule(mask_last, name="mask_last", elementwise=False, tangent=mask_last_tangent,
+         checks=[Check("mask_last(a, index_array((0, 2, 0)))", shapes=((3,), (3, 2)))])
+def mask_last_rule(g, out, x, idx):  # a 0/1 mask: its own transpose
+    return mask_last(g, idx), None
 
 
 alias("mean", mean_axis)

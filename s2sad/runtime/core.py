@@ -32,6 +32,7 @@ __all__ = [
     "index_array",
     "hstack_axis",
     "batch_empty",
+    "mask_last",
     "matmul_like",
 ]
 
@@ -580,3 +581,37 @@ def _ol_batch_empty(n, like):
     if _is_scalar_type(like):
         return lambda n, like: np.empty(n)
     return lambda n, like: np.empty((n,) + like.shape)
+
+
+def mask_last(g, idx):
+    """`g` (rows taken at `idx`) with the rows of all but the last occurrence of each index zeroed.
+
+    NumPy's `y[idx] = v` keeps the last write of a repeated index; the others have no effect,
+    so their adjoint is zero.
+    """
+    if np.ndim(idx) == 0:
+        return g
+    out = np.array(g, dtype=np.float64)
+    seen = set()
+    for k in range(len(idx) - 1, -1, -1):
+        if idx[k] in seen:
+            out[k] = 0.0
+        seen.add(idx[k])
+    return out
+
+
+@overload(mask_last)
+def _ol_mask_last(g, idx):
+    if isinstance(idx, types.Integer):
+        return lambda g, idx: g
+
+    def impl(g, idx):
+        out = g.astype(np.float64)
+        n = idx.shape[0]
+        for k in range(n):
+            for j in range(k + 1, n):
+                if idx[j] == idx[k]:
+                    out[k] = 0.0
+                    break
+        return out
+    return impl
