@@ -282,6 +282,18 @@ def bench_overhead(calls: int, batches: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def machine() -> str:
+    """One line: CPU model, core count, Python, numpy and numba versions (for the other benchmarks)."""
+    cpu = platform.processor()
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), cpu)
+    except OSError:
+        pass
+    return (f"{cpu or 'unknown'} ({platform.machine()}), os.cpu_count() = {os.cpu_count()}, "
+            f"Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
+
+
 def machine_description() -> list[tuple[str, str]]:
     cpu = platform.processor()
     try:

@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 import s2sad
-from bench_core import fmt_time, measure  # the same timing method as the core benchmarks
+from bench_core import fmt_time, machine, measure  # the same timing method as the core benchmarks
 
 N = 100
 
@@ -84,17 +84,6 @@ def check(what: str, got, want, rtol: float, atol: float) -> None:
         err = np.max(np.abs(got - want)) if np.shape(got) == np.shape(want) else f"shape {np.shape(got)}"
         sys.exit(f"\n*** HESSIAN MISMATCH in {what}: max abs diff {err} (rtol {rtol}, atol {atol}). "
                  "Not timing a wrong Hessian. ***")
-
-
-def machine() -> str:
-    cpu = platform.processor()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), cpu)
-    except OSError:
-        pass
-    return (f"{cpu or 'unknown'} ({platform.machine()}), os.cpu_count() = {os.cpu_count()}, "
-            f"Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
 
 
 def bench(name: str, fn, x, repeat: int, hand=None) -> list[str]:

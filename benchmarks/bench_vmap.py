@@ -35,7 +35,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 import s2sad  # noqa: E402
-from bench_core import fmt_time, measure  # noqa: E402  (the same timing method as the core benchmarks)
+from bench_core import fmt_time, machine, measure  # noqa: E402  (the same timing method as the core benchmarks)
 
 D = 100
 
@@ -83,17 +83,6 @@ def jax_grads():
 
     f = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1)), in_axes=(None, None, 0, 0)))
     return lambda *args: jax.block_until_ready(f(*args))
-
-
-def machine() -> str:
-    cpu = platform.processor()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), cpu)
-    except OSError:
-        pass
-    return (f"{cpu or 'unknown'} ({platform.machine()}), os.cpu_count() = {os.cpu_count()}, "
-            f"Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
 
 
 def main(argv=None) -> None:
