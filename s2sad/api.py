@@ -509,8 +509,10 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
         rev, flat = rev0.specialize(rev0.bind(args, kwargs))
         rev.check(flat)
         leaves = rev.flat_argnums
-        gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
-        J = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=backend)(*flat)
+        if "hessian" not in rev._compiled:  # made once per structure: codegen must not run on every call
+            gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
+            rev._compiled["hessian"] = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=backend)
+        J = rev._compiled["hessian"](*flat)
         if len(leaves) == 1:
             J = ((J,),)
         rows = [_arrange(rev, list(row)) for row in J]
