@@ -5,15 +5,24 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import linecache
+import os
+import pickle
 import sys
+import threading
 import types
+import warnings
 from pathlib import Path
 
-from s2sad.cache import cache_dir, ensure_file
+from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
+CACHE_FORMAT = 2  # part of every module name: bump it when the files' layout changes, so old ones are never read
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
+_LOCK = threading.RLock()  # one import and one jit per module, however many threads ask at once
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,7 +35,7 @@ def toolchain_digest() -> str:
     from s2sad import __version__
 
     root = Path(__file__).resolve().parent
-    h = hashlib.sha256(f"{__version__}\n{numba.__version__}\n".encode())
+    h = hashlib.sha256(f"{__version__}\n{numba.__version__}\n{CACHE_FORMAT}\n".encode())
     for path in sorted([*(root / "runtime").glob("*.py"), *(root / "rules").glob("*.py")]):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
@@ -38,39 +47,64 @@ def module_name(source: str, stem: str) -> str:
 
 
 def load_module(source: str, stem: str, backend: str) -> types.ModuleType:
-    """Import `source` from a file in the cache dir (named by its hash, so never stale)."""
+    """Import `source`, written to a file in the cache dir named by its hash (so never stale).
+
+    Thread-safe: concurrent first calls get the same module. The code always comes from `source`
+    itself, never from the file (nor a .pyc), so a damaged file can only cost a rewrite."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     name = module_name(source, stem)
     key = (name, backend)
-    if key in _LOADED:
+    with _LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = _import(name, source, backend)
         return _LOADED[key]
-    path = cache_dir() / f"{name}.py"
-    ensure_file(path, source)
+
+
+def _import(name: str, source: str, backend: str) -> types.ModuleType:
+    path = _source_file(name, source)
     if backend == "python":
         module = types.ModuleType(name + "_py")
         module.__file__ = str(path)
-        exec(compile(source, str(path), "exec"), module.__dict__)
-        module.List = PythonTape  # tapes as plain lists when running uncompiled
     else:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
+        module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
         sys.modules[name] = module  # before exec: numba's cache locates functions through it
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
+    try:
+        exec(compile(source, str(path), "exec"), module.__dict__)
+    except BaseException:
+        if backend == "numba":
             del sys.modules[name]
-            raise
-    _LOADED[key] = module
+        raise
+    if backend == "python":
+        module.List = PythonTape  # tapes as plain lists when running uncompiled
     return module
+
+
+def _source_file(name: str, source: str) -> Path:
+    """Where `source` lives: a file in the cache dir, or (no usable cache dir) a name only in memory.
+
+    Either way linecache holds its lines, so the frontend can read it back (grad of grad) even if
+    another process clears the cache meanwhile."""
+    folder = cache_dir()
+    if folder is not None:
+        try:
+            ensure_file(folder / f"{name}.py", source)
+        except OSError as exc:
+            mark_unusable(folder, exc)
+            folder = None
+    path = folder / f"{name}.py" if folder is not None else Path(f"<s2sad-memory>/{name}.py")
+    lines = source.splitlines(keepends=True)
+    linecache.cache[str(path)] = (len(source), None, lines, str(path))  # mtime None: never re-read from disk
+    return path
 
 
 def compile_function(source: str, stem: str, func: str, backend: str):
     """The function `func` defined in `source`, compiled for `backend`."""
-    module = load_module(source, stem, backend)
-    if backend == "numba" and module.__name__ not in _JITTED:
-        _jit_module(module)
-    return getattr(module, func)
+    with _LOCK:
+        module = load_module(source, stem, backend)
+        if backend == "numba" and module.__name__ not in _JITTED:
+            _jit_module(module)
+        return getattr(module, func)
 
 
 _JITTED: set[str] = set()
@@ -80,8 +114,88 @@ def _jit_module(module: types.ModuleType) -> None:
     """Replace every function the module defines by its numba dispatcher, so they can call each other."""
     import numba
 
+    on_disk = Path(module.__file__).is_file()
     for name, obj in list(vars(module).items()):
         if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
             parallel = "prange" in obj.__code__.co_names  # a vmap batch loop for target="parallel"
-            setattr(module, name, numba.njit(cache=True, parallel=parallel)(obj))
+            dispatcher = numba.njit(parallel=parallel)(obj)
+            if on_disk:
+                _enable_disk_cache(dispatcher)
+            setattr(module, name, dispatcher)
     _JITTED.add(module.__name__)
+
+
+def _enable_disk_cache(dispatcher) -> None:
+    """`cache=True`, with numba's files checked by a hash before they are loaded."""
+    try:
+        dispatcher._cache = _CheckedFunctionCache(dispatcher.py_func)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: numba found no writable place for it
+        mark_unusable(Path(dispatcher.py_func.__code__.co_filename).parent, exc)
+
+
+class _DamagedCacheFile(ValueError):
+    pass
+
+
+def _verified(raw: bytes, path: str) -> bytes:
+    digest, payload = raw[:32], raw[32:]
+    if hashlib.sha256(payload).digest() != digest:
+        raise _DamagedCacheFile(f"{path}: checksum mismatch (truncated or overwritten)")
+    return payload
+
+
+class _CheckedCacheFile(IndexDataCacheFile):
+    """numba's index and data files, each payload preceded by its SHA-256: damage is detected, never loaded."""
+
+    def _dump(self, obj) -> bytes:
+        payload = super()._dump(obj)
+        return hashlib.sha256(payload).digest() + payload
+
+    def _load_index(self) -> dict:
+        try:
+            with open(self._index_path, "rb") as f:
+                version = pickle.load(f)
+                raw = f.read()
+        except FileNotFoundError:
+            return {}
+        if version != self._version:
+            return {}
+        stamp, overloads = pickle.loads(_verified(raw, self._index_path))
+        return overloads if stamp == self._source_stamp else {}
+
+    def _load_data(self, name: str):
+        path = self._data_path(name)
+        with open(path, "rb") as f:
+            raw = f.read()
+        return pickle.loads(_verified(raw, path))
+
+
+class _CheckedFunctionCache(FunctionCache):
+    """numba's `cache=True`, except that a damaged file means a warning and a recompile, not a crash."""
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        plain = self._cache_file
+        self._cache_file = _CheckedCacheFile(self._cache_path, self._impl.filename_base, plain._source_stamp)
+
+    def load_overload(self, sig, target_context):
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as exc:  # unpickling or rebuilding damaged bytes can fail in any way
+            warnings.warn(f"s2sad: numba's cache of {self._py_func.__qualname__} in {self._cache_path} is damaged "
+                          f"({type(exc).__name__}: {exc}); recompiling", CacheWarning, stacklevel=2)
+            self._discard_index()
+            return None
+
+    def save_overload(self, sig, data) -> None:
+        try:
+            super().save_overload(sig, data)
+        except Exception as exc:  # e.g. a full disk: the compiled code is fine, only not kept
+            warnings.warn(f"s2sad: could not save numba's cache of {self._py_func.__qualname__} ({exc})",
+                          CacheWarning, stacklevel=2)
+
+    def _discard_index(self) -> None:
+        try:
+            os.unlink(self._cache_file._index_path)
+        except OSError:
+            pass
