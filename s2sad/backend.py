@@ -23,6 +23,7 @@ BACKENDS = ("numba", "python")
 CACHE_FORMAT = 2  # part of every module name: bump it when the files' layout changes, so old ones are never read
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
 _LOCK = threading.RLock()  # one import and one jit per module, however many threads ask at once
+_PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,7 +35,7 @@ def toolchain_digest() -> str:
 
     from s2sad import __version__
 
-    root = Path(__file__).resolve().parent
+    root = _PACKAGE_ROOT
     h = hashlib.sha256(f"{__version__}\n{numba.__version__}\n{CACHE_FORMAT}\n".encode())
     for path in sorted([*(root / "runtime").glob("*.py"), *(root / "rules").glob("*.py")]):
         h.update(path.read_bytes())
