@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from s2sad import ir
-from s2sad.errors import UnsupportedError, located
+from s2sad.errors import UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
 FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array
+VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
+         "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip")  # NumPy may return a view of the operand
 INT_RESULTS = ("len", "int", "argmax", "argmin", "range_last", "size", "ndim")
 INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
 
@@ -378,8 +380,7 @@ class Analysis:
         level rebinds to a fresh array (`x = copy_adj(x)`, as generated adjoint code does)
         before any write into it.
         """
-        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and isinstance(d.value, Copy)
-                  and isinstance(d.value.value, Var)]
+        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and _aliases(d.value)]
         if name not in self.fn.params and not copies:
             return False
         body = self.fn.body
@@ -394,6 +395,15 @@ class Analysis:
         first_store = min(top[self.path_top(s)] for s in self.stores[name])
         return first_store < fresh[0]
 
+    def check_tuples(self):
+        """`np.sin((a, b))` with differentiated a, b: the tuple is built by a primitive with no derivative."""
+        for s in self.stmts():
+            if isinstance(s, Assign) and isinstance(s.value, Prim) and s.value.rule.name == "make_tuple" \
+                    and set(ir.atom_vars(s.value.args)) & self.varied:
+                raise UnsupportedError(located_at(
+                    "a tuple or list of differentiated values cannot be passed to a NumPy function here", s.loc,
+                    "make it an array first: np.array([a, b]) or np.stack(...)"))
+
     def path_top(self, s) -> int:
         """id of the top-level statement that contains `s`."""
         while self.block_of[id(s)] is not self.fn.body:
@@ -404,10 +414,17 @@ class Analysis:
         for name, stores in self.stores.items():
             if self.aliased_at_store(name):
                 loc = stores[0].loc
-                msg = f"in-place write to `{name}`, which is an argument or another name for an array"
-                raise UnsupportedError(located(msg, loc.filename, loc.line, loc.col, loc.text,
-                                               f"write into a new array instead: `{name} = {name}.copy()` or "
-                                               "np.zeros(...)"))
+                msg = (f"in-place write to `{name}`, which is an argument, another name for an array or a view "
+                       "of one (a slice, reshape, transpose, ...)")
+                raise UnsupportedError(located_at(msg, loc, f"write into a new array instead: `{name} = {name}.copy()` "
+                                                            "or np.zeros(...)"))
+
+
+def _aliases(value) -> bool:
+    """Does this right-hand side share memory with another name (a plain copy of a name, or a view)?"""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Var)
+    return isinstance(value, Load) or isinstance(value, Prim) and value.rule.name in VIEWS
 
 
 def _position(block, stmt) -> int:
@@ -433,6 +450,7 @@ def analyze_forward(fn: ir.Function, wrt: list[str]) -> Analysis:
     a.index()
     a.check_stores()
     a.activity(fn.outputs)
+    a.check_tuples()
     return a
 
 
@@ -442,6 +460,7 @@ def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
     a.index()
     a.check_stores()
     a.activity(fn.outputs[:1])
+    a.check_tuples()
     a.find_replay()
     a.find_direct()
     a.place_homes()

@@ -23,3 +23,8 @@ def located(message: str, filename: str, line: int, col: int, text: str, hint: s
     if hint:
         out += f"\n  hint: {hint}"
     return out
+
+
+def located_at(message: str, loc, hint: str = "") -> str:
+    """`located` for an IR statement's `ir.Loc`: its text is the stripped line, its column the indentation."""
+    return located(message, loc.filename, loc.line, loc.col, " " * loc.col + loc.text, hint)

@@ -8,6 +8,7 @@ block, so every block has a single exit; calls to other user functions inlined.
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import math
 import types
@@ -20,7 +21,7 @@ import numpy as np
 
 from s2sad import ir, rules
 from s2sad.backend import load_module
-from s2sad.errors import UnsupportedError, located
+from s2sad.errors import UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
 
@@ -47,6 +48,47 @@ SEQUENCE_CALLS = (np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.s
 HINT_RULE = ("three ways out: wrap it in a function decorated with @s2sad.custom_jvp (give the tangent) or "
              "@s2sad.custom_vjp (give the cotangent), or register a rule for it once with "
              "@s2sad.rules.defrule(the_function, checks=[...]) (see the README, 'Rules')")
+STATEMENT_HINTS = {  # what to write instead of a statement s2sad refuses
+    "Try": "remove the try: a differentiated function cannot raise or catch; check the inputs before calling it",
+    "With": "open resources outside the function and pass the values in as arguments",
+    "ClassDef": "define the class at module level",
+    "FunctionDef": "define the helper at module level: s2sad inlines calls to module-level functions",
+    "Match": "use if/elif on the value",
+    "Global": "return the new value instead of assigning to a global",
+    "Nonlocal": "return the new value instead of assigning to an enclosing function's variable",
+    "Del": "rebind the name, or simply stop using it",
+    "Assert": "check the inputs before calling the function",
+    "Raise": "check the inputs before calling the function: a differentiated function cannot raise",
+    "Import": "import at module level",
+    "ImportFrom": "import at module level",
+}
+EXPRESSION_HINTS = {  # expressions s2sad refuses: what to write instead
+    "Lambda": "define the function with `def` at module level and call it",
+    "ListComp": "write a for loop over range(n) that fills an array (out = np.zeros(n); out[i] = ...)",
+    "GeneratorExp": "write a for loop over range(n) that fills an array, then reduce it with np.sum",
+    "SetComp": "write a for loop over range(n) that fills an array",
+    "DictComp": "write the dict literally, {'key': value, ...}",
+    "Set": "use a tuple (x, y) or an array np.array([x, y])",
+    "NamedExpr": "assign the value on its own line first",
+    "Imaginary": "s2sad differentiates real floats: carry the real and imaginary parts as two float arrays",
+    "FormattedString": "strings are not differentiable: format values outside the function",
+    "Await": "differentiate a plain `def` function, and await outside it",
+}
+NO_DERIVATIVE_OPERATOR = ("bitwise and shift operators have no derivative: use `and`/`or`/`not` in conditions, "
+                          "or arithmetic")
+BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
+    "print": "print outside the function (value_and_grad returns the value)",
+    "isinstance": "s2sad specializes code on argument structure, not on types: branch outside the function",
+    "type": "s2sad specializes code on argument structure, not on types: branch outside the function",
+    "eval": "write the expression itself in the function",
+    "exec": "write the statements themselves in the function",
+    "str": "strings are not differentiable: format values outside the function",
+    "repr": "strings are not differentiable: format values outside the function",
+    "format": "strings are not differentiable: format values outside the function",
+    "sum": "use np.sum(...)",
+    "getattr": "pass the value itself as an argument",
+    "setattr": "return the new value instead of storing it on an object",
+}
 
 
 class Names:
@@ -143,7 +185,7 @@ class Lowerer:
     def err(self, node, message, hint=""):
         if node not in self.parsed.positions and self.loc is not None:  # a node s2sad built: point at the line
             loc = self.loc
-            return UnsupportedError(located(message, loc.filename, loc.line, loc.col, loc.text, hint))
+            return UnsupportedError(located_at(message, loc, hint))
         return self.parsed.error(node, message, hint)
 
     def temp(self, hint: str) -> str:
@@ -224,7 +266,7 @@ class Lowerer:
             return self.while_stmt(node, out)
         kind = type(node).__name__
         raise self.err(node, f"`{kind}` statements are not supported inside differentiated functions",
-                       "move it out of the function, or restructure with if/for/while")
+                       STATEMENT_HINTS.get(kind.replace("Star", ""), "restructure with if/for/while"))
 
     def small(self, node, out) -> set:
         if isinstance(node, cst.Assign):
@@ -248,18 +290,31 @@ class Lowerer:
         elif isinstance(node, cst.Expr) and self.is_push(node.value):
             tape = self.var(node.value.func.value.value)
             out.append(Push(tape, self.expr(node.value.args[0].value, out), self.loc))
+        elif isinstance(node, cst.Expr) and self.is_list_append(node.value):
+            raise self.err(node, "a list cannot grow inside a differentiated function: s2sad fixes lists when it "
+                                 "generates code", "preallocate an array (out = np.zeros(n)) and write out[i] = ...")
         elif isinstance(node, cst.Expr):
+            called = node.value.func if isinstance(node.value, cst.Call) else None
+            name = called.value if isinstance(called, cst.Name) and called.value not in self.locals else ""
             raise self.err(node, "an expression statement has no effect s2sad can differentiate",
-                           "assign its result, or remove it (printing and other side effects are not supported)")
+                           BUILTIN_HINTS.get(name, "assign its result, or remove it (printing and other side "
+                                                   "effects are not supported)"))
         else:
-            raise self.err(node, f"`{type(node).__name__}` is not supported inside differentiated functions")
+            kind = type(node).__name__
+            raise self.err(node, f"`{kind}` is not supported inside differentiated functions",
+                           STATEMENT_HINTS.get(kind, "restructure with assignments, if/for/while and return"))
         return set()
 
     def is_push(self, node) -> bool:
         """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""
+        return self.is_list_append(node) and node.func.value.value in self.locals \
+            and node.func.value.value not in self.trees and node.func.value.value not in _param_names(self.parsed.node) \
+            and len(node.args) == 1 and node.args[0].keyword is None
+
+    @staticmethod
+    def is_list_append(node) -> bool:
         return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-            and node.func.attr.value == "append" and isinstance(node.func.value, cst.Name) \
-            and node.func.value.value in self.locals and len(node.args) == 1 and node.args[0].keyword is None
+            and node.func.attr.value == "append" and isinstance(node.func.value, cst.Name)
 
     def loop_flag(self, node, kind, out) -> str:
         if not self.loops:
@@ -290,7 +345,8 @@ class Lowerer:
             val = self.expr(value, out)
             out.append(Store(base, index, val, self.loc))
         else:
-            raise self.err(target, "only names, tuples of names and subscripts can be assigned to")
+            raise self.err(target, "only names, tuples of names and subscripts can be assigned to",
+                           "objects cannot be changed inside a differentiated function: return the new value")
 
     def local_var(self, target: cst.Name) -> str | None:
         return self.var(target.value) if target.value not in self.trees else None
@@ -313,7 +369,7 @@ class Lowerer:
             raise self.err(target, "only names can be unpacked into")
         names = [el.value for el in target.elements]
         if any(isinstance(el, cst.StarredElement) for el in target.elements):
-            raise self.err(target, "starred assignment is not supported")
+            raise self.err(target, "starred assignment is not supported", "unpack every item: `a, b, c = t`")
         if isinstance(value, Var):  # unpack the first axis of an array
             value = tuple(self.emit(out, self.temp(f"{value.name}_{i}"), Load(value, (Const(i),)))
                           for i in range(len(names)))
@@ -344,7 +400,8 @@ class Lowerer:
     def aug_assign(self, node: cst.AugAssign, out):
         op = AUGOPS.get(type(node.operator))
         if op is None:
-            raise self.err(node, f"augmented operator `{node.operator.__class__.__name__}` is not supported")
+            raise self.err(node, f"augmented operator `{_spelled(node.operator)}` is not supported",
+                           NO_DERIVATIVE_OPERATOR)
         rhs = self.expr(node.value, out)
         if isinstance(node.target, cst.Name):
             name = node.target.value
@@ -366,6 +423,11 @@ class Lowerer:
             raise self.err(node, "a differentiated function must return a value")
         value = self.value(node.value, out)
         atoms, shape = flatten(value)
+        if any(isinstance(a, Const) and (isinstance(a.value, str) or (a.value is None and shape is None))
+               for a in atoms):
+            raise self.err(node, "a differentiated function must return numbers or arrays (this returns "
+                                 f"{'None' if shape is None and atoms[0].value is None else 'a string'})",
+                           "return the value to differentiate, e.g. a float or np.sum(...)")
         r = self.ret
         if r.outputs is None:
             r.shape = shape
@@ -416,7 +478,7 @@ class Lowerer:
 
     def for_stmt(self, node: cst.For, out) -> set:
         if node.orelse is not None:
-            raise self.err(node, "`for ... else` is not supported")
+            raise self.err(node, "`for ... else` is not supported", "set a flag before `break` and test it after the loop")
         it = node.iter
         loc = self.loc
         pre = []  # statements each iteration runs first (the element of an array / enumerate)
@@ -560,7 +622,7 @@ class Lowerer:
 
     def while_stmt(self, node: cst.While, out) -> set:
         if node.orelse is not None:
-            raise self.err(node, "`while ... else` is not supported")
+            raise self.err(node, "`while ... else` is not supported", "set a flag before `break` and test it after the loop")
         loc = self.loc
         loop = Loop()
         self.loops.append(loop)
@@ -666,7 +728,7 @@ class Lowerer:
         if isinstance(node, cst.BinaryOperation):
             op = BINOPS.get(type(node.operator))
             if op is None:
-                raise self.err(node, f"operator `{node.operator.__class__.__name__}` is not supported")
+                raise self.err(node, f"operator `{_spelled(node.operator)}` is not supported", NO_DERIVATIVE_OPERATOR)
             a = self.expr(node.left, out)
             b = self.expr(node.right, out)
             return self.prim(out, op, (a, b), target=target)
@@ -688,7 +750,8 @@ class Lowerer:
             if all(isinstance(a, Const) for a in atoms):
                 return Const(tuple(a.value for a in atoms))
         raise self.err(node, f"`{type(node).__name__}` expressions are not supported here",
-                       "use arithmetic, NumPy calls, indexing and calls to other Python functions")
+                       EXPRESSION_HINTS.get(type(node).__name__,
+                                            "use arithmetic, NumPy calls, indexing and calls to other Python functions"))
 
     def load_hint(self, base: str, index) -> str:
         parts = [base]
@@ -735,7 +798,7 @@ class Lowerer:
             if isinstance(a, Const) and isinstance(a.value, (int, float)):
                 return Const(-a.value if isinstance(op, cst.Minus) else a.value)
             return self.prim(out, "neg" if isinstance(op, cst.Minus) else "pos", (a,), target=target)
-        raise self.err(node, "bitwise `~` is not supported")
+        raise self.err(node, "bitwise `~` is not supported", NO_DERIVATIVE_OPERATOR)
 
     def comparison(self, node: cst.Comparison, out, target):
         left = self.expr(node.left, out)
@@ -743,7 +806,9 @@ class Lowerer:
         for comp in node.comparisons:
             op = COMPARE.get(type(comp.operator))
             if op is None:
-                raise self.err(node, f"comparison `{comp.operator.__class__.__name__}` is not supported")
+                raise self.err(node, f"comparison `{_spelled(comp.operator)}` is not supported",
+                               "compare numbers with ==, !=, <, <=, > or >=; s2sad specializes code on argument "
+                               "structure, so decide `is None` / `in` outside the function")
             parts.append((op, comp.comparator))
         if len(parts) == 1:
             right = self.expr(parts[0][1], out)
@@ -820,6 +885,10 @@ class Lowerer:
         return self.static_value(func_node) is obj
 
     def call(self, node: cst.Call, out, target):
+        starred = next((a for a in node.args if a.star), None)
+        if starred is not None:
+            raise self.err(starred, f"`{starred.star}` unpacking in a call is not supported",
+                           "pass the arguments one by one (s2sad resolves every call when it generates code)")
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         fn = self.static_value(node.func)
@@ -946,7 +1015,15 @@ class Lowerer:
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType):
             return self.inline(node, inner, leading, out, target)
-        name = getattr(fn, "__name__", repr(fn))
+        name = getattr(fn, "__name__", None)
+        if name is None:  # a callable object
+            what = cst.Module([]).code_for_node(node.func)
+            raise self.err(node, f"no derivative rule for `{what}`, a {type(fn).__name__} object", HINT_RULE)
+        if getattr(builtins, name, None) is fn:
+            raise self.err(node, f"the builtin `{name}` has no derivative rule",
+                           BUILTIN_HINTS.get(name, "use a NumPy or math function with a rule, or arithmetic"))
+        if not callable(fn) or isinstance(fn, type):
+            raise self.err(node, f"cannot call `{name}` here", "call NumPy/math functions or plain Python functions")
         raise self.err(node, f"no derivative rule for `{name}`", HINT_RULE)
 
     def prim_arg(self, node, out):
@@ -1101,12 +1178,29 @@ class Lowerer:
     def params(self):
         return self._params
 
+    def check_signature(self, func: cst.FunctionDef):
+        """Refuse what a plain `def` returning a value does not have: async, *args/**kwargs, yield."""
+        if func.asynchronous is not None:
+            raise self.err(func, "`async def` functions cannot be differentiated",
+                           "differentiate a plain `def` function, and await outside it")
+        star = func.params.star_arg
+        for p, stars in ((star if isinstance(star, cst.Param) else None, "*"), (func.params.star_kwarg, "**")):
+            if p is not None:
+                raise self.err(p, f"a `{stars}{p.name.value}` parameter cannot be differentiated",
+                               "take a tuple, list or dict argument instead (s2sad differentiates those)")
+        if func.params.posonly_params:
+            raise self.err(func.params.posonly_params[0], "positional-only parameters (`/`) are not supported",
+                           "remove the `/` from the signature")
+        yields = _find_yields(func)
+        if yields:
+            raise self.err(yields[0], "generator functions (`yield`) cannot be differentiated",
+                           "collect the values in an array (out = np.zeros(n); out[i] = ...) and return it")
+
     def lower_body(self, bound: dict | None, out) -> list[str]:
         """Lower the function's body into `out`; return the names holding its results."""
         func = self.parsed.node
         self.locals = assigned_names(func)
-        if func.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or func.params.star_kwarg is not None:
-            raise self.err(func, "functions with *args or **kwargs are not supported")
+        self.check_signature(func)
         self._params = []
         for p in func.params.params + func.params.kwonly_params:
             if bound is not None and is_tree(bound[p.name.value]):
@@ -1193,6 +1287,15 @@ def unflatten(shape, leaves: list):
     return build(shape)
 
 
+def _spelled(operator: cst.CSTNode) -> str:
+    """How an operator node reads in source: `is not`, `<<`, `&=`."""
+    return cst.Module([]).code_for_node(operator).strip()
+
+
+def _param_names(func: cst.FunctionDef) -> set[str]:
+    return {p.name.value for p in func.params.params + func.params.kwonly_params}
+
+
 def _count_names(node, name) -> int:
     count = 0
 
@@ -1203,6 +1306,23 @@ def _count_names(node, name) -> int:
 
     node.visit(V())
     return count
+
+
+def _find_yields(func) -> list:
+    found = []
+
+    class V(cst.CSTVisitor):
+        def visit_Yield(self, n):
+            found.append(n)
+
+        def visit_FunctionDef(self, n):
+            return n is func
+
+        def visit_Lambda(self, n):
+            return False
+
+    func.visit(V())
+    return found
 
 
 def _find_returns(func):
