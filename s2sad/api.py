@@ -65,11 +65,15 @@ def _check_float(value, name: str, index: int, fname: str, what: str):
     kind = type(value)
     if kind is float or (kind is np.ndarray and value.dtype.kind == "f"):
         return  # the common case, kept cheap: this runs on every call
+    if isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c"):
+        kind = f"an array of dtype {value.dtype}" if isinstance(value, np.ndarray) else f"complex {value!r}"
+        raise TypeError(f"{what} differentiates real floats, but argument {index} (`{name}`) of {fname} is {kind}; "
+                        "pass the real and imaginary parts as two float arguments (x.real, x.imag)")
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral)):
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is "
                         f"{type(value).__name__} {value!r}; pass a float (e.g. {float(value)!r}) or mark it "
                         "non-differentiable by leaving it out of argnums")
-    if isinstance(value, np.ndarray) and value.dtype.kind not in "fc":
+    if isinstance(value, np.ndarray) and value.dtype.kind != "f":
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is an "
                         f"array of dtype {value.dtype}; convert it with .astype(float) or leave it out of argnums")
     if not isinstance(value, (numbers.Real, np.ndarray, np.floating)):
@@ -223,6 +227,9 @@ class _Reverse(_Transform):
         return result
 
     def check_scalar(self, value):
+        if not isinstance(value, (numbers.Number, np.ndarray, np.number)):
+            raise TypeError(f"{self.what} requires a number as output, but {self.fun.__name__} returned "
+                            f"{type(value).__name__} {value!r}")
         if isinstance(value, np.ndarray) and value.ndim != 0:
             shape = np.shape(value)
             raise TypeError(
@@ -411,8 +418,11 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
             raise ValueError(f"tangent leaf {i} has shape {np.shape(flat_tangents[i])}, but its primal has shape "
                              f"{np.shape(flat_primals[i])}")
     if not positions:
-        raise TypeError("jvp needs at least one float primal to differentiate")
+        raise TypeError("jvp needs at least one float primal to differentiate, but every primal is an int or a bool "
+                        "(those are constants); pass floats, e.g. 3.0 or x.astype(float)")
     fwd, args = _forward(fun, tuple(range(len(primals))), backend).specialize(primals)
+    for i in positions:
+        _check_float(flat_primals[i], fwd.ir.params[i], i, fwd.fun.__name__, "jvp")
     if fwd.flat_argnums != positions:  # ints among the leaves are constants: differentiate the float ones
         fwd = fwd.with_wrt(positions)
     result = fwd.jvp_fn(*args, *(_as_float(flat_tangents[i]) for i in positions))
@@ -538,6 +548,16 @@ class _Batched(_Transform):
         return vmap_module(fn_ir, list(self.batched), self.target)
 
 
+def _check_vmapped_floats(fun: Callable, args: tuple):
+    """vmap(grad(f)) and the like: the inner transform's differentiated arguments must be float arrays."""
+    t = getattr(fun, "__s2sad_transform__", None)
+    if not isinstance(t, (_Reverse, _Forward)):
+        return
+    for i in t.argnums:
+        for leaf in tree_flatten(args[i])[0] if i < len(args) else ():
+            _check_float(leaf, t.params[i], i, t.fun.__name__, f"vmap({t.what})")
+
+
 def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str = DEFAULT_BACKEND) -> Callable:
     """Map `fun` over an axis of its arguments by a generated loop (compiled by numba).
 
@@ -564,6 +584,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
     def vmapped(*args):
         if len(args) != n_params:
             raise TypeError(f"{inner.__name__} takes {n_params} arguments, got {len(args)}")
+        _check_vmapped_floats(fun, args)
         moved, sizes = [], {}
         for i, (a, axis) in enumerate(zip(args, axes)):
             if axis is None:
