@@ -286,20 +286,33 @@ def _hessian_code(fun: Callable, argnum: int) -> tuple[str, str]:
     g = api._Forward(gradient, argnum, "python").generated
     params = list(inspect.signature(gradient).parameters)
     x, name = params[argnum], f"{api._as_function(fun).__name__}_hessian"
-    tangent_args = ", ".join(params + ["basis"])
+    size, hessian, k, unit, basis = _fresh(["size", "hessian", "k", "unit", "basis"], set(params))
+    tangent_args = ", ".join(params + [basis])
     wrapper = textwrap.dedent(f'''\
         def {name}({', '.join(params)}):
             """d2 / d{x}2, shape {x}.shape + {x}.shape: one jvp of the gradient per element of `{x}` (plain Python)."""
-            size = np.size({x})
-            hessian = np.empty((size, size))
-            for k in range(size):
-                unit = np.zeros(size)
-                unit[k] = 1.0
-                basis = unit.reshape(np.shape({x})) if np.ndim({x}) else 1.0
-                hessian[:, k] = np.ravel({g.wrapper}({tangent_args}))
-            return hessian.reshape(np.shape({x}) * 2) if np.ndim({x}) else float(hessian[0, 0])
+            {size} = np.size({x})
+            {hessian} = np.empty(({size}, {size}))
+            for {k} in range({size}):
+                {unit} = np.zeros({size})
+                {unit}[{k}] = 1.0
+                {basis} = {unit}.reshape(np.shape({x})) if np.ndim({x}) else 1.0
+                {hessian}[:, {k}] = np.ravel({g.wrapper}({tangent_args}))
+            return {hessian}.reshape(np.shape({x}) * 2) if np.ndim({x}) else float({hessian}[0, 0])
         ''')
     return _body(g.source) + "\n\n" + wrapper, name
+
+
+def _fresh(wanted: list[str], taken: set[str]) -> list[str]:
+    """`wanted` names, each suffixed with a number if the user's parameters already use it."""
+    out = []
+    for base in wanted:
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}{n}"
+        out.append(name)
+    return out
 
 
 def _body(source: str) -> str:
@@ -387,19 +400,24 @@ def plan(targets: list[Target]) -> dict[str, str]:
 
 
 def vendored_runtime() -> dict[str, str]:
-    """s2sad/runtime/*.py as `_s2sad_runtime/*.py`, its imports made relative."""
+    """s2sad.runtime (the submodules its __init__ imports) as `_s2sad_runtime/*.py`, its imports made relative."""
     from s2sad import __version__
 
     root = Path(__file__).resolve().parent / "runtime"
-    out = {}
-    for path in sorted(root.glob("*.py")):
-        text = path.read_text(encoding="utf-8")
+    out, todo = {}, ["__init__"]
+    while todo:
+        stem = todo.pop()
+        text = (root / f"{stem}.py").read_text(encoding="utf-8")
+        for names in re.findall(r"^from s2sad\.runtime import ([\w, ]+)$", text, flags=re.M):
+            todo += [n.strip() for n in names.split(",")]
+        todo += re.findall(r"^from s2sad\.runtime\.(\w+) import", text, flags=re.M)
         text = re.sub(r"^from s2sad\.runtime import", "from . import", text, flags=re.M)
         text = re.sub(r"^from s2sad\.runtime\.", "from .", text, flags=re.M)
         if re.search(r"^\s*(from|import) s2sad\b", text, flags=re.M):
-            raise BuildError(f"s2sad/runtime/{path.name} imports s2sad beyond the runtime: it cannot be vendored")
-        out[f"{RUNTIME_PACKAGE}/{path.name}"] = f"# s2sad.runtime.{path.stem}, {MARKER} {__version__}. Do not edit.\n" + text
-    return out
+            raise BuildError(f"s2sad/runtime/{stem}.py imports s2sad beyond the runtime: it cannot be vendored")
+        out[f"{RUNTIME_PACKAGE}/{stem}.py"] = f"# s2sad.runtime.{stem}, {MARKER} {__version__}. Do not edit.\n" + text
+        todo = [t for t in todo if f"{RUNTIME_PACKAGE}/{t}.py" not in out]
+    return dict(sorted(out.items()))
 
 
 def _existing(out_dir: Path) -> set[str]:

@@ -1,4 +1,9 @@
-"""Command line: `s2sad show MODULE:FUNC [--mode fwd|rev] [--order N]` prints the code s2sad generates."""
+"""Command line: print generated code (`show`), generate modules into a package (`build`), manage the
+disk cache (`cache info|clear`) and list the supported functions (`rules`).
+
+Exit status: 0 success, 1 an error in the user's code or configuration (or `build --check` found
+stale files), 2 bad command-line usage. Errors go to stderr.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +11,44 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from s2sad.errors import S2SADError
 
+EPILOG = {
+    "show": "example: s2sad show examples/demo.py:loss --argnums 0,1 --signature 'f8[:], f8, f8[:, :], f8[:]'",
+    "build": ('examples: s2sad build                      (the [tool.s2sad] table of ./pyproject.toml)\n'
+              '          s2sad build pkg.mod:loss -t grad -t "hessian(argnums=1)" -o pkg/_generated\n'
+              '          s2sad build --check            (exit 1 when generated files are stale: for CI)'),
+}
+
+
+class UsageError(Exception):
+    """A command line that names something that does not exist (exit status 1, message to stderr)."""
+
 
 def _load(target: str):
+    """`pkg.mod:func` or `path/to/file.py:func` -> the object."""
     if ":" not in target:
-        raise SystemExit(f"s2sad: expected MODULE:FUNC, got {target!r}")
-    module_name, _, attr = target.partition(":")
-    sys.path.insert(0, os.getcwd())
+        raise UsageError(f"expected MODULE:FUNC or FILE.py:FUNC, got {target!r}")
+    module_name, _, attr = target.rpartition(":")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise UsageError(f"no such file: {module_name}")
+        sys.path.insert(0, str(path.resolve().parent))
+        module_name = path.stem
+    else:
+        sys.path.insert(0, os.getcwd())
     try:
         obj = importlib.import_module(module_name)
     except ImportError as exc:
-        raise SystemExit(f"s2sad: cannot import {module_name!r}: {exc}") from None
+        raise UsageError(f"cannot import {module_name!r}: {exc}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise SystemExit(f"s2sad: {module_name!r} has no attribute {attr!r}") from None
+            raise UsageError(f"{module_name!r} has no attribute {attr!r}") from None
     return obj
 
 
@@ -35,11 +60,26 @@ def _argnums(text: str):
     return nums[0] if len(nums) == 1 else nums
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="s2sad", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    show = sub.add_parser("show", help="print the generated source of a function's derivative")
-    show.add_argument("target", metavar="MODULE:FUNC", help="e.g. mypkg.losses:loss")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="s2sad", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{show,build,cache,rules}")
+    _add_show(sub)
+    _add_build(sub)
+    cache = sub.add_parser("cache", help="where the disk cache of compiled modules is, its size; clear it",
+                           description="The disk cache holds the generated modules s2sad compiles at run time "
+                                       "(and numba's compiled code for them). $S2SAD_CACHE_DIR moves it.")
+    cache.add_argument("action", choices=("info", "clear"), help="info: location, size, entries; clear: delete them")
+    table = sub.add_parser("rules", help="print the table of supported functions (markdown)")
+    table.add_argument("--update-readme", metavar="PATH", help="rewrite the table inside PATH instead")
+    return parser
+
+
+def _add_show(sub) -> None:
+    show = sub.add_parser("show", help="print the generated source of a function's derivative",
+                          description="Print the module s2sad generates (and compiles) for a derivative of FUNC.",
+                          epilog=EPILOG["show"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    show.add_argument("target", metavar="MODULE:FUNC", help="e.g. mypkg.losses:loss or path/to/file.py:loss")
     show.add_argument("--argnums", type=_argnums, default=0, help="arguments to differentiate, e.g. 0,1")
     show.add_argument("--has-aux", action="store_true", help="the function returns (value, aux)")
     show.add_argument("--mode", choices=("rev", "fwd"), default="rev",
@@ -47,29 +87,141 @@ def main(argv=None) -> int:
     show.add_argument("--order", type=int, default=1,
                       help="derivative order: N > 1 shows the code that differentiates the order N-1 code")
     show.add_argument("--vmap", choices=("cpu", "parallel"), metavar="TARGET",
-                      help="show the batch loop of vmap(FUNC) (over axis 0 of every argument) for TARGET")
-    table = sub.add_parser("rules", help="print the table of supported functions (markdown)")
-    table.add_argument("--update-readme", metavar="PATH", help="rewrite the table inside PATH instead")
-    args = parser.parse_args(argv)
-    if args.command == "rules":
-        from s2sad.rules import catalog
+                      help="show the batch loop of vmap(FUNC) (over axis 0 of every argument) for TARGET: cpu or parallel")
+    show.add_argument("--signature", metavar="TYPES",
+                      help="also compile the shown module's entry point (its last function) with numba for these "
+                           "argument types, e.g. 'f8[:], f8', and print the signature numba inferred")
+    show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                      help="syntax highlighting (needs `rich`): auto = only on a terminal, and not with $NO_COLOR")
 
-        if args.update_readme:
-            changed = catalog.update_readme(args.update_readme)
-            print(f"s2sad: {args.update_readme} {'updated' if changed else 'already up to date'}")
-        else:
-            print(catalog.markdown())
-        return 0
-    from s2sad import api
 
+def _add_build(sub) -> None:
+    build = sub.add_parser("build", help="write generated derivative modules into a package (build time)",
+                           description="Write the derivatives of TARGETs as plain Python + numba modules that "
+                                       "import no libcst and no s2sad transformer. Without TARGETs, read the "
+                                       "[tool.s2sad] table of --config (default ./pyproject.toml).",
+                           epilog=EPILOG["build"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("targets", nargs="*", metavar="TARGET",
+                       help="MODULE:FUNC, or MODULE for each of its @s2sad.differentiate functions")
+    build.add_argument("-t", "--transform", action="append", default=[], metavar="SPEC",
+                       help='a transformation, written like the API call: grad, "grad(argnums=(0, 1))", jvp, '
+                            '"hessian(argnums=1)", "vmap(grad, in_axes=(None, 0), target=\'parallel\')"; '
+                            "repeatable; default grad")
+    build.add_argument("-o", "--output", metavar="DIR", help="output folder (a package); required with TARGETs")
+    build.add_argument("--config", metavar="PATH", help="TOML file with a [tool.s2sad] table (default ./pyproject.toml)")
+    build.add_argument("--check", action="store_true",
+                       help="write nothing; exit 1 if any generated file is missing or stale")
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        fun = _load(args.target)
-        if args.vmap:
-            fun = api.vmap(fun, target=args.vmap)
-        print(api.source(fun, args.argnums, args.has_aux, args.mode, args.order), end="")
-    except (S2SADError, TypeError, ValueError) as exc:
+        return {"show": _show, "build": _build, "cache": _cache, "rules": _rules}[args.command](args)
+    except (S2SADError, UsageError, TypeError, ValueError) as exc:
         print(f"s2sad: {exc}", file=sys.stderr)
         return 1
+
+
+def _show(args) -> int:
+    from s2sad import api
+
+    fun = _load(args.target)
+    if args.vmap:
+        fun = api.vmap(fun, target=args.vmap)
+    text = api.source(fun, args.argnums, args.has_aux, args.mode, args.order)
+    if args.signature:
+        text += f"\n# numba: {_compile_entry(text, args.signature)}\n"
+    _print_code(text, args.color)
+    return 0
+
+
+def _compile_entry(source: str, signature: str) -> str:
+    """Compile the last function of `source` for the numba types in `signature`; its full signature."""
+    import ast
+
+    import numba
+    from numba.core import sigutils
+
+    from s2sad.backend import compile_function
+
+    entry = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)][-1]
+    try:
+        argtypes = sigutils.normalize_signature(f"({signature},)")[0]
+    except Exception as exc:  # numba raises several kinds for a malformed string
+        raise UsageError(f"--signature {signature!r} is not a list of numba types such as 'f8[:], f8': {exc}") from None
+    dispatcher = compile_function(source, "show", entry, "numba")
+    try:
+        dispatcher.compile(argtypes)
+    except numba.core.errors.TypingError as exc:
+        raise UsageError(f"{entry} does not compile for ({signature}):\n{exc}") from None
+    sig = dispatcher.overloads[argtypes].signature
+    return f"{entry}({', '.join(map(str, sig.args))}) -> {sig.return_type}"
+
+
+def _print_code(text: str, color: str) -> None:
+    """Python source, highlighted by rich on a terminal (plain when piped, with NO_COLOR, or without rich)."""
+    wanted = color == "always" or (color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    if wanted:
+        try:
+            from rich.console import Console
+            from rich.syntax import Syntax
+        except ImportError:
+            wanted = False
+    if not wanted:
+        sys.stdout.write(text)
+        return
+    Console(force_terminal=True, soft_wrap=True).print(Syntax(text.rstrip("\n"), "python", background_color="default"))
+
+
+def _build(args) -> int:
+    from s2sad import build
+
+    if args.targets:
+        if not args.output:
+            raise UsageError("build with TARGETs needs -o/--output DIR")
+        if args.config:
+            raise UsageError("give TARGETs or --config, not both")
+        config = build.Config(Path(args.output), [t for spec in args.targets for t in build.target_from(spec, args.transform)],
+                              [Path.cwd()])
+        build.add_to_path(config.paths)
+    else:
+        if args.transform or args.output:
+            raise UsageError("-t/--transform and -o/--output go with TARGETs; a config file sets them in [tool.s2sad]")
+        config = build.load_config(args.config or "pyproject.toml")
+    paths = build.build(config, check=args.check)
+    where = config.output
+    if args.check:
+        if paths:
+            print(f"s2sad: {len(paths)} generated file(s) in {where} are stale; run `s2sad build` to regenerate:\n"
+                  + "\n".join(f"  {p}" for p in paths), file=sys.stderr)
+            return 1
+        print(f"s2sad: {where} is up to date")
+        return 0
+    print(f"s2sad: {where}: " + (f"wrote {len(paths)} file(s)" if paths else "already up to date"))
+    return 0
+
+
+def _cache(args) -> int:
+    from s2sad import cache
+
+    if args.action == "clear":
+        path = cache.cache_info()["path"]
+        print(f"s2sad: removed {cache.clear_cache()} file(s) from {path}")
+        return 0
+    info = cache.cache_info()
+    info["size"] = f"{info['bytes'] / 2**20:.1f} MiB"
+    print("\n".join(f"{k}: {v}" for k, v in info.items()))
+    return 0
+
+
+def _rules(args) -> int:
+    from s2sad.rules import catalog
+
+    if args.update_readme:
+        changed = catalog.update_readme(args.update_readme)
+        print(f"s2sad: {args.update_readme} {'updated' if changed else 'already up to date'}")
+    else:
+        print(catalog.markdown())
     return 0
 
 
