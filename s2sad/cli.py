@@ -205,7 +205,7 @@ def _cache(args) -> int:
     from s2sad import cache
 
     if args.action == "clear":
-        path = cache.cache_info()["path"]
+        path = cache.cache_info()["path"] or "(no usable cache dir)"
         print(f"s2sad: removed {cache.clear_cache()} file(s) from {path}")
         return 0
     info = cache.cache_info()
