@@ -246,7 +246,8 @@ def generate_file(target: Target, t: Transform) -> tuple[str, str, str]:
     fun = resolve(target)
     code, entry = _generated_code(fun, t)
     stem = f"{target.name}_{t.tag()}"
-    code = _compiled_with_numba(_vendored_imports(code), skip={f"{target.name}_hessian"} if t.kind == "hessian" else set())
+    plain_python = {entry} if t.kind == "hessian" else set()  # its loop calls the compiled jvp
+    code = _compiled_with_numba(_vendored_imports(code), skip=plain_python)
     if entry != stem:
         code += f"\n\n{stem} = {entry}  # the name of this file: every generated module defines one\n"
     params = _params_of(code, entry)

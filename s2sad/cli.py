@@ -87,7 +87,7 @@ def _add_show(sub) -> None:
     show.add_argument("--order", type=int, default=1,
                       help="derivative order: N > 1 shows the code that differentiates the order N-1 code")
     show.add_argument("--vmap", choices=("cpu", "parallel"), metavar="TARGET",
-                      help="show the batch loop of vmap(FUNC) (over axis 0 of every argument) for TARGET: cpu or parallel")
+                      help="show the batch loop of vmap(FUNC) (axis 0 of every argument) for TARGET: cpu or parallel")
     show.add_argument("--signature", metavar="TYPES",
                       help="also compile the shown module's entry point (its last function) with numba for these "
                            "argument types, e.g. 'f8[:], f8', and print the signature numba inferred")
@@ -108,7 +108,8 @@ def _add_build(sub) -> None:
                             '"hessian(argnums=1)", "vmap(grad, in_axes=(None, 0), target=\'parallel\')"; '
                             "repeatable; default grad")
     build.add_argument("-o", "--output", metavar="DIR", help="output folder (a package); required with TARGETs")
-    build.add_argument("--config", metavar="PATH", help="TOML file with a [tool.s2sad] table (default ./pyproject.toml)")
+    build.add_argument("--config", metavar="PATH",
+                       help="TOML file with a [tool.s2sad] table (default ./pyproject.toml)")
     build.add_argument("--check", action="store_true",
                        help="write nothing; exit 1 if any generated file is missing or stale")
 
@@ -176,29 +177,37 @@ def _print_code(text: str, color: str) -> None:
 def _build(args) -> int:
     from s2sad import build
 
-    if args.targets:
-        if not args.output:
-            raise UsageError("build with TARGETs needs -o/--output DIR")
-        if args.config:
-            raise UsageError("give TARGETs or --config, not both")
-        config = build.Config(Path(args.output), [t for spec in args.targets for t in build.target_from(spec, args.transform)],
-                              [Path.cwd()])
-        build.add_to_path(config.paths)
-    else:
-        if args.transform or args.output:
-            raise UsageError("-t/--transform and -o/--output go with TARGETs; a config file sets them in [tool.s2sad]")
-        config = build.load_config(args.config or "pyproject.toml")
+    config = _build_config(args)
     paths = build.build(config, check=args.check)
     where = config.output
     if args.check:
         if paths:
-            print(f"s2sad: {len(paths)} generated file(s) in {where} are stale; run `s2sad build` to regenerate:\n"
-                  + "\n".join(f"  {p}" for p in paths), file=sys.stderr)
+            again = " ".join(["s2sad build", *(["--config", args.config] if args.config else [])])
+            print(f"s2sad: {len(paths)} generated file(s) in {where} are stale; run `{again}` to regenerate "
+                  "(with the same TARGETs and options, if you gave them):\n" + "\n".join(f"  {p}" for p in paths),
+                  file=sys.stderr)
             return 1
         print(f"s2sad: {where} is up to date")
         return 0
     print(f"s2sad: {where}: " + (f"wrote {len(paths)} file(s)" if paths else "already up to date"))
     return 0
+
+
+def _build_config(args):
+    """The build's Config: from TARGETs and options, or from the [tool.s2sad] table of a TOML file."""
+    from s2sad import build
+
+    if not args.targets:
+        if args.transform or args.output:
+            raise UsageError("-t/--transform and -o/--output go with TARGETs; a config file sets them in [tool.s2sad]")
+        return build.load_config(args.config or "pyproject.toml")
+    if not args.output:
+        raise UsageError("build with TARGETs needs -o/--output DIR")
+    if args.config:
+        raise UsageError("give TARGETs or --config, not both")
+    build.add_to_path([Path.cwd()])
+    targets = [t for spec in args.targets for t in build.target_from(spec, args.transform)]
+    return build.Config(Path(args.output), targets, [Path.cwd()])
 
 
 def _cache(args) -> int:

@@ -145,5 +145,6 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     info = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
     assert info["path"] == str(tmp_path) and int(info["entries"]) >= 1 and int(info["bytes"]) > 0
     assert main(["cache", "clear"]) == 0
-    assert re.fullmatch(rf"s2sad: removed [1-9]\d* file\(s\) from {re.escape(str(tmp_path))}\n", capsys.readouterr().out)
+    removed = re.fullmatch(r"s2sad: removed (\d+) file\(s\) from (.*)\n", capsys.readouterr().out)
+    assert int(removed[1]) >= 1 and removed[2] == str(tmp_path)
     assert not list(tmp_path.glob("s2sad_gen_*.py"))
