@@ -365,3 +365,50 @@ def test_info_and_clear_touch_only_s2sads_files(fresh_cache, tmp_path, monkeypat
     forget_loaded_modules(monkeypatch)  # ... and a fresh start recompiles
     _, dispatcher = grad_and_dispatcher(f)
     assert disk_stats(dispatcher) == (0, 1)
+
+
+# ---- tape resource bounds -----------------------------------------------------------------------------
+
+TAPE_SCRIPT = """
+import resource, sys
+import numpy as np
+import s2sad
+import user_mod
+
+g = s2sad.grad(user_mod.f, argnums=(0, 1))
+print(*g(0.3, 1.5, 10_000_000))  # a scalar tape of 10^7 entries
+g.__s2sad_transform__.primal_fn(0.3, 1.5, 10)  # compiled now: grad reruns it after an error
+vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + 32 * 2**20, resource.RLIM_INFINITY))
+try:
+    g(0.3, 1.5, 20_000_000)  # 160 MB of tape
+except MemoryError as exc:
+    print("MemoryError", exc)
+"""
+
+TAPED_LOOP = """
+import numpy as np
+
+
+def f(x, w, n):
+    for i in range(n):
+        x = np.sin(x) * w
+    return x
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc (Linux)")
+def test_long_taped_loop_completes_and_an_oversized_tape_is_a_memory_error(fresh_cache, tmp_path):
+    (tmp_path / "user_mod.py").write_text(TAPED_LOOP)
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(fresh_cache), PYTHONPATH=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", TAPE_SCRIPT], env=env, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr  # not a crash (a segfault is -11)
+    grads, error = run.stdout.splitlines()
+    x, w = 0.3, 1.5
+    for _ in range(200):  # the loop's fixed point x = w sin(x) (a contraction here: |w cos x| < 0.12)
+        x = w * np.sin(x)
+    dx, dw = (float(v) for v in grads.split())
+    assert abs(dx) < 1e-300  # d x_n / d x_0 is a product of 10^7 factors w cos(x_k)
+    np.testing.assert_allclose(dw, np.sin(x) / (1 - w * np.cos(x)), rtol=1e-12)  # implicit function theorem
+    assert error.startswith("MemoryError")
