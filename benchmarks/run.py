@@ -139,7 +139,7 @@ def calibrate(fn: Callable, args: tuple, min_batch_s: float) -> tuple[int, float
 
 
 def measure_interleaved(calls: dict[str, tuple[Callable, tuple]], rounds: int, min_batch_s: float,
-                        slow_s: float = 0.5, slow_rounds: int = 3) -> dict[str, Timing]:
+                        slow_s: float = 0.5, slow_rounds: int = 5) -> dict[str, Timing]:
     """Round r times one batch of every tool, in an order rotated each round; median over rounds.
 
     A tool whose single call takes longer than slow_s runs one call per batch, in the first slow_rounds rounds.
@@ -264,7 +264,7 @@ def bench_overhead(calls: int, rounds: int) -> dict:
     grad = s2sad.grad(tiny)
     check_close("tiny", leaves_of(grad(1.0, 2.0)), leaves_of(tiny_grad_hand(1.0, 2.0)), 1e-12)
     timings = measure_interleaved({"s2sad": (grad, (1.0, 2.0)), "njit": (tiny_grad_hand, (1.0, 2.0))}, rounds,
-                                  min_batch_s=calls * 1e-6)
+                                  min_batch_s=0.002)
     return {k: t.median for k, t in timings.items()}
 
 
@@ -296,7 +296,8 @@ def fmt_bytes(b: int | None) -> str:
 
 def markdown(results: dict) -> str:
     rows = results["workloads"]
-    lines = [f"Machine: {results['machine']}. {results['mode']}. Times are medians per call over interleaved "
+    lines = [f"Machine: {results['machine']}; load average {results['load_before']:.1f} before the run, "
+             f"{results['load_after']:.1f} after. {results['mode']}. Times are medians per call over interleaved "
              "rounds (all tools in one process); ratios divide medians. `primal` is `numba.njit(f)`, or s2sad's "
              "generated primal compiled by numba (marked *) where numba refuses `f` as written.", "",
              "| workload | primal | s2sad grad | grad/primal | hand adjoint (njit) | **s2sad/hand** | "
@@ -410,12 +411,13 @@ def main(argv=None) -> None:
         child(args.child, args.quick)
         return
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    rounds, min_batch_s = (7, 0.02) if args.quick else (21, 0.05)
+    # Short batches: on a shared machine a batch longer than a scheduler slice is mostly waiting time.
+    rounds, min_batch_s = (15, 0.002) if args.quick else (41, 0.002)
     chosen = [w for w in W.workloads(args.quick) if not args.only or any(s in w.name for s in args.only)]
     if not chosen:
         raise SystemExit(f"no workload matches {args.only}; names: {[w.name for w in W.workloads(args.quick)]}")
     mode = "`--quick` sizes" if args.quick else "full sizes"
-    results = dict(machine=machine(), mode=mode, workloads=[])
+    results = dict(machine=machine(), mode=mode, workloads=[], load_before=os.getloadavg()[0])
     for w in chosen:
         progress(f"{w.name} ...")
         row = bench_workload(w, rounds, min_batch_s, progress)
@@ -425,6 +427,7 @@ def main(argv=None) -> None:
         results["workloads"].append(row)
     progress("per-call overhead ...")
     results["overhead"] = bench_overhead(calls=20_000, rounds=rounds)
+    results["load_after"] = os.getloadavg()[0]
     results["targets"] = targets(results)
     text = markdown(results)
     print(text)

@@ -2,7 +2,7 @@
 
 s2sad reads the source of the plain functions, so they live in this file as ordinary Python.
 Autograd runs the very same functions with `np` rebound to `autograd.numpy` (see `rebind_numpy`);
-JAX runs them the same way where the code is vectorized, and uses `lax` loops (jax_versions.py)
+JAX runs them the same way where the code is vectorized, and uses `lax` loops (other_tools.py)
 where a Python loop would be unrolled by the tracer.
 
 Each `Workload` carries: the function, its differentiated argnums, an input maker, the hand-written
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numba
@@ -77,8 +77,9 @@ def gmm(alphas, means, icf, x, gamma, m, log_gamma_d):
 def gmm_inputs(d: int, K: int, n: int):
     rng = np.random.default_rng(0)
     icf_size = d + d * (d - 1) // 2
+    gamma, m = 1.0, 0  # the Wishart prior's parameters, as in ADBench
     return (rng.normal(size=K), rng.normal(size=(K, d)), 0.1 * rng.normal(size=(K, icf_size)),
-            rng.normal(size=(n, d)), 1.0, 0, log_multigamma(0.5 * (d + 0 + 1), d))
+            rng.normal(size=(n, d)), gamma, m, log_multigamma(0.5 * (d + m + 1), d))
 
 
 @numba.njit(cache=True)
@@ -276,14 +277,11 @@ def rk4_inputs(steps: int):
     return np.array([1.5, 1.0, 1.0, 3.0]), 1.0, 1.0, 0.01, steps
 
 
-@numba.njit(cache=True)
-def _lv_vjp(u, v, theta, gu, gv, d_theta):
-    """Adjoint of (u, v) -> lotka_volterra(u, v, theta); accumulates d_theta, returns (d_u, d_v)."""
-    d_theta[0] += gu * u
-    d_theta[1] -= gu * u * v
-    d_theta[2] += gv * u * v
-    d_theta[3] -= gv * v
-    return gu * (theta[0] - theta[1] * v) + gv * theta[2] * v, -gu * theta[1] * u + gv * (theta[2] * u - theta[3])
+@numba.njit(cache=True, inline="always")
+def _lv_vjp(u, v, a, b, c, e, gu, gv):
+    """Adjoint of (u, v) -> lotka_volterra(u, v, (a, b, c, e)): (d_u, d_v, d_a, d_b, d_c, d_e)."""
+    return (gu * (a - b * v) + gv * c * v, -gu * b * u + gv * (c * u - e),
+            gu * u, -gu * u * v, gv * u * v, -gv * v)
 
 
 @numba.njit(cache=True)
@@ -303,8 +301,9 @@ def rk4_lv_grad_hand(theta, u0, v0, dt, steps):
         k4u, k4v = a * u4 - b * u4 * v4, c * u4 * v4 - e * v4
         us[t + 1] = u + dt / 6.0 * (k1u + 2.0 * k2u + 2.0 * k3u + k4u)
         vs[t + 1] = v + dt / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
-    d_theta = np.zeros(4)
+    da = db = dc = de = 0.0
     gu, gv = 2.0 * us[steps], 2.0 * vs[steps]
+    w = dt / 6.0
     for t in range(steps - 1, -1, -1):
         u, v = us[t], vs[t]
         k1u, k1v = a * u - b * u * v, c * u * v - e * v
@@ -313,13 +312,17 @@ def rk4_lv_grad_hand(theta, u0, v0, dt, steps):
         u3, v3 = u + 0.5 * dt * k2u, v + 0.5 * dt * k2v
         k3u, k3v = a * u3 - b * u3 * v3, c * u3 * v3 - e * v3
         u4, v4 = u + dt * k3u, v + dt * k3v
-        w = dt / 6.0
-        su, sv = _lv_vjp(u4, v4, theta, w * gu, w * gv, d_theta)          # k4 = f(u4, v4)
-        s3u, s3v = _lv_vjp(u3, v3, theta, 2 * w * gu + dt * su, 2 * w * gv + dt * sv, d_theta)
-        s2u, s2v = _lv_vjp(u2, v2, theta, 2 * w * gu + 0.5 * dt * s3u, 2 * w * gv + 0.5 * dt * s3v, d_theta)
-        s1u, s1v = _lv_vjp(u, v, theta, w * gu + 0.5 * dt * s2u, w * gv + 0.5 * dt * s2v, d_theta)
-        gu, gv = gu + su + s3u + s2u + s1u, gv + sv + s3v + s2v + s1v
-    return d_theta
+        s4u, s4v, t4a, t4b, t4c, t4e = _lv_vjp(u4, v4, a, b, c, e, w * gu, w * gv)  # k4 = f(u4, v4)
+        s3u, s3v, t3a, t3b, t3c, t3e = _lv_vjp(u3, v3, a, b, c, e, 2 * w * gu + dt * s4u, 2 * w * gv + dt * s4v)
+        s2u, s2v, t2a, t2b, t2c, t2e = _lv_vjp(u2, v2, a, b, c, e, 2 * w * gu + 0.5 * dt * s3u,
+                                               2 * w * gv + 0.5 * dt * s3v)
+        s1u, s1v, t1a, t1b, t1c, t1e = _lv_vjp(u, v, a, b, c, e, w * gu + 0.5 * dt * s2u, w * gv + 0.5 * dt * s2v)
+        da += t4a + t3a + t2a + t1a
+        db += t4b + t3b + t2b + t1b
+        dc += t4c + t3c + t2c + t1c
+        de += t4e + t3e + t2e + t1e
+        gu, gv = gu + s4u + s3u + s2u + s1u, gv + s4v + s3v + s2v + s1v
+    return np.array([da, db, dc, de])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,8 +381,6 @@ class Workload:
     loop: bool = False  # a scalar-loop workload (gradient/primal target <= 3)
     trips: int = 0  # loop iterations of one call (for bytes per iteration)
     rtol: float = 1e-9
-    jax_fun: str | None = None  # name in jax_versions.py, else the plain function with np -> jax.numpy
-    notes: list = field(default_factory=list)
 
 
 def hand_grads(w: Workload, args) -> tuple:
@@ -387,25 +388,30 @@ def hand_grads(w: Workload, args) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
 
-def workloads(quick: bool) -> list[Workload]:
-    gmm_sizes = [(2, 5, 100), (10, 25, 1000)] if quick else [(2, 5, 1000), (10, 25, 10000)]
-    rosen_sizes = [10**3, 10**5] if quick else [10**4, 10**6]
-    logreg_n = 10**3 if quick else 10**4
-    kepler_n = 10**3 if quick else 10**4
+SIZES = {  # gmm (d, K, n) pairs, rosen n, logreg (n, d), mlp (layer sizes, batch), rk4 steps, kepler n
+    "full": ([(2, 5, 1000), (10, 25, 10000)], [10**4, 10**6], (10**4, 100), ((784, 64, 10), 128), 1000, 10**4),
+    "quick": ([(2, 5, 100), (10, 25, 1000)], [10**3, 10**5], (10**3, 100), ((784, 64, 10), 128), 1000, 10**3),
+    "tiny": ([(2, 3, 10), (3, 4, 12)], [50], (40, 5), ((8, 6, 3), 4), 20, 20),  # the smoke test
+}
+
+
+def workloads(quick: bool = False, tiny: bool = False) -> list[Workload]:
+    gmm_sizes, rosen_sizes, (logreg_n, logreg_d), (layers, batch), steps, kepler_n = \
+        SIZES["tiny" if tiny else "quick" if quick else "full"]
     out = [Workload(f"gmm_d{d}_K{K}_n{n}", f"GMM d={d} K={K} n={n:,}", gmm, (0, 1, 2),
                     lambda d=d, K=K, n=n: gmm_inputs(d, K, n), gmm_grad_hand, rtol=1e-8)
            for d, K, n in gmm_sizes]
-    out.append(Workload(f"logreg_n{logreg_n}", f"logistic regression n={logreg_n:,} d=100", logreg, (0, 1),
-                        lambda: logreg_inputs(logreg_n, 100), logreg_grad_hand))
-    out.append(Workload("mlp", "MLP 784-64-10 tanh, batch 128", mlp, (0,), mlp_inputs,
+    out.append(Workload(f"logreg_n{logreg_n}", f"logistic regression n={logreg_n:,} d={logreg_d}", logreg, (0, 1),
+                        lambda: logreg_inputs(logreg_n, logreg_d), logreg_grad_hand))
+    out.append(Workload("mlp", f"MLP {'-'.join(map(str, layers))} tanh, batch {batch}", mlp, (0,),
+                        lambda: mlp_inputs(layers, batch),
                         lambda *a: (mlp_grad_hand(*a),)))
     out += [Workload(f"rosen_n{n}", f"Rosenbrock loop n={n:,}", rosen, (0,), lambda n=n: rosen_inputs(n),
-                     rosen_grad_hand, loop=True, trips=n - 1, jax_fun="rosen") for n in rosen_sizes]
-    out.append(Workload("rk4_lv", "RK4 Lotka-Volterra, 1000 steps", rk4_lv, (0,), lambda: rk4_inputs(1000),
-                        rk4_lv_grad_hand, loop=True, trips=1000, rtol=1e-8, jax_fun="rk4_lv"))
+                     rosen_grad_hand, loop=True, trips=n - 1) for n in rosen_sizes]
+    out.append(Workload("rk4_lv", f"RK4 Lotka-Volterra, {steps} steps", rk4_lv, (0,), lambda: rk4_inputs(steps),
+                        rk4_lv_grad_hand, loop=True, trips=steps, rtol=1e-8))
     out.append(Workload(f"kepler_n{kepler_n}", f"Newton while loop (Kepler), n={kepler_n:,}", kepler, (0, 1),
-                        lambda: kepler_inputs(kepler_n), kepler_grad_hand, loop=True, rtol=1e-8,
-                        jax_fun="kepler"))
+                        lambda: kepler_inputs(kepler_n), kepler_grad_hand, loop=True, rtol=1e-8))
     return out
 
 
