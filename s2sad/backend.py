@@ -20,7 +20,7 @@ from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
-CACHE_FORMAT = 2  # part of every module name: bump it when the files' layout changes, so old ones are never read
+CACHE_FORMAT = 3  # part of every module name: bump it when the files' layout changes, so old ones are never read
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
 _LOCK = threading.RLock()  # one import and one jit per module, however many threads ask at once
 _PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -146,7 +146,19 @@ def _verified(raw: bytes, path: str) -> bytes:
 
 
 class _CheckedCacheFile(IndexDataCacheFile):
-    """numba's index and data files, each payload preceded by its SHA-256: damage is detected, never loaded."""
+    """numba's index and data files, each payload preceded by its SHA-256: damage is detected, never loaded.
+
+    Each data file also holds its index key: two processes compiling different signatures at once
+    can leave an index naming the other one's data file, which is then a miss, not the wrong code."""
+
+    def save(self, key, data) -> None:
+        super().save(key, (key, data))
+
+    def load(self, key):
+        found = super().load(key)
+        if found is None or found[0] != key:
+            return None
+        return found[1]
 
     def _dump(self, obj) -> bytes:
         payload = super()._dump(obj)

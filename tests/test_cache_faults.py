@@ -4,6 +4,7 @@ Every test runs on its own cache dir with s2sad's in-process module tables empti
 loads comes from that dir (or is compiled anew), never from what earlier tests left in memory.
 """
 
+import hashlib
 import importlib.util
 import os
 import py_compile
@@ -201,6 +202,45 @@ def test_damaged_files_are_detected_and_recompiled(fresh_cache, tmp_path, monkey
             warnings.simplefilter("error", CacheWarning)  # repaired: the next load is clean
             result, dispatcher = grad_and_dispatcher(f)
         assert result == good and disk_stats(dispatcher) == (1, 0)
+
+
+SUM = """
+import numpy as np
+
+
+def h(x):
+    return np.sum(np.sin(x) * x)
+"""
+
+
+def swap_index_entries(index: Path) -> None:
+    """What two processes saving different signatures at once can leave: each key names the other's data."""
+    import pickle
+
+    from numba.core.serialize import dumps
+
+    with open(index, "rb") as f:
+        version = pickle.load(f)
+        raw = f.read()
+    stamp, overloads = pickle.loads(raw[32:])  # after the SHA-256 s2sad puts before each payload
+    (k1, d1), (k2, d2) = overloads.items()
+    payload = dumps((stamp, {k1: d2, k2: d1}))
+    with open(index, "wb") as f:
+        pickle.dump(version, f, protocol=-1)
+        f.write(hashlib.sha256(payload).digest() + payload)
+
+
+def test_index_naming_another_signatures_data_is_a_miss(fresh_cache, tmp_path, monkeypatch):
+    h = user_module(tmp_path, monkeypatch, SUM).h
+    vector, matrix = np.linspace(0.1, 0.5, 3), np.linspace(0.1, 0.5, 4).reshape(2, 2)
+    for x in (vector, matrix):
+        s2sad.grad(h)(x)  # two signatures, two data files
+    (index,) = fresh_cache.glob("__pycache__/*.nbi")
+    swap_index_entries(index)
+    forget_loaded_modules(monkeypatch)
+    g = s2sad.grad(h)
+    np.testing.assert_allclose(g(vector), np.sin(vector) + vector * np.cos(vector), rtol=1e-12)
+    assert disk_stats(g.__s2sad_transform__.vjp_fn) == (0, 1)
 
 
 def plant_stale_bytecode(py: Path, stale_source: str) -> None:
