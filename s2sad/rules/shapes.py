@@ -128,6 +128,17 @@ def broadcast_to(g, out, x, shape):
     return unbroadcast(g, x), None
 
 
+def full_tangent(g, out, shape, fill_value):
+    return None, np.full(shape, g)
+
+
+# np.full is np.broadcast_to(fill_value, shape), copied: the fill value's derivative spreads to every entry.
+@defrule(np.full, elementwise=False, tangent=full_tangent,
+         checks=[Check("np.full(3, a)", shapes=((),)), Check("np.full((2, 3), a)", shapes=((),))])
+def full(g, out, shape, fill_value):
+    return None, unbroadcast(g, fill_value)
+
+
 # ------------------------------------------------------------------ permutations of the axes or the entries
 
 def transpose_tangent(g, out, x, axes=None):
