@@ -122,6 +122,17 @@ def user_names(node: cst.CSTNode) -> set[str]:
     return found
 
 
+def _assign_targets(node: cst.CSTNode) -> list[cst.AssignTarget]:
+    found = []
+
+    class V(cst.CSTVisitor):
+        def visit_AssignTarget(self, n):
+            found.append(n)
+
+    node.visit(V())
+    return found
+
+
 def assigned_names(func: cst.FunctionDef) -> set[str]:
     """Names Python treats as local: parameters and every assignment/loop target."""
     out = {p.name.value for p in func.params.params + func.params.kwonly_params}
@@ -605,7 +616,7 @@ class Lowerer:
         """`for v in array` / `for i, v in enumerate(array)`: loop over the first axis."""
         it, target = node.iter, node.target
         if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate):
-            arr = self.expr(it.args[0].value, out)
+            arr = self.iterated(node, it.args[0].value, out)
             if not (isinstance(target, cst.Tuple) and len(target.elements) == 2
                     and all(isinstance(e.value, cst.Name) for e in target.elements)):
                 raise self.err(target, "use `for i, v in enumerate(array)`")
@@ -614,11 +625,19 @@ class Lowerer:
             return Const(0), n, Const(1), idx, [(val, lambda c: Load(arr, (Var(c),)))]
         if not isinstance(target, cst.Name):
             raise self.err(target, "loop over an array with a single loop variable")
-        arr = self.expr(it, out)
+        arr = self.iterated(node, it, out)
         if not isinstance(arr, Var):
             raise self.err(it, "can only loop over range(...), an array, or enumerate(array)")
         n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
         return Const(0), n, Const(1), None, [(target.value, lambda c: Load(arr, (Var(c),)))]
+
+    def iterated(self, loop: cst.For, it, out):
+        """The array a loop walks: the object bound before the loop, even where the body rebinds its name."""
+        arr = self.expr(it, out)
+        rebound = {t.target.value for t in _assign_targets(loop.body) if isinstance(t.target, cst.Name)}
+        if isinstance(arr, Var) and isinstance(it, cst.Name) and it.value in rebound:
+            return self.emit(out, self.temp(it.value + "_iterated"), Copy(arr))
+        return arr
 
     def while_stmt(self, node: cst.While, out) -> set:
         if node.orelse is not None:
