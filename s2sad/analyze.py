@@ -355,9 +355,9 @@ class Analysis:
             block = body if name in self.fn.outputs else self.block_by_id(common[-1])
             while True:
                 first = next(s for s in block if name in ir.all_reads(s) | ir.all_writes(s))
-                if isinstance(first, Assign) and first.target == name and \
-                        name not in ir.atom_vars(ir.expr_operands(first.value)):
-                    self.home_defs.add(id(first))
+                if _defines_first(first, name):  # so the block's adjoint may start `name`'s from zero
+                    if isinstance(first, Assign):
+                        self.home_defs.add(id(first))
                     break
                 if block is body:
                     break
@@ -425,6 +425,20 @@ def _aliases(value) -> bool:
     if isinstance(value, Copy):
         return isinstance(value.value, Var)
     return isinstance(value, Load) or isinstance(value, Prim) and value.rule.name in VIEWS
+
+
+def _defines_first(s, name: str) -> bool:
+    """Does every path through statement `s` assign `name` before reading it?"""
+    if isinstance(s, Assign):
+        return s.target == name and name not in ir.atom_vars(ir.expr_operands(s.value))
+    if isinstance(s, If) and name not in ir.atom_vars([s.test]):
+        return all(_defined_first(b, name) for b in (s.body, s.orelse))
+    return False
+
+
+def _defined_first(block, name: str) -> bool:
+    first = next((s for s in block if name in ir.all_reads(s) | ir.all_writes(s)), None)
+    return first is not None and _defines_first(first, name)
 
 
 def _position(block, stmt) -> int:
