@@ -43,7 +43,7 @@ def configured_cache_dir() -> Path:
 def cache_dir() -> Path | None:
     """The configured cache dir, created if needed; None when it cannot be created or written."""
     path = configured_cache_dir()
-    if path in _usable:
+    if path in _usable and path.is_dir():  # removed meanwhile: made again below
         return path
     if path in _unusable:
         return None
