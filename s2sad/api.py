@@ -61,10 +61,17 @@ def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tu
     return tuple(out)
 
 
+def _on_gpu(a) -> bool:
+    """A GPU array: numba's device arrays (and the simulator's), CuPy, PyTorch CUDA tensors."""
+    return hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")
+
+
 def _check_float(value, name: str, index: int, fname: str, what: str):
     kind = type(value)
     if kind is float or (kind is np.ndarray and value.dtype.kind == "f"):
         return  # the common case, kept cheap: this runs on every call
+    if _on_gpu(value) and np.dtype(value.dtype).kind == "f":
+        return  # for vmap(target="cuda")
     if isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c"):
         kind = f"an array of dtype {value.dtype}" if isinstance(value, np.ndarray) else f"complex {value!r}"
         raise TypeError(f"{what} differentiates real floats, but argument {index} (`{name}`) of {fname} is {kind}; "
@@ -533,19 +540,61 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
 
 
 class _Batched(_Transform):
-    """The generated batch loop of one function: axis 0 of the batched arguments."""
+    """The generated batch loop of one function: axis 0 of the batched arguments (leaves, for pytrees)."""
 
     def __init__(self, fun: Callable, batched: tuple[bool, ...], target: str, backend: str):
-        params = list(inspect.signature(_as_function(fun)).parameters)
         super().__init__(fun, tuple(i for i, b in enumerate(batched) if b) or 0, backend)
         self.batched, self.target, self.what = batched, target, "vmap"
-        if len(batched) != len(params):
-            raise ValueError(f"in_axes has {len(batched)} entries but {self.fun.__name__} takes {len(params)} arguments")
+        self._kernels: dict[tuple, Callable] = {}
+        self._last_shapes: tuple | None = None
+
+    def structured(self, defs: tuple | None, leaf_batched: tuple[bool, ...]) -> "_Batched":
+        """The batch loop for arguments of structure `defs` (None: plain arrays) batched leaf by leaf."""
+        if defs is None and leaf_batched == self.batched:
+            return self
+        key = ("batched", defs, leaf_batched)
+        found = self._specialized.get(key)
+        if found is None:
+            found = self._specialized[key] = copy.copy(self)
+            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
+            found._kernels, found.defs, found.batched = {}, defs, leaf_batched
+        return found
 
     def generate(self, fn_ir) -> Generated:
+        if self.target == "cuda":
+            from s2sad.codegen.cuda import kernel_module
+
+            if self._last_shapes is None:
+                raise ValueError("a CUDA kernel is generated for the per-example shapes of its arguments (its "
+                                 "local arrays get static sizes): call the vmapped function once, then print "
+                                 "its source")
+            return kernel_module(fn_ir, list(self.batched), list(self._last_shapes))
         from s2sad.codegen.vmap import vmap_module
 
         return vmap_module(fn_ir, list(self.batched), self.target)
+
+    def run(self, leaves: list):
+        if self.target != "cuda":
+            return self.compiled("derivative")(*leaves)
+        shapes = tuple(tuple(np.shape(a)[1:] if b else np.shape(a)) for a, b in zip(leaves, self.batched))
+        kernel = self._kernels.get(shapes)
+        if kernel is None:  # the kernel's local arrays take their sizes from these shapes
+            self._last_shapes, self._generated = shapes, None
+            g = self.generated
+            kernel = self._kernels[shapes] = getattr(load_module(g.source, g.stem, "python"), g.derivative)
+        return kernel(*leaves)
+
+
+def _leaf_axes(spec, value, where: str) -> list:
+    """The in_axes entry of every leaf of `value`: `spec` is an int/None for all, or a matching pytree."""
+    if spec is None or isinstance(spec, int):
+        return [spec] * len(tree_flatten(value)[0])
+    if isinstance(spec, dict) and isinstance(value, dict) and set(spec) == set(value):
+        return [ax for k in sorted(value) for ax in _leaf_axes(spec[k], value[k], f"{where}[{k!r}]")]
+    if isinstance(spec, (tuple, list)) and isinstance(value, (tuple, list)) and len(spec) == len(value):
+        return [ax for i, (s, v) in enumerate(zip(spec, value)) for ax in _leaf_axes(s, v, f"{where}[{i}]")]
+    raise ValueError(f"vmap: in_axes for {where} is {spec!r}, which does not match the argument's structure "
+                     f"({type(value).__name__}); use an int, None, or a pytree of those shaped like the argument")
 
 
 def _check_vmapped_floats(fun: Callable, args: tuple):
@@ -561,16 +610,18 @@ def _check_vmapped_floats(fun: Callable, args: tuple):
 def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str = DEFAULT_BACKEND) -> Callable:
     """Map `fun` over an axis of its arguments by a generated loop (compiled by numba).
 
-    in_axes: an int for all arguments, or one entry per argument (int, or None for an argument
-    passed whole to every example). out_axes: where the batch axis goes in each output.
-    target: "cpu" (a serial loop) or "parallel" (numba.prange over the batch).
+    in_axes: an int for all arguments, or one entry per argument: an int, None for an argument
+    passed whole to every example, or a pytree of those shaped like the argument (JAX's rules).
+    out_axes: where the batch axis goes in each output.
+    target: "cpu" (a serial loop), "parallel" (numba.prange over the batch) or "cuda" (a
+    numba.cuda kernel, one thread per example; needs `pip install s2sad[cuda]`).
 
         per_example_grads = s2sad.vmap(s2sad.grad(loss), in_axes=(None, 0, 0))(W, X, y)
     """
     from s2sad.codegen.vmap import TARGETS
 
-    if target not in TARGETS:
-        raise ValueError(f"vmap target must be one of {TARGETS}, got {target!r}")
+    if target not in TARGETS + ("cuda",):
+        raise ValueError(f"vmap target must be one of {TARGETS + ('cuda',)}, got {target!r}")
     inner = _as_function(fun)
     n_params = len(inspect.signature(inner).parameters)
     axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * n_params
@@ -585,29 +636,76 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
         if len(args) != n_params:
             raise TypeError(f"{inner.__name__} takes {n_params} arguments, got {len(args)}")
         _check_vmapped_floats(fun, args)
-        moved, sizes = [], {}
-        for i, (a, axis) in enumerate(zip(args, axes)):
-            if axis is None:
-                moved.append(a)
-                continue
-            if np.ndim(a) == 0:
-                raise ValueError(f"vmap: argument {i} (`{batch.params[i]}`) is a scalar, but in_axes[{i}] = {axis}")
-            a = np.moveaxis(np.asarray(a), axis, 0) if axis not in (0, -np.ndim(a)) else a
-            sizes[batch.params[i]] = a.shape[0]
-            moved.append(a)
-        if len(set(sizes.values())) > 1:
-            shown = ", ".join(f"`{k}` has {v}" for k, v in sizes.items())
-            raise ValueError(f"vmap: batched arguments must have the same batch size, but {shown}")
-        out = batch.compiled("derivative")(*moved)
-        if out_axes == 0:
-            return out
-        if isinstance(out, tuple):
-            axes_out = out_axes if isinstance(out_axes, (tuple, list)) else (out_axes,) * len(out)
-            return tuple(np.moveaxis(o, 0, k) for o, k in zip(out, axes_out))
-        return np.moveaxis(out, 0, out_axes)
+        if all(type(a) in _LEAF_TYPES or _on_gpu(a) for a in args):
+            b, leaves, leaf_axes = batch, args, axes
+        else:
+            leaves, defs, leaf_axes = [], [], []
+            for i, (a, axis) in enumerate(zip(args, axes)):
+                flat, d = tree_flatten(a)
+                leaves += flat
+                defs.append(d)
+                leaf_axes += _leaf_axes(axis, a, f"argument {i} (`{batch.params[i]}`)")
+            b = batch.structured(tuple(defs), tuple(ax is not None for ax in leaf_axes))
+            if isinstance(getattr(fun, "__s2sad_transform__", None), _Reverse):
+                return _vmap_of_grad(fun.__s2sad_transform__, batch, defs, leaves, leaf_axes, out_axes)
+        out = b.run(_batch_first(b, leaves, leaf_axes))
+        if b.defs is not None and b.ir.output_shape is not None:
+            out = unflatten(b.ir.output_shape, list(out) if isinstance(out, tuple) else [out])
+        return _move_out(out, out_axes)
 
     vmapped.__s2sad_transform__ = batch
     return vmapped
+
+
+def _vmap_of_grad(rev: "_Reverse", batch: _Batched, defs: list, leaves: list, leaf_axes: list, out_axes):
+    """vmap(grad(f)) with pytree arguments: batch the gradient specialized to their structure."""
+    if rev.what != "grad" or rev.has_aux:
+        raise TypeError(f"vmap of {rev.what}{' with has_aux' if rev.has_aux else ''} over pytree arguments is not "
+                        "supported; vmap(grad(f)) is, or pass the leaves as separate arguments")
+    example = [leaf[0] if ax is not None else leaf for leaf, ax in zip(leaves, leaf_axes)]
+    per_example, n = [], 0
+    for d in defs:
+        per_example.append(tree_unflatten(d, example[n:n + d.num_leaves]))
+        n += d.num_leaves
+    r, _ = rev.specialize(tuple(per_example))
+    key = ("grad", r.defs, tuple(ax is not None for ax in leaf_axes))
+    b = batch._specialized.get(key)
+    if b is None:
+        b = batch._specialized[key] = _Batched(r.source_function(), key[2], batch.target, batch.backend)
+    out = b.run(_batch_first(b, leaves, leaf_axes))
+    out = list(out) if isinstance(out, tuple) else [out]
+    grads = r.regroup([_move_out(o, out_axes) for o in out])
+    return grads[0] if r.single else grads
+
+
+def _batch_first(b: _Batched, leaves, leaf_axes) -> list:
+    """The leaves with their batch axis moved to the front; a ValueError naming them if sizes differ."""
+    moved, sizes = [], {}
+    for i, (a, axis) in enumerate(zip(leaves, leaf_axes)):
+        if axis is None:
+            moved.append(a)
+            continue
+        name = b.leaf_name(i) if b.defs is not None else b.params[i]
+        if np.ndim(a) == 0:
+            raise ValueError(f"vmap: argument {i} (`{name}`) is a scalar, but its in_axes entry is {axis}")
+        if axis not in (0, -np.ndim(a)):
+            a = np.moveaxis(np.asarray(a), axis, 0)
+        sizes[name] = a.shape[0]
+        moved.append(a)
+    if len(set(sizes.values())) > 1:
+        shown = ", ".join(f"`{k}` has {v}" for k, v in sizes.items())
+        raise ValueError(f"vmap: batched arguments must have the same batch size, but {shown}")
+    return moved
+
+
+def _move_out(out, out_axes):
+    """Each output's batch axis (0 as generated) moved to its out_axes entry."""
+    if out_axes == 0:
+        return out
+    if isinstance(out, tuple):
+        axes_out = out_axes if isinstance(out_axes, (tuple, list)) else (out_axes,) * len(out)
+        return tuple(np.moveaxis(o, 0, k) for o, k in zip(out, axes_out))
+    return np.moveaxis(out, 0, out_axes)
 
 
 def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:

@@ -10,6 +10,8 @@ import pytest
 os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
 # When the run began (xdist workers inherit it from the controller): test_zz_closure re-reads what was generated since.
 os.environ.setdefault("S2SAD_TEST_RUN_START", str(time.time() - 1.0))
+# vmap(target="cuda") runs on numba's CUDA simulator unless told otherwise (NUMBA_ENABLE_CUDASIM=0 on a GPU machine).
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 BACKENDS = ["python", "numba"]
 

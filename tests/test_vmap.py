@@ -5,12 +5,13 @@ import pytest
 
 import s2sad
 from helpers import assert_close, fd_grad
-from vmap_functions import batch_loss, example_losses, per_example_loss, row_energy, row_norms, two_outputs
+from vmap_functions import (batch_loss, example_losses, margin_loss, matrix_loss, pair_energy, per_example_loss,
+                            row_energy, row_norms, running_max, tree_loss, two_outputs, window_sum, half_sum)
 
 R = np.random.default_rng(11)
 W, B = R.normal(size=3), 0.1
 X, Y = R.normal(size=(7, 3)), (R.uniform(size=7) > 0.5).astype(float)
-TARGETS = ["cpu", "parallel"]
+TARGETS = ["cpu", "parallel", "cuda"]  # cuda: numba's simulator in CI (tests/conftest.py), a GPU where one is
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -61,7 +62,7 @@ def test_in_axes_out_axes_and_errors():
     assert_close(out, np.tanh(m).T, rtol=1e-12)
     with pytest.raises(ValueError, match="same batch size.*`x` has 7.*`y` has 4"):
         s2sad.vmap(per_example_loss, in_axes=(None, None, 0, 0))(W, B, X, Y[:4])
-    with pytest.raises(ValueError, match="target"):
+    with pytest.raises(ValueError, match="target must be one of.*cuda"):
         s2sad.vmap(np.tanh, target="gpu-please")
     with pytest.raises(ValueError, match="in_axes has 2 entries"):
         s2sad.vmap(row_energy, in_axes=(0, 0))
@@ -71,3 +72,62 @@ def test_source_shows_the_batch_loop():
     text = s2sad.source(s2sad.vmap(per_example_loss, in_axes=(None, None, 0, 0), target="parallel"))
     assert "def per_example_loss_batched(W, b, x, y):" in text
     assert "for b2 in prange(1, n):" in text and "per_example_loss(W, b, x[b2], y[b2])" in text
+
+
+def test_cuda_kernel_runs_loops_branches_and_while_per_thread():
+    w, X2 = R.normal(size=4), R.normal(size=(9, 4)) * 2.0
+    Y2 = (R.uniform(size=9) > 0.5).astype(float)
+    per_example = s2sad.vmap(s2sad.grad(margin_loss, argnums=(0, 1)), in_axes=(None, 0, 0), target="cuda")
+    gw, gx = per_example(w, X2, Y2)
+    for i in (0, 4, 8):
+        assert_close(gw[i], fd_grad(margin_loss, (w, X2[i], Y2[i]), 0))
+        assert_close(gx[i], fd_grad(margin_loss, (w, X2[i], Y2[i]), 1))
+    text = s2sad.source(per_example)
+    assert "@cuda.jit" in text and "cuda.grid(1)" in text and "cuda.local.array(4, np.float64)" in text
+    kernel_code = [ln.split("#")[0] for ln in text.split("@cuda.jit")[-1].splitlines()]
+    assert not any("np." in ln.replace("np.float64", "") for ln in kernel_code)  # math, not NumPy, in a thread
+
+
+def test_cuda_device_arrays_stay_on_the_device():
+    from numba import cuda
+
+    x = np.linspace(-1.0, 1.0, 300)  # more examples than one block of threads
+    per_example = s2sad.vmap(s2sad.grad(np.tanh), target="cuda")
+    out = per_example(cuda.to_device(x))
+    assert hasattr(out, "copy_to_host")
+    assert_close(out.copy_to_host(), 1.0 - np.tanh(x) ** 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("fun, args, message", [
+    (running_max, (np.ones(3), np.ones((2, 3))), r"keeps a tape.*cannot grow a list.*m_tape = List"),
+    (matrix_loss, (np.ones((2, 3)), np.ones((2, 3))), r"matrix product.*W @ x"),
+    (half_sum, (np.ones(3), np.ones((2, 3))), "only known at run time"),
+])
+def test_cuda_refuses_what_a_thread_cannot_do_with_the_line(fun, args, message):
+    with pytest.raises(s2sad.errors.UnsupportedError, match=rf"(?s)\.py:\d+:\d+: vmap\(target='cuda'\): .*{message}"):
+        s2sad.vmap(s2sad.grad(fun), in_axes=(None, 0), target="cuda")(*args)
+
+
+def test_cuda_kernel_sizes_come_from_the_first_call():
+    per_example = s2sad.vmap(s2sad.grad(window_sum), in_axes=(None, 0), target="cuda")
+    with pytest.raises(ValueError, match="call the vmapped function once"):
+        s2sad.source(per_example)
+    w, x = R.normal(size=4), R.normal(size=(3, 4))
+    assert_close(per_example(w, x), np.where(np.arange(4) > 0, x, 0.0), rtol=1e-12)
+    assert "cuda.local.array(3, np.float64)" in s2sad.source(per_example)  # w[1:] of a 4-vector
+
+
+def test_pytree_in_axes():
+    params = {"w": R.normal(size=3), "b": 0.3}
+    expected = np.array([tree_loss(params, X[i], Y[i]) for i in range(len(X))])
+    assert_close(s2sad.vmap(tree_loss, in_axes=(None, 0, 0))(params, X, Y), expected, rtol=1e-12)
+    assert_close(s2sad.vmap(tree_loss, in_axes=({"w": None, "b": None}, 0, 0))(params, X, Y), expected, rtol=1e-12)
+    a, b = R.normal(size=(4, 3)), R.normal(size=3)
+    assert_close(s2sad.vmap(pair_energy, in_axes=((0, None),))((a, b)), np.sum(np.sin(a) * b, axis=1), rtol=1e-12)
+    grads = s2sad.vmap(s2sad.grad(tree_loss), in_axes=(None, 0, 0))(params, X, Y)
+    assert set(grads) == {"w", "b"} and grads["w"].shape == (len(X), 3)
+    for i in (0, 3):
+        assert_close(grads["b"][i], fd_grad(lambda b: tree_loss({"w": params["w"], "b": b}, X[i], Y[i]), (0.3,), 0))
+        assert_close(grads["w"][i], fd_grad(lambda w: tree_loss({"w": w, "b": 0.3}, X[i], Y[i]), (params["w"],), 0))
+    with pytest.raises(ValueError, match=r"in_axes for argument 0 \(`params`\).*does not match"):
+        s2sad.vmap(tree_loss, in_axes=((0, 1), 0, 0))(params, X, Y)

@@ -1,5 +1,7 @@
 """Functions for the vmap tests (s2sad reads their source)."""
 
+import math
+
 import numpy as np
 
 import s2sad
@@ -28,3 +30,51 @@ def row_energy(row):
 
 def two_outputs(x, y):
     return x * y, np.sin(x) + y
+
+
+def margin_loss(w, x, y):
+    """A per-example loss in the loopy style a CUDA thread runs: a dot product, a branch, a while loop."""
+    z = 0.0
+    for j in range(x.shape[0]):
+        z += w[j] * x[j]
+    if y > 0.5:
+        loss = math.log(1.0 + math.exp(-z))
+    else:
+        loss = math.log(1.0 + math.exp(z))
+    k = 0
+    scale = 1.0
+    while scale * abs(z) > 0.5 and k < 10:  # a data-dependent trip count
+        scale = scale * 0.5
+        k += 1
+    return loss + scale * z * z
+
+
+def running_max(w, x):
+    """Overwrites `m` in a loop with a value it must remember: the adjoint needs a tape."""
+    m = w[0] * x[0]
+    for j in range(1, x.shape[0]):
+        m = np.sin(m) + w[j] * x[j]
+    return m
+
+
+def matrix_loss(W, x):
+    return np.sum(np.tanh(W @ x))
+
+
+def window_sum(w, x):
+    return np.sum(w[1:] * x[1:])
+
+
+def half_sum(w, x):
+    k = x.shape[0] // 2
+    return np.sum(w[:k] * x[:k])
+
+
+def tree_loss(params, x, y):
+    z = np.dot(x, params["w"]) + params["b"]
+    return (np.tanh(z) - y) ** 2
+
+
+def pair_energy(xy):
+    x, y = xy
+    return np.sum(np.sin(x) * y)
