@@ -85,6 +85,8 @@ class Analysis:
     homes: dict = field(default_factory=dict)  # id(block) -> [names zeroed there]
     home_defs: set = field(default_factory=set)  # ids of Assigns that need no adjoint reset
     working: set = field(default_factory=set)  # ids of statements whose reverse is not empty
+    readers: dict = field(default_factory=dict)  # name -> {id: statement whose reverse reads its primal value}
+    top: dict = field(default_factory=dict)  # id(stmt) -> position of its top-level statement in the body
 
     # ------------------------------------------------------------ structure
     def index(self):
@@ -106,6 +108,9 @@ class Analysis:
                     visit(child, inner, path, s)
 
         visit(self.fn.body, 0, [], None)
+        for i, t in enumerate(self.fn.body):
+            for s, _, _ in ir.walk([t]):
+                self.top[id(s)] = i
 
     def stmts(self):
         for s, _, _ in ir.walk(self.fn.body):
@@ -258,20 +263,33 @@ class Analysis:
         if name in self.replay:
             return False
         defs = [d for d in self.defs.get(name, []) if isinstance(d, Assign)]
+        if self.final_value_only(name, defs):
+            return False
         if name in self.fn.params:
             return bool(defs)
         return len(defs) > 1 or any(self.depth[id(d)] > 0 for d in defs)
 
+    def final_value_only(self, name, defs) -> bool:
+        """Every reverse-sweep read of `name` comes after all its writes (in later top-level statements):
+        the reverse reaches those reads first, while `name` still holds its last value, so no tape."""
+        last_def = max((self.top[id(d)] for d in defs), default=-1)
+        return all(self.top[id(r)] > last_def for r in self.readers.get(name, {}).values())
+
+    def read_back(self, names, reader):
+        for name in names:
+            self.readers.setdefault(name, {})[id(reader)] = reader
+        self.needed |= names
+
     def needs(self):
         changed = True
         while changed:
-            before = (len(self.needed), len(self.working))
+            before = (len(self.needed), len(self.working), sum(map(len, self.readers.values())))
             for s in self.stmts():
                 if self.has_adjoint(s):
-                    self.needed |= self.reverse_reads(s)
+                    self.read_back(self.reverse_reads(s), s)
             for name in list(self.needed):
                 if name in self.replay:
-                    self.needed |= set(ir.atom_vars(ir.expr_operands(self.replay[name].value)))
+                    self.read_back(set(ir.atom_vars(ir.expr_operands(self.replay[name].value))), self.replay[name])
             self.saved = {n for n in self.needed if self.save_kind(n)}
             for name in self.needed & set(self.stores):
                 self.plan_stores(name)
@@ -279,8 +297,8 @@ class Analysis:
             self.mark_working(self.fn.body)
             for s in self.stmts():
                 if id(s) in self.working and isinstance(s, (If, For)):  # a While replays by its trip count
-                    self.needed |= set(ir.stmt_reads(s))
-            changed = (len(self.needed), len(self.working)) != before
+                    self.read_back(set(ir.stmt_reads(s)), s)
+            changed = (len(self.needed), len(self.working), sum(map(len, self.readers.values()))) != before
 
     def mark_working(self, block) -> bool:
         any_work = False
