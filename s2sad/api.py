@@ -226,12 +226,25 @@ class _Reverse(_Transform):
         """(outputs..., grads...) for a scalar output seeded with 1.0; TypeError otherwise."""
         try:
             result = self.vjp_fn(*args, 1.0)
+        except MemoryError:
+            raise self.tape_error() from None  # not the generic handler: rerunning the primal could exhaust memory again
         except Exception:
             out = self.primal_fn(*args)
             self.check_scalar(out[0] if self.has_aux else out)
             raise
         self.check_scalar(result[0])
         return result
+
+    def tape_error(self) -> MemoryError:
+        import re
+
+        tapes = re.findall(r"(\w+) = List\(\)", self.generated.source)
+        kept = f"its tapes ({', '.join(tapes)})" if tapes else "its intermediate arrays"
+        return MemoryError(
+            f"{self.what} of {self.fun.__name__} ran out of memory in the reverse sweep: {kept} hold values "
+            "from every loop iteration (8 bytes per float, about 170 bytes plus the data per array). Run fewer "
+            "iterations, differentiate in chunks, or use forward mode (jvp/jacfwd), which keeps no tape. "
+            f"The tapes are in the generated code: print(s2sad.source({self.fun.__name__}))")
 
     def check_scalar(self, value):
         if not isinstance(value, (numbers.Number, np.ndarray, np.number)):
@@ -714,7 +727,7 @@ def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:
         return fun  # already compiled inside
     import numba
 
-    return numba.njit(cache=False)(unwrap(fun))
+    return numba.njit(cache=False, error_model="numpy")(unwrap(fun))
 
 
 def source(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, mode: str = "rev",

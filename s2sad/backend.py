@@ -20,7 +20,7 @@ from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
-CACHE_FORMAT = 3  # part of every module name: bump it when the files' layout changes, so old ones are never read
+CACHE_FORMAT = 4  # part of every module name: bump it when the files' layout changes, so old ones are never read
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
 _LOCK = threading.RLock()  # one import and one jit per module, however many threads ask at once
 _PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -119,7 +119,8 @@ def _jit_module(module: types.ModuleType) -> None:
     for name, obj in list(vars(module).items()):
         if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
             parallel = "prange" in obj.__code__.co_names  # a vmap batch loop for target="parallel"
-            dispatcher = numba.njit(parallel=parallel)(obj)
+            # NumPy's float semantics (1/0 is inf, not ZeroDivisionError), as NumPy and the python backend give
+            dispatcher = numba.njit(parallel=parallel, error_model="numpy")(obj)
             if on_disk:
                 _enable_disk_cache(dispatcher)
             setattr(module, name, dispatcher)

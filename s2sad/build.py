@@ -339,7 +339,8 @@ def _compiled_with_numba(code: str, skip: set[str]) -> str:
     functions = [n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name not in skip]
     for node in reversed(functions):
         uses_prange = any(isinstance(n, ast.Name) and n.id == "prange" for n in ast.walk(node))
-        lines.insert(node.lineno - 1, "@njit(cache=True, parallel=True)" if uses_prange else "@njit(cache=True)")
+        options = "cache=True, error_model=\"numpy\"" + (", parallel=True" if uses_prange else "")
+        lines.insert(node.lineno - 1, f"@njit({options})")
     code = "\n".join(lines) + "\n"
     if "\nfrom numba import prange\n" in code:
         return code.replace("\nfrom numba import prange\n", "\nfrom numba import njit, prange\n", 1)

@@ -293,3 +293,7 @@ def sqrt_sum(x):
 
 def log_sum(x):
     return np.sum(np.log(x))
+
+
+def scalar_ratio(x, y):
+    return np.sqrt(x) / y

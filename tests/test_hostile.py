@@ -176,3 +176,15 @@ def test_nan_and_inf_propagate_through_jvp(backend):
     assert np.isnan(value) and np.isnan(dvalue) and np.isnan(expected)
     _, finite = s2sad.jvp(H.sqrt_sum, (np.array([4.0, np.inf]),), (np.array([1.0, 0.0]),), backend=backend)
     assert finite == 0.25  # 0.5 / sqrt(4); the inf entry contributes 0 * 0 = 0
+
+
+def test_scalar_division_by_zero_is_inf_like_numpy():
+    # numba's default error model raises ZeroDivisionError for scalars; s2sad compiles with NumPy's.
+    # (backend="python" runs plain Python floats: ZeroDivisionError, exactly as the user's own function.)
+    backend = "numba"
+    with np.errstate(all="ignore"):
+        dx, dy = s2sad.grad(H.scalar_ratio, argnums=(0, 1), backend=backend)(0.0, 0.0)
+        expected_dx = np.float64(0.5) / np.sqrt(np.float64(0.0)) / np.float64(0.0)
+    assert np.isnan(dy) or np.isinf(dy)
+    assert dx == expected_dx  # inf, as NumPy computes it
+    assert s2sad.grad(H.scalar_ratio, argnums=1, backend=backend)(4.0, 0.0) == -np.inf  # -sqrt(4) / 0**2
