@@ -12,7 +12,7 @@ from numba import njit
 from ._s2sad_runtime import (copy_adj, unbroadcast, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def log1pexp_primal(x):
     # return np.log(1.0 + np.exp(x))
     exp2 = np.exp(x)
@@ -21,7 +21,7 @@ def log1pexp_primal(x):
     return log2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def log1pexp_custom_jvp(x, x_dot):
     # (x,), (x_dot,) = primals, tangents
     x2 = x
@@ -47,7 +47,7 @@ def log1pexp_custom_jvp(x, x_dot):
     return out, out2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     # primal sweep ------------------------------------------------------------
     # (x,), (x_dot,) = primals, tangents
@@ -84,14 +84,14 @@ def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     return out_dot, x_dot_bar
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def log1pexp(x):
     # return custom(x)
     log1pexp2 = log1pexp_primal(x)
     return log1pexp2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def log1pexp_vjp(x, log1pexp2_bar):
     # primal sweep ------------------------------------------------------------
     # return custom(x)
@@ -105,7 +105,7 @@ def log1pexp_vjp(x, log1pexp2_bar):
     return log1pexp2, x_bar
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def log1pexp_grad(x):
     value, x_grad = log1pexp_vjp(x, 1.0)
     return x_grad

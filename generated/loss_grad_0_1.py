@@ -12,7 +12,7 @@ from numba import njit
 from ._s2sad_runtime import (copy_adj, matmul_adjoint_b, sum_expand, unbroadcast, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def loss(W, b, inputs, targets):
     # preds = sigmoid(inputs @ W + b)
     matmul = inputs @ W
@@ -40,7 +40,7 @@ def loss(W, b, inputs, targets):
     return neg
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def loss_vjp(W, b, inputs, targets, neg_bar):
     # primal sweep ------------------------------------------------------------
     # preds = sigmoid(inputs @ W + b)
@@ -99,7 +99,7 @@ def loss_vjp(W, b, inputs, targets, neg_bar):
     return neg, W_bar, b_bar
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def loss_grad(W, b, inputs, targets):
     value, W_grad, b_grad = loss_vjp(W, b, inputs, targets, 1.0)
     return W_grad, b_grad

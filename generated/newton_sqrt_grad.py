@@ -13,7 +13,7 @@ from numba.typed import List
 from ._s2sad_runtime import (copy_adj, restore, unbroadcast, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def newton_sqrt(a):
     # x = a
     x = a
@@ -35,7 +35,7 @@ def newton_sqrt(a):
     return x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def newton_sqrt_vjp(a, x_bar):
     # primal sweep ------------------------------------------------------------
     x_tape = List()
@@ -81,7 +81,7 @@ def newton_sqrt_vjp(a, x_bar):
     return x_final, a_bar
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def newton_sqrt_grad(a):
     value, a_grad = newton_sqrt_vjp(a, 1.0)
     return a_grad

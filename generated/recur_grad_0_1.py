@@ -12,7 +12,7 @@ from numba import njit
 from ._s2sad_runtime import (copy_adj, sum_expand, unbroadcast, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur(x, w):
     # n = x.shape[0]
     x_shape = x.shape
@@ -38,7 +38,7 @@ def recur(x, w):
     return sum2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_vjp(x, w, sum2_bar):
     # primal sweep ------------------------------------------------------------
     # n = x.shape[0]
@@ -97,7 +97,7 @@ def recur_vjp(x, w, sum2_bar):
     return sum2, x_bar, w_bar
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_grad(x, w):
     value, x_grad, w_grad = recur_vjp(x, w, 1.0)
     return x_grad, w_grad

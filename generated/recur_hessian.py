@@ -12,7 +12,7 @@ from numba import njit
 from ._s2sad_runtime import (broadcast_like, copy_adj, sum_expand, unbroadcast, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_grad(x, w):
     # def recur_vjp(x, w, sum2_bar):
     x2 = x
@@ -133,7 +133,7 @@ def recur_grad(x, w):
     return x_grad
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_grad_jvp(x, w, x_dot):
     # def recur_vjp(x, w, sum2_bar):
     x2 = x
@@ -304,7 +304,7 @@ def recur_grad_jvp(x, w, x_dot):
     return x_grad, x_grad_dot
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_grad_jvp_tangent(x, w, x_dot):
     value2, tangent = recur_grad_jvp(x, w, x_dot)
     return tangent

@@ -12,7 +12,7 @@ from numba import njit
 from ._s2sad_runtime import (sum_reduce, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur(x, w):
     # n = x.shape[0]
     x_shape = x.shape
@@ -38,7 +38,7 @@ def recur(x, w):
     return sum2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_jvp(x, w, x_dot, w_dot):
     # n = x.shape[0]
     x_shape = x.shape
@@ -75,7 +75,7 @@ def recur_jvp(x, w, x_dot, w_dot):
     return sum2, sum2_dot
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def recur_jvp_tangent(x, w, x_dot, w_dot):
     value, tangent = recur_jvp(x, w, x_dot, w_dot)
     return tangent

@@ -12,7 +12,7 @@ from numba import njit, prange
 from ._s2sad_runtime import (batch_empty, copy_adj, unbroadcast, zeros_like_adj)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sigmoid_grad(x):
     # def sigmoid_vjp(x, mul_bar):
     x2 = x
@@ -50,7 +50,7 @@ def sigmoid_grad(x):
     return x_grad
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, error_model="numpy", parallel=True)
 def sigmoid_grad_batched(x):
     n = len(x)
     first = sigmoid_grad(x[0])
