@@ -843,17 +843,18 @@ class Lowerer:
         if parts[1:]:
             inner: list = []
             self.chain(right, parts[1:], inner, result)
-            out.append(If(Var(result), inner, [], self.loc))
+            out.append(If(self.stable_test(Var(result), inner, out), inner, [], self.loc))
 
     def boolean(self, node: cst.BooleanOperation, out, target):
         result = self.temp("cond")
         self.expr(node.left, out, target=result)
         inner: list = []
         self.expr(node.right, inner, target=result)
+        test = self.stable_test(Var(result), inner, out)  # `inner` overwrites `result`
         if isinstance(node.operator, cst.And):
-            out.append(If(Var(result), inner, [], self.loc))
+            out.append(If(test, inner, [], self.loc))
         else:
-            out.append(If(Var(result), [], inner, self.loc))
+            out.append(If(test, [], inner, self.loc))
         return Var(result)
 
     def if_exp(self, node: cst.IfExp, out, target):
