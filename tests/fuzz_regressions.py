@@ -1,0 +1,71 @@
+"""Programs the fuzzer (tests/test_fuzz.py) found bugs with, reduced by hand; each is a regression test.
+
+Functions live in this file because s2sad reads their source.
+"""
+
+import numpy as np
+
+
+def full_of_input(x, w):
+    """np.full's fill value was a zero-derivative operand: the derivative of `v` was silently 0."""
+    v = np.full(4, x * x)
+    return np.sum(np.sin(v) * w)
+
+
+def loop_over_rebound_array(v):
+    """`for e in v` walks the array bound before the loop; the body rebinding `v` changed what s2sad read."""
+    s = 0.0
+    for e in v:
+        s = s + e * e
+        v = v * 2.0
+    return s + np.sum(v)
+
+
+def enumerate_rebound_array(v):
+    s = 0.0
+    for i, e in enumerate(v):
+        v = np.sin(v) + e
+        s = s + (i + 1.0) * e
+    return s * np.sum(v)
+
+
+def early_return_then_conditional_expression(x):
+    """The adjoint of `choice` (the conditional expression) was zeroed before the function's
+    top level, where `choice` is unbound when the early return was taken (UnboundLocalError)."""
+    if x > 0.0:
+        return x * 2.0
+    return x + (x * x if x > -1.0 else 0.5)
+
+
+def assigned_in_both_branches_of_a_branch(x, c):
+    """Same bug without a return: `t` is assigned on every path of the inner `if`, so its adjoint
+    belongs inside the outer branch, not at the top where `t` may be unbound."""
+    if c > 0.0:
+        if x > 0.0:
+            t = x * x
+        else:
+            t = np.sin(x)
+        y = t * c
+    else:
+        y = x * 3.0
+    return y
+
+
+def and_condition_in_a_loop(x):
+    """`a and b` lowers to `cond = a; if cond: cond = b`: the reverse sweep tested the overwritten
+    `cond` to undo that `if`, popped the tape once too few and read stale values (wrong gradient)."""
+    for i in range(2):
+        x = x * (x if x <= 1.0 and x > 0.0 else np.cos(x))
+    return x
+
+
+def or_condition_in_a_loop(x):
+    for i in range(2):
+        x = x * (np.cos(x) if x > 1.0 or x < 0.0 else x)
+    return x
+
+
+def chained_comparison_in_a_loop(x):
+    for i in range(2):
+        x = x * (x if 0.0 < x <= 1.0 else np.cos(x))
+    return x
