@@ -152,7 +152,8 @@ def jax_gradient(w: W.Workload, args: tuple) -> Tool | Missing:
     try:
         jax.block_until_ready(grad(*jargs))
     except Exception as exc:  # noqa: BLE001 - the reason JAX gives is the result we record
-        return Missing(f"JAX cannot: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+        first_sentence = str(exc).splitlines()[0].split(". ")[0]
+        return Missing(f"JAX cannot: {type(exc).__name__}: {first_sentence[:120]}")
 
     def call(*a):
         return jax.block_until_ready(grad(*a))
@@ -173,7 +174,7 @@ def autograd_gradient(w: W.Workload, args: tuple) -> Tool | Missing:
     except ImportError:
         return Missing("not installed")
     fun = w.fun.__name__
-    if fun in ("rosen", "kepler") and args[0].shape[0] > 10**4:
+    if fun in ("rosen", "kepler") and args[0].shape[0] > 10**3:
         return Missing(AUTOGRAD_SLOW)
     if fun == "gmm":
         tri = triangle_index(args[3].shape[1])
