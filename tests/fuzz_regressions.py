@@ -69,3 +69,12 @@ def chained_comparison_in_a_loop(x):
     for i in range(2):
         x = x * (x if 0.0 < x <= 1.0 else np.cos(x))
     return x
+
+
+def array_rebound_to_itself_plus(v):
+    """`h = h + h * v` on an array: the adjoint of `h * v` was `h_bar` itself (an alias), so the
+    later `h_bar += ...` of the same statement changed it too (wrong gradient)."""
+    h = np.ones(3)
+    h = h + h * v
+    h += h * v
+    return np.sum(h)

@@ -232,8 +232,8 @@ class ReverseGen:
         for name, text in contributions.items():
             if name == exclude:
                 continue
-            if name in self.a.direct:
-                w.line(f"{self.bar(name)} = {text}")
+            if name in self.a.direct:  # a bare adjoint name is copied: `x_bar += ...` later must not change it
+                w.line(f"{self.bar(name)} = {f'copy_adj({text})' if text.isidentifier() else text}")
             else:
                 w.line(f"{self.bar(name)} += unbroadcast({text}, {self.bar(name)})")
 
