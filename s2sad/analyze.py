@@ -147,8 +147,10 @@ class Analysis:
     def known_int(self, name: str, seen: frozenset = frozenset()) -> bool:
         """Is `name` surely an integer scalar (a loop counter, a length, int arithmetic on those)?"""
         defs = self.defs.get(name, [])
-        if not defs or name in seen or name in self.fn.params:
+        if not defs or name in self.fn.params:
             return False
+        if name in seen:  # a counter's own update (k = k + 1): int if its other definitions are
+            return True
         return all(self.int_def(d, seen | {name}) for d in defs)
 
     def int_def(self, d, seen) -> bool:

@@ -78,3 +78,36 @@ def array_rebound_to_itself_plus(v):
     h = h + h * v
     h += h * v
     return np.sum(h)
+
+
+
+def while_counter_index_after_rebinding(v0):
+    """The fuzzer's program as found (reductions by hand lost the crash). `v2[k - 1]` and `h9[k - 1]`,
+    `k` a while counter (k = k + 1), were taken for integer-array indices, and the scatter-add of
+    their adjoint crashed ("array is not broadcastable") in reverse mode."""
+    v2 = np.ones_like(v0)
+    v0 = (v2[0] + v0)
+    if -(v2[-3]) ** 2 > ((v0[1] / np.hypot(1.0, v2[2])) / (1.5 + np.tanh(v0[2]))):
+        for i3 in range(1, v2.shape[0]):
+            v4 = (np.exp(np.tanh(np.minimum(v2, v2))) * 1.0)
+    else:
+        k5 = 0
+        while k5 < 3:
+            k5 += 1
+            s6 = np.sum(np.diff(v0) ** 2)
+            v2 = np.tanh(v2)
+            s7 = (v2[-1] - s6)
+        s8 = np.var((np.concatenate((v0[1:], v0[:1]))))
+    h9 = np.zeros(3)
+    for i10 in range(3):
+        h9[i10] += np.sinh(np.tanh((i10 + 1.0)))
+        v2[1] += ((1.0 + (v2[-1]) ** 2) ** -0.5) ** 3
+    k11 = 0
+    while k11 < 2:
+        k11 += 1
+        h9 /= np.sqrt(1.0 + ((((v2[(k11 - 1)] + v0[0]) + np.mean(v2)) * h9)) ** 2)
+        s12 = (np.min(v2) if (v2[2] / (1.0 + (h9[(k11 - 1)]) ** 2)) > h9[(k11 - 1)] and np.sum(v0) > 0.0
+               else (((k11 - 1) + 1.0) / np.sqrt(1.0 + (h9[(k11 - 1)]) ** 2)))
+    v2[-1] -= h9[0]
+    return (np.sum(np.sin(v0)) + np.mean(v2 * v2) + np.sum(np.sin(h9))
+            + np.maximum((h9[-3]), ((v2[0] if h9.sum() > 3.0 else 0.1))))

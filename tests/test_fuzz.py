@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import s2sad
 from s2sad import synthesize
 from fuzz_programs import FLOAT, INT, VECTOR, Program, programs
-from fuzz_regressions import (and_condition_in_a_loop, array_rebound_to_itself_plus,
+from fuzz_regressions import (and_condition_in_a_loop, array_rebound_to_itself_plus, while_counter_index_after_rebinding,
                               assigned_in_both_branches_of_a_branch, chained_comparison_in_a_loop,
                               early_return_then_conditional_expression, enumerate_rebound_array, full_of_input,
                               loop_over_rebound_array, or_condition_in_a_loop)
@@ -153,6 +153,7 @@ REGRESSIONS = [
     *[(f, (x,)) for f in (and_condition_in_a_loop, or_condition_in_a_loop, chained_comparison_in_a_loop)
       for x in (-0.3, 0.5, 1.2)],
     (array_rebound_to_itself_plus, (np.array([0.3, -0.7, 0.9]),)),
+    (while_counter_index_after_rebinding, (np.array([0.35, -1.1, 0.6, 1.3, -0.2]),)),
 ]
 
 
