@@ -76,23 +76,23 @@ def loss_vjp(W, b, inputs, targets, neg_bar):
     log2_bar = sum_expand(unbroadcast(sum2_bar, sum2), log2, None, False)
     label_probs_bar = log2_bar / label_probs
     # label_probs = preds * targets + (1 - preds) * (1 - targets)
-    mul2_bar = label_probs_bar
-    mul3_bar = label_probs_bar
+    mul2_bar = copy_adj(label_probs_bar)
+    mul3_bar = copy_adj(label_probs_bar)
     sub_bar = mul3_bar * sub2
     preds_bar += unbroadcast(-sub_bar, preds_bar)
     preds_bar += unbroadcast(mul2_bar * targets, preds_bar)
     # preds = sigmoid(inputs @ W + b)
-    sigmoid_out_bar = preds_bar
+    sigmoid_out_bar = copy_adj(preds_bar)
     # return 0.5 * (np.tanh(x / 2) + 1)
-    mul_bar = sigmoid_out_bar
+    mul_bar = copy_adj(sigmoid_out_bar)
     add2_bar = mul_bar * 0.5
-    tanh2_bar = add2_bar
+    tanh2_bar = copy_adj(add2_bar)
     truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
     x2_bar = truediv_bar / 2
     # def sigmoid(x):
-    add_bar = x2_bar
+    add_bar = copy_adj(x2_bar)
     # preds = sigmoid(inputs @ W + b)
-    matmul_bar = add_bar
+    matmul_bar = copy_adj(add_bar)
     b_bar += unbroadcast(add_bar, b_bar)
     matmul_g = unbroadcast(matmul_bar, matmul)
     W_bar += unbroadcast(matmul_adjoint_b(matmul_g, inputs, W), W_bar)

@@ -71,7 +71,7 @@ def newton_sqrt_vjp(a, x_bar):
         add_bar = x_bar * 0.5
         x_bar = zeros_like_adj(x)
         x_bar += unbroadcast(add_bar, x_bar)
-        truediv_bar = add_bar
+        truediv_bar = copy_adj(add_bar)
         truediv = a / x
         a_bar += unbroadcast(truediv_bar / x, a_bar)
         x_bar += unbroadcast(-truediv_bar * truediv / x, x_bar)

@@ -83,8 +83,8 @@ def recur_vjp(x, w, sum2_bar):
         add = mul + x_t
         tanh2 = np.tanh(add)
         add_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
-        mul_bar = add_bar
-        x_t_bar = add_bar
+        mul_bar = copy_adj(add_bar)
+        x_t_bar = copy_adj(add_bar)
         x_bar[t] += unbroadcast(x_t_bar, x_bar[t])
         w_bar += unbroadcast(mul_bar * h_sub, w_bar)
         h_sub_bar = mul_bar * w

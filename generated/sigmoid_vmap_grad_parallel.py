@@ -31,8 +31,8 @@ def sigmoid_grad(x):
     x_bar2 = zeros_like_adj(x2)
     # add_bar = mul_bar * 0.5
     add_bar2 = mul_bar2 * 0.5
-    # tanh2_bar = add_bar
-    tanh2_bar2 = add_bar2
+    # tanh2_bar = copy_adj(add_bar)
+    tanh2_bar2 = copy_adj(add_bar2)
     # truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
     mul3 = tanh2_2 * tanh2_2
     sub = 1.0 - mul3

@@ -65,7 +65,7 @@ def _is_none_type(t):
     return isinstance(t, types.Omitted) and t.value is None
 
 
-@njit
+@njit(cache=True)
 def _scatter_add(big, small, shape, sstr):
     """small[off(i)] += big[i] over C-ordered multi-indices i of ``shape``."""
     nd = shape.size
@@ -84,7 +84,7 @@ def _scatter_add(big, small, shape, sstr):
             d -= 1
 
 
-@njit
+@njit(cache=True)
 def _gather(big, small, shape, sstr):
     """big[i] = small[off(i)] over C-ordered multi-indices i of ``shape``."""
     nd = shape.size
@@ -184,7 +184,7 @@ def _ol_unbroadcast(g, like):
     return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like)
 
 
-@njit
+@njit(cache=True)
 def _reduce_to(g, like):
     """Sum float array g over the axes that numpy broadcasting added to like."""
     G, L = g.ndim, like.ndim
@@ -419,8 +419,8 @@ def _ol_matmul_adjoint_a(g, a, b):
     if na == 2 and nb == 1:
         return lambda g, a, b: np.outer(g, b)
     if na == 1:
-        return lambda g, a, b: np.ascontiguousarray(b) @ g
-    return lambda g, a, b: np.ascontiguousarray(g) @ np.ascontiguousarray(b.T)
+        return lambda g, a, b: as_blas(b) @ as_blas(g)
+    return lambda g, a, b: as_blas(g) @ as_blas(b.T)
 
 
 @overload(matmul_adjoint_b)
@@ -432,7 +432,21 @@ def _ol_matmul_adjoint_b(g, a, b):
         return lambda g, a, b: g * a
     if na == 1:
         return lambda g, a, b: np.outer(a, g)
-    return lambda g, a, b: np.ascontiguousarray(a.T) @ np.ascontiguousarray(g)
+    if _ndim(g) == 1:
+        return lambda g, a, b: as_blas(g) @ as_blas(a)  # = a.T @ g, reading `a` in its own order
+    return lambda g, a, b: as_blas(a.T) @ as_blas(g)
+
+
+def as_blas(x):
+    """`x` itself if BLAS can read it in place (C or Fortran order, e.g. a transpose), else a C copy."""
+    return x
+
+
+@overload(as_blas)
+def _ol_as_blas(x):
+    if isinstance(x, types.Array) and x.layout in "CF":
+        return lambda x: x  # a.T of a C array is Fortran-ordered: no copy (copying it cost 4x the product)
+    return lambda x: np.ascontiguousarray(x)
 
 
 # ---------------------------------------------------------------------------
