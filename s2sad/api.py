@@ -123,8 +123,11 @@ class _Transform:
 
     def specialize(self, args) -> tuple["_Transform", tuple]:
         """The transform for the structure of `args` (pytrees), and their leaves: what compiled code takes."""
-        if all(type(a) in _LEAF_TYPES for a in args):
-            return self, args
+        for a in args:
+            if type(a) not in _LEAF_TYPES:
+                break
+        else:
+            return self, args  # plain arrays and numbers: no flattening (a loop: cheaper than all(genexpr))
         flat, defs = [], []
         for a in args:
             leaves, treedef = tree_flatten(a)
@@ -247,6 +250,8 @@ class _Reverse(_Transform):
             f"The tapes are in the generated code: print(s2sad.source({self.fun.__name__}))")
 
     def check_scalar(self, value):
+        if type(value) is float:
+            return  # the common case, kept cheap (an isinstance against numbers.Number costs 0.4 us)
         if not isinstance(value, (numbers.Number, np.ndarray, np.number)):
             raise TypeError(f"{self.what} requires a number as output, but {self.fun.__name__} returned "
                             f"{type(value).__name__} {value!r}")
@@ -258,6 +263,8 @@ class _Reverse(_Transform):
                 "or reduce the output (e.g. .sum()) first.")
 
     def grads(self, result):
+        if self.single and self.defs is None:
+            return result[self.n_outputs()]
         grads = self.regroup(result[self.n_outputs():])
         return grads[0] if self.single else grads
 
