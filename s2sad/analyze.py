@@ -398,22 +398,42 @@ class Analysis:
 
         Safe: a local created inside the function, or an argument / copied name that the top
         level rebinds to a fresh array (`x = copy_adj(x)`, as generated adjoint code does)
-        before any write into it.
+        before any write into it, or one that becomes another name only after its writes (as
+        `h = h_new` late in generated tangent code).
         """
-        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and _aliases(d.value)]
+        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and _aliases(d.value)
+                  and not self.handed_over(d)]
         if name not in self.fn.params and not copies:
             return False
-        body = self.fn.body
-        top = {id(s): i for i, s in enumerate(body)}
-        if any(id(d) not in top for d in copies):
-            return True
-        last_alias = max([top[id(d)] for d in copies], default=-1)
-        fresh = [i for i, s in enumerate(body) if i > last_alias and isinstance(s, Assign) and s.target == name
+        aliasing = [self.top[id(d)] for d in copies] + ([-1] if name in self.fn.params else [])
+        fresh = [i for i, s in enumerate(self.fn.body) if isinstance(s, Assign) and s.target == name
                  and isinstance(s.value, Prim) and s.value.rule.name in FRESH]
-        if not fresh:
-            return True
-        first_store = min(top[self.path_top(s)] for s in self.stores[name])
-        return first_store < fresh[0]
+        for store in self.stores[name]:
+            at = self.top[id(store)]
+            # an aliasing binding reaches this write unless it comes later (in a later top-level
+            # statement) or a top-level fresh rebinding sits between the two
+            if any(a <= at and not any(a < f < at for f in fresh) for a in aliasing):
+                return True
+        return False
+
+    def handed_over(self, d: Assign) -> bool:
+        """`x = y` where `y` is a new array used before only to compute values (as `x = x_new` in
+        generated tangent code) and never after: the buffer keeps one live name, so a write
+        through `x` reaches no one else."""
+        if not (isinstance(d.value, Copy) and isinstance(d.value.value, Var)):
+            return False
+        y = d.value.value.name
+        defs, block = self.defs.get(y, []), self.block_of[id(d)]
+        if y in self.fn.params or not defs or not all(isinstance(e, Assign) and isinstance(e.value, Prim)
+                                                       and not _aliases(e.value) for e in defs):
+            return False
+        for u in self.uses.get(y, []):
+            if u is d:
+                continue
+            if not (isinstance(u, Assign) and not _aliases(u.value) and self.block_of[id(u)] is block
+                    and _position(block, u) < _position(block, d)):
+                return False
+        return True
 
     def check_tuples(self):
         """`np.sin((a, b))` with differentiated a, b: the tuple is built by a primitive with no derivative."""
@@ -423,12 +443,6 @@ class Analysis:
                 raise UnsupportedError(located_at(
                     "a tuple or list of differentiated values cannot be passed to a NumPy function here", s.loc,
                     "make it an array first: np.array([a, b]) or np.stack(...)"))
-
-    def path_top(self, s) -> int:
-        """id of the top-level statement that contains `s`."""
-        while self.block_of[id(s)] is not self.fn.body:
-            s = self.owner[id(self.block_of[id(s)])]
-        return id(s)
 
     def check_stores(self):
         for name, stores in self.stores.items():
