@@ -38,7 +38,7 @@ def newton_sqrt(a):
 @njit(cache=True, error_model="numpy")
 def newton_sqrt_vjp(a, x_bar):
     # primal sweep ------------------------------------------------------------
-    x_tape = List()
+    x_tape = []
     # x = a
     x = a
     x_tape.append(x)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from s2sad.backend import native_tapes
 from s2sad.errors import S2SADError
 
 RUNTIME_PACKAGE = "_s2sad_runtime"
@@ -247,7 +248,7 @@ def generate_file(target: Target, t: Transform) -> tuple[str, str, str]:
     code, entry = _generated_code(fun, t)
     stem = f"{target.name}_{t.tag()}"
     plain_python = {entry} if t.kind == "hessian" else set()  # its loop calls the compiled jvp
-    code = _compiled_with_numba(_vendored_imports(code), skip=plain_python)
+    code = _compiled_with_numba(native_tapes(_vendored_imports(code)), skip=plain_python)
     if entry != stem:
         code += f"\n\n{stem} = {entry}  # the name of this file: every generated module defines one\n"
     params = _params_of(code, entry)

@@ -136,6 +136,8 @@ def _ol_zeros_like_adj(x):
                 out.append(zeros_like_adj(e))
             return out
         return tape_of_zeros
+    if isinstance(x, types.List):  # a tape compiled as numba's own list (see backend.native_tapes)
+        return lambda x: [zeros_like_adj(e) for e in x]
     raise TypingError(f"zeros_like_adj: unsupported type {x}")
 
 
@@ -353,8 +355,8 @@ def restore(tape, current):
 
 @overload(restore)
 def _ol_restore(tape, current):
-    if not isinstance(tape, types.ListType):
-        raise TypingError("restore: a numba typed List tape is required")
+    if not isinstance(tape, (types.ListType, types.List)):
+        raise TypingError("restore: a tape (a list) is required")
 
     def impl(tape, current):
         tape.pop()
