@@ -26,10 +26,8 @@ def log1pexp_custom_jvp(x, x_dot):
     # (x,), (x_dot,) = primals, tangents
     x2 = x
     x_dot2 = x_dot
-    # def log1pexp(x):
-    x3 = x2
     # return np.log(1.0 + np.exp(x))
-    exp2 = np.exp(x3)
+    exp2 = np.exp(x2)
     add = 1.0 + exp2
     log2 = np.log(add)
     log1pexp_out = log2
@@ -53,10 +51,8 @@ def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     # (x,), (x_dot,) = primals, tangents
     x2 = x
     x_dot2 = x_dot
-    # def log1pexp(x):
-    x3 = x2
     # return np.log(1.0 + np.exp(x))
-    exp2 = np.exp(x3)
+    exp2 = np.exp(x2)
     add = 1.0 + exp2
     log2 = np.log(add)
     log1pexp_out = log2

@@ -17,10 +17,8 @@ def loss(W, b, inputs, targets):
     # preds = sigmoid(inputs @ W + b)
     matmul = inputs @ W
     add = matmul + b
-    # def sigmoid(x):
-    x2 = add
     # return 0.5 * (np.tanh(x / 2) + 1)
-    truediv = x2 / 2
+    truediv = add / 2
     tanh2 = np.tanh(truediv)
     add2 = tanh2 + 1
     mul = 0.5 * add2
@@ -46,10 +44,8 @@ def loss_vjp(W, b, inputs, targets, neg_bar):
     # preds = sigmoid(inputs @ W + b)
     matmul = inputs @ W
     add = matmul + b
-    # def sigmoid(x):
-    x2 = add
     # return 0.5 * (np.tanh(x / 2) + 1)
-    truediv = x2 / 2
+    truediv = add / 2
     tanh2 = np.tanh(truediv)
     add2 = tanh2 + 1
     mul = 0.5 * add2
@@ -88,9 +84,7 @@ def loss_vjp(W, b, inputs, targets, neg_bar):
     add2_bar = mul_bar * 0.5
     tanh2_bar = copy_adj(add2_bar)
     truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
-    x2_bar = truediv_bar / 2
-    # def sigmoid(x):
-    add_bar = copy_adj(x2_bar)
+    add_bar = truediv_bar / 2
     # preds = sigmoid(inputs @ W + b)
     matmul_bar = copy_adj(add_bar)
     b_bar += unbroadcast(add_bar, b_bar)

@@ -15,17 +15,15 @@ from ._s2sad_runtime import (broadcast_like, copy_adj, sum_expand, unbroadcast, 
 @njit(cache=True, error_model="numpy")
 def recur_grad(x, w):
     # def recur_vjp(x, w, sum2_bar):
-    x2 = x
-    w2 = w
     sum2_bar2 = 1.0
     # x_shape = x.shape
-    x_shape2 = x2.shape
+    x_shape2 = x.shape
     # n = x_shape[0]
     n2 = x_shape2[0]
     # h = np.zeros(n)
     h2 = np.zeros(n2)
     # x_0 = x[0]
-    x_0_2 = x2[0]
+    x_0_2 = x[0]
     # h[0] = x_0
     h2[0] = x_0_2
     # for t in range(1, n):
@@ -37,9 +35,9 @@ def recur_grad(x, w):
         # h_sub = h[sub]
         h_sub2 = h2[sub2]
         # mul = w * h_sub
-        mul3 = w2 * h_sub2
+        mul3 = w * h_sub2
         # x_t = x[t]
-        x_t2 = x2[t3]
+        x_t2 = x[t3]
         # add = mul + x_t
         add2 = mul3 + x_t2
         # tanh2 = np.tanh(add)
@@ -53,7 +51,7 @@ def recur_grad(x, w):
     # sum2_bar = copy_adj(sum2_bar)
     sum2_bar2 = copy_adj(sum2_bar2)
     # x_bar = zeros_like_adj(x)
-    x_bar2 = zeros_like_adj(x2)
+    x_bar2 = zeros_like_adj(x)
     # h_bar = zeros_like_adj(h)
     h_bar2 = zeros_like_adj(h2)
     # mul2_bar = sum_expand(unbroadcast(sum2_bar, sum2), mul2, None, False)
@@ -82,9 +80,9 @@ def recur_grad(x, w):
         # h_sub = h[sub]
         h_sub2 = h2[sub2]
         # mul = w * h_sub
-        mul3 = w2 * h_sub2
+        mul3 = w * h_sub2
         # x_t = x[t]
-        x_t2 = x2[t3]
+        x_t2 = x[t3]
         # add = mul + x_t
         add2 = mul3 + x_t2
         # tanh2 = np.tanh(add)
@@ -104,7 +102,7 @@ def recur_grad(x, w):
         add4 = x_bar2_t3_2 + unbroadcast4
         x_bar2[t3] = add4
         # h_sub_bar = mul_bar * w
-        h_sub_bar2 = mul_bar2 * w2
+        h_sub_bar2 = mul_bar2 * w
         # h_bar[sub] += unbroadcast(h_sub_bar, h_bar[sub])
         h_bar2_sub2 = h_bar2[sub2]
         unbroadcast5 = unbroadcast(h_sub_bar2, h_bar2_sub2)
@@ -136,20 +134,17 @@ def recur_grad(x, w):
 @njit(cache=True, error_model="numpy")
 def recur_grad_jvp(x, w, x_dot):
     # def recur_vjp(x, w, sum2_bar):
-    x2 = x
-    x2_dot = x_dot
-    w2 = w
     sum2_bar2 = 1.0
     # x_shape = x.shape
-    x_shape2 = x2.shape
+    x_shape2 = x.shape
     # n = x_shape[0]
     n2 = x_shape2[0]
     # h = np.zeros(n)
     h2 = np.zeros(n2)
     h2_dot = zeros_like_adj(h2)
     # x_0 = x[0]
-    x_0_2 = x2[0]
-    x_0_2_dot = x2_dot[0]
+    x_0_2 = x[0]
+    x_0_2_dot = x_dot[0]
     # h[0] = x_0
     h2[0] = x_0_2
     h2_dot[0] = x_0_2_dot
@@ -163,11 +158,11 @@ def recur_grad_jvp(x, w, x_dot):
         h_sub2 = h2[sub2]
         h_sub2_dot = h2_dot[sub2]
         # mul = w * h_sub
-        mul3 = w2 * h_sub2
-        mul3_dot = broadcast_like(h_sub2_dot * w2, mul3)
+        mul3 = w * h_sub2
+        mul3_dot = broadcast_like(h_sub2_dot * w, mul3)
         # x_t = x[t]
-        x_t2 = x2[t3]
-        x_t2_dot = x2_dot[t3]
+        x_t2 = x[t3]
+        x_t2_dot = x_dot[t3]
         # add = mul + x_t
         add2 = mul3 + x_t2
         add2_dot = mul3_dot + x_t2_dot
@@ -184,7 +179,7 @@ def recur_grad_jvp(x, w, x_dot):
     # sum2_bar = copy_adj(sum2_bar)
     sum2_bar2 = copy_adj(sum2_bar2)
     # x_bar = zeros_like_adj(x)
-    x_bar2 = zeros_like_adj(x2)
+    x_bar2 = zeros_like_adj(x)
     x_bar2_dot = zeros_like_adj(x_bar2)
     # h_bar = zeros_like_adj(h)
     h_bar2 = zeros_like_adj(h2)
@@ -225,11 +220,11 @@ def recur_grad_jvp(x, w, x_dot):
         h_sub2 = h2[sub2]
         h_sub2_dot = h2_dot[sub2]
         # mul = w * h_sub
-        mul3 = w2 * h_sub2
-        mul3_dot = broadcast_like(h_sub2_dot * w2, mul3)
+        mul3 = w * h_sub2
+        mul3_dot = broadcast_like(h_sub2_dot * w, mul3)
         # x_t = x[t]
-        x_t2 = x2[t3]
-        x_t2_dot = x2_dot[t3]
+        x_t2 = x[t3]
+        x_t2_dot = x_dot[t3]
         # add = mul + x_t
         add2 = mul3 + x_t2
         add2_dot = mul3_dot + x_t2_dot
@@ -260,8 +255,8 @@ def recur_grad_jvp(x, w, x_dot):
         x_bar2[t3] = add4
         x_bar2_dot[t3] = add4_dot
         # h_sub_bar = mul_bar * w
-        h_sub_bar2 = mul_bar2 * w2
-        h_sub_bar2_dot = broadcast_like(mul_bar2_dot * w2, h_sub_bar2)
+        h_sub_bar2 = mul_bar2 * w
+        h_sub_bar2_dot = broadcast_like(mul_bar2_dot * w, h_sub_bar2)
         # h_bar[sub] += unbroadcast(h_sub_bar, h_bar[sub])
         h_bar2_sub2 = h_bar2[sub2]
         unbroadcast5 = unbroadcast(h_sub_bar2, h_bar2_sub2)

@@ -15,10 +15,9 @@ from ._s2sad_runtime import (batch_empty, copy_adj, unbroadcast, zeros_like_adj)
 @njit(cache=True, error_model="numpy")
 def sigmoid_grad(x):
     # def sigmoid_vjp(x, mul_bar):
-    x2 = x
     mul_bar2 = 1.0
     # truediv = x / 2
-    truediv2 = x2 / 2
+    truediv2 = x / 2
     # tanh2 = np.tanh(truediv)
     tanh2_2 = np.tanh(truediv2)
     # add = tanh2 + 1
@@ -28,7 +27,7 @@ def sigmoid_grad(x):
     # mul_bar = copy_adj(mul_bar)
     mul_bar2 = copy_adj(mul_bar2)
     # x_bar = zeros_like_adj(x)
-    x_bar2 = zeros_like_adj(x2)
+    x_bar2 = zeros_like_adj(x)
     # add_bar = mul_bar * 0.5
     add_bar2 = mul_bar2 * 0.5
     # tanh2_bar = copy_adj(add_bar)

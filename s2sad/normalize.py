@@ -1222,6 +1222,7 @@ class Lowerer:
         self.locals = assigned_names(func)
         self.check_signature(func)
         self._params = []
+        rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
         for p in func.params.params + func.params.kwonly_params:
             if bound is not None and is_tree(bound[p.name.value]):
                 self.trees[p.name.value] = bound[p.name.value]
@@ -1229,11 +1230,15 @@ class Lowerer:
             if p.name.value in self.arg_trees:  # a pytree argument: the generated code takes its leaves
                 self.trees[p.name.value] = self.leaf_tree(self.arg_trees[p.name.value], p.name.value)
                 continue
+            value = bound[p.name.value] if bound is not None else None
+            if isinstance(value, Var) and p.name.value not in rebound:
+                self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
+                continue
             name = self.var(p.name.value)
             self._params.append(name)
             if bound is not None:
                 self.set_loc(func)
-                self.emit(out, name, Copy(bound[p.name.value]))
+                self.emit(out, name, Copy(value))
         returns = [n for n in _find_returns(func)]
         last = func.body.body[-1] if func.body.body else None
         self.ret.simple = len(returns) == 1 and isinstance(last, cst.SimpleStatementLine) \
