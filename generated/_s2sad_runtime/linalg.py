@@ -95,7 +95,7 @@ NLABELS = 58  # label id = ord(letter) - ord("A"), so 'A'..'Z' and 'a'..'z' fit 
 MAXDIMS = 32
 
 
-@njit(cache=True)
+@njit
 def _parse(spec):
     """Label ids of operand 0 (row 0), operand 1 (row 1) and the output (row 2), their counts and the
     number of operands. Without '->', the output is the labels seen once, in alphabetical order (as NumPy)."""
@@ -135,7 +135,7 @@ def _parse(spec):
     return labels, counts, nops
 
 
-@njit(cache=True)
+@njit
 def _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known):
     """out[output labels] = sum over the other labels of x[x labels] * y[y labels] (flat, C order).
 
@@ -230,7 +230,7 @@ def _ol_flat(x):
     raise TypingError(f"einsum: unsupported operand type {x}")
 
 
-@njit(cache=True)
+@njit
 def _label_row(labels, counts, r):
     s = ""
     for d in range(counts[r]):
@@ -238,7 +238,7 @@ def _label_row(labels, counts, r):
     return s
 
 
-@njit(cache=True)
+@njit
 def _swap(spec, k):
     labels, counts, nops = _parse(spec)
     if k == 0:
@@ -252,7 +252,7 @@ def _swap(spec, k):
     raise ValueError("einsum_swap: no such operand")
 
 
-@njit(cache=True)
+@njit
 def _check_numpy_output(labels, counts):
     """np.einsum's rule: output subscripts appear once each (and in some operand: _contract checks)."""
     seen = np.zeros(NLABELS, np.int64)
@@ -278,7 +278,7 @@ def _n_out(spec):
     return int(counts[2])
 
 
-@njit(cache=True)
+@njit
 def _einsum(spec, x, y, osh, out_known, numpy_rules):
     labels, counts, nops = _parse(spec)
     if numpy_rules:
@@ -336,7 +336,7 @@ def _ol_einsum_swap(spec, k):
 # tensordot and inner
 # ---------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit
 def _tdot_spec(nx, ny, axa, axb):
     """einsum subscripts for tensordot: x's axes axa contract with y's axes axb."""
     if axa.size != axb.size:
@@ -433,7 +433,7 @@ def tensordot_op(x, y, axes=2):
     return np.tensordot(x, y, axes)
 
 
-@njit(cache=True)
+@njit
 def _contracted(spec, x, y):
     return _einsum(spec, x, y, np.zeros(0, np.int64), False, False)
 

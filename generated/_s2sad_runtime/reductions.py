@@ -79,7 +79,7 @@ def _int_tuple_values(t):
     return None
 
 
-@njit(cache=True)
+@njit
 def _flags(n, axes):
     f = np.zeros(n, np.bool_)
     for a in axes:
@@ -126,7 +126,7 @@ def _literal_bool(t, what):
     raise TypingError(f"{what} must be a constant True/False under numba")
 
 
-@njit(cache=True)
+@njit
 def _shape_arr(x):
     out = np.empty(x.ndim, np.int64)
     for i in range(x.ndim):
@@ -134,7 +134,7 @@ def _shape_arr(x):
     return out
 
 
-@njit(cache=True)
+@njit
 def _reduce_flat(xf, shape, red, op, out):
     """out[j] = op over the entries i of xf (C-ordered, `shape`) whose kept indices flatten to j."""
     nd = shape.size
@@ -167,7 +167,7 @@ def _reduce_flat(xf, shape, red, op, out):
             d -= 1
 
 
-@njit(cache=True)
+@njit
 def _out_shape(shape, red, keep):
     m = 0
     for i in range(shape.size):
@@ -192,7 +192,7 @@ def _reduce_dtype(dtype, op):
     return np.dtype(np.int64)  # sums and products of ints and bools, as NumPy on 64-bit platforms
 
 
-@njit(cache=True)
+@njit
 def _reduce(x, red, op, keep, out):
     """Reduce x into `out` (flat, filled with the identity); return `out` and the result's shape."""
     if x.size == 0 and (op == MAX or op == MIN):
@@ -202,7 +202,7 @@ def _reduce(x, red, op, keep, out):
     return out, _out_shape(shape, red, keep)
 
 
-@njit(cache=True)
+@njit
 def _n_kept(x, red):
     n = 1
     for i in range(x.ndim):
@@ -211,7 +211,7 @@ def _n_kept(x, red):
     return n
 
 
-@njit(cache=True)
+@njit
 def _groups(x, red):
     """For each entry of x (C order), the flat index of the reduction result it belongs to; and their number."""
     shape = _shape_arr(x)
@@ -251,12 +251,12 @@ def _ol_flat_of(v):
     return lambda v: np.ascontiguousarray(v).reshape(v.size).astype(np.float64)
 
 
-@njit(cache=True)
+@njit
 def _flat(x):
     return np.ascontiguousarray(x).reshape(x.size)
 
 
-@njit(cache=True)
+@njit
 def _ext_mask(xf, of, grp, n):
     """1/k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
     count = np.zeros(n)
@@ -271,7 +271,7 @@ def _ext_mask(xf, of, grp, n):
     return m
 
 
-@njit(cache=True)
+@njit
 def _lone_zero(xf, grp, n):
     count = np.zeros(n, np.int64)
     for k in range(xf.size):
@@ -284,7 +284,7 @@ def _lone_zero(xf, grp, n):
     return m
 
 
-@njit(cache=True)
+@njit
 def _moments(xf, grp, n, ddof, root):
     """Per group: the centred entries (flat, like xf) and the variance (or, root, the standard deviation)."""
     total = np.zeros(n)
@@ -451,7 +451,7 @@ def var_reduce(x, axis=None, ddof=0, keepdims=False):
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
-@njit(cache=True)
+@njit
 def _moment(x, red, ddof, root, keep):
     """Variance (or, root, standard deviation) of x over the `red` axes: (flat result, result shape)."""
     grp, n = _groups(x, red)
@@ -573,7 +573,7 @@ def _ol_extremum_mask(x, out, axis=None, keepdims=False):
 # cumulative sums and products: along `axis`, or along the flattened array when axis is None
 # ---------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit
 def _split(shape, axis):
     """(outer, n, inner) sizes viewing a C-ordered array as (before axis, along axis, after axis)."""
     outer, inner = 1, 1
@@ -584,7 +584,7 @@ def _split(shape, axis):
     return outer, shape[axis], inner
 
 
-@njit(cache=True)
+@njit
 def _cumulate(a3, op, reverse):
     """In place, along the middle axis of a 3-D array: running sums (op SUM) or products (op PROD)."""
     n = a3.shape[1]
@@ -596,7 +596,7 @@ def _cumulate(a3, op, reverse):
             a3[:, k, :] *= a3[:, prev, :]
 
 
-@njit(cache=True)
+@njit
 def _cum_along(out, shape, axis, op, reverse):
     """Cumulate `out` (C-contiguous, `shape`) in place along `axis`."""
     a = axis + shape.size if axis < 0 else axis
@@ -667,7 +667,7 @@ def first_zero(x, axis=None):
     return (zero & (cumsum_axis(zero, axis).reshape(x.shape) == 1)) * 1.0
 
 
-@njit(cache=True)
+@njit
 def _first_zero(x3):
     m = np.zeros(x3.shape)
     for o in range(x3.shape[0]):
@@ -702,7 +702,7 @@ def diff_axis(x, n=1, axis=-1):
     return np.diff(x, n=n, axis=axis)
 
 
-@njit(cache=True)
+@njit
 def _diff_once(a3, transpose):
     """np.diff along the middle axis of a 3-D array, or (transpose) the adjoint of one."""
     outer, m, inner = a3.shape
@@ -715,7 +715,7 @@ def _diff_once(a3, transpose):
     return out
 
 
-@njit(cache=True)
+@njit
 def _diff_apply(x, n, axis, transpose):
     """np.diff (or, transpose, its adjoint) n times along `axis` of C-contiguous x: (3-D result, result shape)."""
     if n < 0:
@@ -830,7 +830,7 @@ def norm_op(x, ord=None, axis=None, keepdims=False):
     return np.linalg.norm(x, ord, axis, keepdims)
 
 
-@njit(cache=True)
+@njit
 def _norm_terms(xf, kind):
     """x*x (2-norm) or |x| (1-norm, max-norm), flat float64."""
     out = np.empty(xf.size)
@@ -839,7 +839,7 @@ def _norm_terms(xf, kind):
     return out
 
 
-@njit(cache=True)
+@njit
 def _norm(x, kind, red, keep):
     terms = _norm_terms(_flat(x), kind).reshape(x.shape)
     out, oshape = _reduce(terms, red, MAX if kind == MAXABS else SUM, keep, np.zeros(_n_kept(x, red)))
@@ -877,7 +877,7 @@ def norm_grad(x, norm, ord=None, axis=None, keepdims=False):
     return np.sign(x) * extremum_mask(np.abs(x), norm, axis, keepdims)
 
 
-@njit(cache=True)
+@njit
 def _norm_grad(xf, nf, grp, n, kind):
     out = np.empty(xf.size)
     if kind == MAXABS:

@@ -50,7 +50,7 @@ def _require_array(name, x):
         raise TypingError(f"{name}: an array is required, got {x}")
 
 
-@njit(cache=True)
+@njit
 def _axis(axis, ndim):
     """A possibly negative axis as an index in range(ndim)."""
     a = axis + ndim if axis < 0 else axis
@@ -59,7 +59,7 @@ def _axis(axis, ndim):
     return a
 
 
-@njit(cache=True)
+@njit
 def _shape_array(shape):
     out = np.empty(len(shape), np.int64)
     for i in range(len(shape)):
@@ -67,13 +67,13 @@ def _shape_array(shape):
     return out
 
 
-@njit(cache=True)
+@njit
 def _flat(x):
     """The elements of array `x` in C order, as a 1-d array."""
     return np.ascontiguousarray(x).reshape(x.size)
 
 
-@njit(cache=True)
+@njit
 def _block_offsets(big, small, start):
     """Flat C-order offset in an array of shape `big` of each element of a `small` block placed at `start`."""
     d = big.size
@@ -365,7 +365,7 @@ def _tile_shapes(x_shape, reps):
     return (1,) * (d - len(x_shape)) + tuple(x_shape), (1,) * (d - len(reps)) + tuple(reps)
 
 
-@njit(cache=True)
+@njit
 def _tile_sources(out_shape, x_shape):
     """Flat C-order index into x of each element of np.tile(x, reps), both shapes padded to one rank."""
     d = out_shape.size
@@ -394,7 +394,7 @@ def _tile_sources(out_shape, x_shape):
     return sources
 
 
-@njit(cache=True)
+@njit
 def _padded(values, d):
     """`values` with leading ones up to length d."""
     out = np.ones(d, np.int64)
@@ -638,7 +638,7 @@ def concat_embed(h, like, axis, at_end):
     return out
 
 
-@njit(cache=True)
+@njit
 def _part_start(big, small, axis, at_end):
     """Block start in `big` for a block `small` at the start or end of `axis` (other extents equal)."""
     a = _axis(axis, big.size)

@@ -65,7 +65,7 @@ def _is_none_type(t):
     return isinstance(t, types.Omitted) and t.value is None
 
 
-@njit(cache=True)
+@njit
 def _scatter_add(big, small, shape, sstr):
     """small[off(i)] += big[i] over C-ordered multi-indices i of ``shape``."""
     nd = shape.size
@@ -84,7 +84,7 @@ def _scatter_add(big, small, shape, sstr):
             d -= 1
 
 
-@njit(cache=True)
+@njit
 def _gather(big, small, shape, sstr):
     """big[i] = small[off(i)] over C-ordered multi-indices i of ``shape``."""
     nd = shape.size
@@ -186,7 +186,7 @@ def _ol_unbroadcast(g, like):
     return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like)
 
 
-@njit(cache=True)
+@njit
 def _reduce_to(g, like):
     """Sum float array g over the axes that numpy broadcasting added to like."""
     G, L = g.ndim, like.ndim
