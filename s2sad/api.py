@@ -6,7 +6,6 @@ import copy
 import functools
 import inspect
 import numbers
-import textwrap
 import types
 from typing import Any, Callable, Sequence
 

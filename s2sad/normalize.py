@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import keyword
-import math
 import types
 from dataclasses import dataclass, field
 from typing import Any

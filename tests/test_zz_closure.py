@@ -10,6 +10,8 @@ import inspect
 import os
 from pathlib import Path
 
+import pytest
+
 import s2sad
 from s2sad import backend
 from s2sad.cache import cache_dir
@@ -42,11 +44,15 @@ def _functions(path: Path):
             yield obj
 
 
-def test_every_generated_module_is_s2sad_input():
+SHARDS = 2  # the last tests of the run: one shard per xdist worker, so neither core waits idle
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_generated_module_is_s2sad_input(shard):
     from programs import newton_sqrt
 
     s2sad.grad(s2sad.grad(newton_sqrt, backend="python"), backend="python")(2.0)  # at least these, run alone
-    files = _generated_files()
+    files = _generated_files()[shard::SHARDS]
     checked = 0
     for path in files:
         for fn in _functions(path):
