@@ -681,7 +681,7 @@ def _vmap_of_grad(rev: "_Reverse", batch: _Batched, defs: list, leaves: list, le
     if rev.what != "grad" or rev.has_aux:
         raise TypeError(f"vmap of {rev.what}{' with has_aux' if rev.has_aux else ''} over pytree arguments is not "
                         "supported; vmap(grad(f)) is, or pass the leaves as separate arguments")
-    example = [leaf[0] if ax is not None else leaf for leaf, ax in zip(leaves, leaf_axes)]
+    example = [leaf if ax is None else np.take(leaf, 0, axis=ax) for leaf, ax in zip(leaves, leaf_axes)]
     per_example, n = [], 0
     for d in defs:
         per_example.append(tree_unflatten(d, example[n:n + d.num_leaves]))

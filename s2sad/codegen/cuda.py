@@ -28,7 +28,7 @@ import inspect
 from dataclasses import dataclass
 
 from s2sad import ir
-from s2sad.codegen.emit import Writer, atom, prim_text
+from s2sad.codegen.emit import Writer, atom, index_text as _index, prim_text
 from s2sad.codegen.module import Generated, header
 from s2sad.errors import UnsupportedError, located
 from s2sad.normalize import Names
@@ -293,12 +293,6 @@ class KernelWriter:
             return ()
         found = self.shape[a.name]
         return () if isinstance(found, ShapeTuple) else found
-
-
-def _index(index) -> str:
-    from s2sad.codegen.emit import index_text
-
-    return index_text(index)
 
 
 def _view_shape(base: Shape, index) -> Shape:
