@@ -15,6 +15,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
+from s2sad.runtime import contract
 from s2sad.runtime.core import _is_none_type, _is_scalar_type
 from s2sad.runtime.reductions import _int_tuple_values, _shape_arr
 
@@ -287,10 +288,29 @@ def _einsum(spec, x, y, osh, out_known, numpy_rules):
     return _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known)
 
 
+def _specialised(spec, operands, like=None):
+    """The loop-nest kernel for constant subscripts `spec` (contract.py), or None: the generic kernel
+    then runs (other operand types, or subscripts it rejects with NumPy's errors)."""
+    arrays = [t for t in operands if not _is_none_type(t)]
+    if like is not None:
+        arrays.append(like)
+    if not (isinstance(spec, types.StringLiteral)
+            and all(isinstance(t, types.Array) and isinstance(t.dtype, (types.Float, types.Integer)) for t in arrays)):
+        return None
+    if not contract.specialisable(spec.literal_value, tuple(t.ndim for t in arrays), like is not None):
+        return None
+    return contract.kernel(spec.literal_value, like is not None)
+
+
 @overload(einsum_op, prefer_literal=True)
 def _ol_einsum_op(subscripts, x, y=None):
     if not isinstance(subscripts, types.StringLiteral):
         raise TypingError("einsum: under numba the subscripts must be a string constant")
+    kern = _specialised(subscripts, [x, y])
+    if kern is not None:
+        if _is_none_type(y):
+            return lambda subscripts, x, y=None: kern(x)
+        return lambda subscripts, x, y=None: kern(x, y)
     K = _n_out(subscripts.literal_value)
     if K == 0:
         return lambda subscripts, x, y=None: _einsum(subscripts, x, y, np.zeros(0, np.int64), False, True)[0][0]
@@ -311,8 +331,13 @@ def einsum_into(spec, like, x, y=None):
     return out.reshape(like.shape) if isinstance(like, np.ndarray) else float(out[0])
 
 
-@overload(einsum_into)
+@overload(einsum_into, prefer_literal=True)
 def _ol_einsum_into(spec, like, x, y=None):
+    kern = _specialised(spec, [x, y], like)
+    if kern is not None:
+        if _is_none_type(y):
+            return lambda spec, like, x, y=None: kern(like, x)
+        return lambda spec, like, x, y=None: kern(like, x, y)
     if isinstance(like, types.Array) and like.ndim > 0:
         return lambda spec, like, x, y=None: _einsum(spec, x, y, _shape_arr(like), True, False)[0].reshape(like.shape)
     if _is_scalar_type(like) or isinstance(like, types.Array):
@@ -323,7 +348,7 @@ def _ol_einsum_into(spec, like, x, y=None):
 def einsum_swap(spec, k):
     """The subscripts of the adjoint of operand k of einsum(spec, ...): the output's subscripts take
     operand k's place, and operand k's become the output's ('ij,jk->ik', 0 gives 'ik,jk->ij')."""
-    return _swap(spec, k)
+    return contract.swap_text(spec, k)
 
 
 @overload(einsum_swap)

@@ -1,0 +1,141 @@
+"""Contractions with constant subscripts, written out as loop nests (what einsum_op and einsum_into
+compile to under numba when the subscripts are a string constant).
+
+The generic kernel in linalg.py walks every combination of subscript values with strides it looks up
+at run time, which costs about 20x a plain loop. When the subscripts are known while typing, this
+module writes the loop nest a person would write for them and compiles it once per subscripts:
+
+    einsum('kij,nkj->nki', L, X)  ->  for n: for k: for i: acc = 0.0; for j: acc += L[k,i,j] * X[n,k,j]
+                                                                       out[n, k, i] += acc
+
+Loop order: a label that indexes the last axes of the arrays goes inside (so the inner loop walks
+memory with stride 1), and a run of innermost labels that the output lacks sums into a scalar.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_KERNELS: dict = {}
+
+
+def parse_spec(spec: str) -> tuple[list[str], str]:
+    """(operand subscripts, output subscripts) of letter subscripts; without '->' the output is the
+    labels that appear once, in code-point order (as NumPy does). Raises ValueError when malformed."""
+    text = spec.replace(" ", "")
+    if text.count("->") > 1 or ("-" in text.replace("->", "")) or (">" in text.replace("->", "")):
+        raise ValueError("einsum: malformed subscripts")
+    ins, arrow, out = text.partition("->")
+    operands = ins.split(",")
+    if len(operands) > 2:
+        raise ValueError("einsum: s2sad supports one or two operands")
+    for subs in [*operands, out]:
+        if not all(c.isascii() and c.isalpha() for c in subs):
+            raise ValueError("einsum: subscripts must be letters (s2sad does not support '...')")
+    if not arrow:
+        labels = "".join(operands)
+        out = "".join(sorted(c for c in set(labels) if labels.count(c) == 1))
+    return operands, out
+
+
+def swap_text(spec: str, k: int) -> str:
+    """The subscripts of operand k's adjoint: the output's subscripts take operand k's place, and
+    operand k's become the output's ('ij,jk->ik', 0 gives 'ik,jk->ij')."""
+    operands, out = parse_spec(spec)
+    if k == 0:
+        return ",".join([out, *operands[1:]]) + "->" + operands[0]
+    if k == 1 and len(operands) == 2:
+        return operands[0] + "," + out + "->" + operands[1]
+    raise ValueError("einsum_swap: no such operand")
+
+
+def specialisable(spec: str, ndims: tuple[int, ...], into: bool) -> bool:
+    """Whether `kernel` covers these subscripts and operand ranks; otherwise the generic kernel runs
+    (and raises NumPy's errors). einsum_op (into=False) keeps NumPy's output rules: output labels
+    unique and each in some operand. ndims: the operands' ranks, then (into) the output's."""
+    try:
+        operands, out = parse_spec(spec)
+    except ValueError:
+        return False
+    if into:
+        return len(ndims) == len(operands) + 1 and ndims[-1] == len(out) and len(out) > 0 and \
+            all(len(s) == n for s, n in zip(operands, ndims))
+    seen = "".join(operands)
+    return (len(ndims) == len(operands) and all(len(s) == n for s, n in zip(operands, ndims))
+            and len(set(out)) == len(out) and all(c in seen for c in out))
+
+
+def kernel(spec: str, into: bool):
+    """The compiled loop nest for `spec`: kernel(x[, y]) -> result, or (into) kernel(like, x[, y])."""
+    key = (spec, into)
+    if key not in _KERNELS:
+        namespace = {"np": np}
+        exec(kernel_source(spec, into), namespace)  # noqa: S102 - our own text, built from letters
+        _KERNELS[key] = njit(namespace["kernel"])
+    return _KERNELS[key]
+
+
+def kernel_source(spec: str, into: bool) -> str:
+    operands, out = parse_spec(spec)
+    names = ["x", "y"][:len(operands)]
+    lines = [f"def kernel({', '.join((['like'] if into else []) + names)}):"]
+    sized: set[str] = set()
+    for name, subs in zip(names, operands):
+        lines += _sizes(name, subs, sized)
+    if into:
+        lines.append("    out = np.zeros(like.shape)")
+        lines += _sizes("out", out, sized)
+    elif out:
+        lines.append(f"    out = np.zeros(({''.join(f'n_{c}, ' for c in out)}))")
+    order = _loop_order(operands, out)
+    summed = 0  # innermost labels the output lacks: they sum into a scalar
+    while summed < len(order) and order[len(order) - 1 - summed] not in out:
+        summed += 1
+    product = " * ".join(_element(n, s) for n, s in zip(names, operands))
+    target = _element("out", out)
+    depth = 1
+    for pos, c in enumerate(order):
+        if pos == len(order) - summed:
+            lines.append("    " * depth + "acc = 0.0")
+        lines.append("    " * depth + f"for i_{c} in range(n_{c}):")
+        depth += 1
+    if summed:
+        lines.append("    " * depth + f"acc += {product}")
+        if out:
+            lines.append("    " * (len(order) - summed + 1) + f"{target} += acc")
+    else:
+        lines.append("    " * depth + f"{target} += {product}")
+    if not out:
+        lines.append("    return acc" if order else f"    return {product}")
+    else:
+        lines.append("    return out")
+    return "\n".join(lines) + "\n"
+
+
+def _element(name: str, subs: str) -> str:
+    return f"{name}[{', '.join('i_' + c for c in subs) or '()'}]"
+
+
+def _sizes(name: str, subs: str, sized: set[str]) -> list[str]:
+    """Lines naming each new label's size from `name`'s shape and checking the ones already named."""
+    lines = []
+    for axis, c in enumerate(subs):
+        if c in sized:
+            lines.append(f"    if {name}.shape[{axis}] != n_{c}:")
+            lines.append("        raise ValueError('einsum: a subscript has two different sizes')")
+        else:
+            lines.append(f"    n_{c} = {name}.shape[{axis}]")
+            sized.add(c)
+    return lines
+
+
+def _loop_order(operands: list[str], out: str) -> list[str]:
+    """Labels from outer to inner loop: a label's weight is how far it sits from the last axis, summed
+    over the arrays it indexes, so labels of last axes end up inside. Ties go to the label that leads
+    more arrays ('nki,nkj->kij' runs n outside k: both big operands then stream through memory)."""
+    arrays = [*operands, out]
+    first = list(dict.fromkeys("".join(arrays)))
+    weight = {c: sum(len(s) - 1 - s.rindex(c) for s in arrays if c in s) for c in first}
+    leads = {c: sum(s[:1] == c for s in arrays) for c in first}
+    return sorted(first, key=lambda c: (-weight[c], -leads[c], first.index(c)))

@@ -1,0 +1,126 @@
+"""Constant-subscript contractions (s2sad/runtime/contract.py): the loop nests numba compiles for
+einsum_op / einsum_into agree with np.einsum, keep NumPy's errors, and fold into generated code."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad.runtime import contract, einsum_into
+
+rng = np.random.default_rng(7)
+
+OP_CASES = [
+    ("kij,nkj->nki", [(4, 3, 3), (5, 4, 3)]),
+    ("nki,nkj->kij", [(5, 4, 3), (5, 4, 2)]),
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+    ("i,i", [(3,), (3,)]),
+    ("i,j->ij", [(2,), (3,)]),
+    ("ij,ij->j", [(2, 3), (2, 3)]),
+    ("ii->i", [(3, 3)]),
+    ("ii->", [(3, 3)]),
+    ("ij->ji", [(2, 3)]),
+    ("ij->", [(2, 3)]),
+    ("ba", [(2, 3)]),
+]
+
+
+@pytest.mark.parametrize("spec,shapes", OP_CASES, ids=[c[0] for c in OP_CASES])
+def test_kernel_matches_numpy(spec, shapes):
+    args = [rng.normal(size=s) for s in shapes]
+    assert contract.specialisable(spec, tuple(len(s) for s in shapes), into=False)
+    np.testing.assert_allclose(contract.kernel(spec, False)(*args), np.einsum(spec, *args), rtol=1e-12)
+
+
+INTO_CASES = [  # output subscripts may repeat (a diagonal) or be new (broadcast along them)
+    ("ij->iij", [(2, 3)], (2, 2, 3)),
+    ("i->ij", [(3,)], (3, 2)),
+    ("nki,nkj->kij", [(5, 4, 3), (5, 4, 2)], (4, 3, 2)),
+    ("kij,nki->nkj", [(4, 3, 2), (5, 4, 3)], (5, 4, 2)),
+]
+
+
+@pytest.mark.parametrize("spec,shapes,like", INTO_CASES, ids=[c[0] for c in INTO_CASES])
+def test_into_kernel_matches_generic(spec, shapes, like):
+    args = [rng.normal(size=s) for s in shapes]
+    target = np.zeros(like)
+    expected = einsum_into(spec, target, *args)  # the Python path: the generic contraction
+    np.testing.assert_allclose(contract.kernel(spec, True)(target, *args), expected, rtol=1e-12)
+
+
+def test_integer_operands_give_floats():
+    a, b = np.arange(6).reshape(2, 3), np.arange(3)
+    out = contract.kernel("ij,j->i", False)(a, b)
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, a @ b)
+
+
+def test_mismatched_sizes_raise_numpy_style():
+    with pytest.raises(ValueError, match="two different sizes"):
+        contract.kernel("ij,jk->ik", False)(np.ones((2, 3)), np.ones((4, 2)))
+
+
+@pytest.mark.parametrize("spec,ndims", [("ii->ii", (2,)), ("ij->k", (2,)), ("ij,jk->ik", (2, 3)),
+                                        ("i...->i", (1,)), ("a,b,c", (1, 1, 1)), ("i->", (2,))])
+def test_generic_kernel_keeps_what_the_loop_nest_does_not_cover(spec, ndims):
+    assert not contract.specialisable(spec, ndims, into=False)
+
+
+def test_loop_order_streams_the_big_operands():
+    """'nki,nkj->kij' (an einsum adjoint): n, the leading axis of both big operands, runs outermost
+    and j, the last axis of the output and of y, innermost."""
+    src = contract.kernel_source("nki,nkj->kij", True)
+    loops = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("for ")]
+    assert loops == ["for i_n in range(n_n):", "for i_k in range(n_k):", "for i_i in range(n_i):",
+                     "for i_j in range(n_j):"]
+    assert "acc" in contract.kernel_source("kij,nkj->nki", False)  # the innermost label j is summed
+
+
+def test_swap_text_matches_the_runtime():
+    assert contract.swap_text("ij,jk->ik", 0) == "ik,jk->ij"
+    assert contract.swap_text("ij,jk->ik", 1) == "ij,ik->jk"
+    assert contract.swap_text("ij,jk", 1) == "ij,ik->jk"
+    with pytest.raises(ValueError, match="no such operand"):
+        contract.swap_text("ij->ji", 1)
+
+
+def gmm_like(L, X):
+    return np.sum(np.einsum("kij,nkj->nki", L, X) ** 2)
+
+
+def test_generated_code_has_constant_subscripts_and_folded_powers():
+    text = s2sad.source(gmm_like, argnums=(0, 1))
+    assert "einsum_swap" not in text
+    assert "einsum_into('nki,nkj->kij'" in text and "einsum_into('kij,nki->nkj'" in text
+    assert "** (2 - 1)" not in text and "** 1" not in text
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_einsum_gradient_against_closed_form(backend):
+    L, X = rng.normal(size=(3, 2, 2)), rng.normal(size=(4, 3, 2))
+    gL, gX = s2sad.grad(gmm_like, argnums=(0, 1), backend=backend)(L, X)
+    Y = np.einsum("kij,nkj->nki", L, X)
+    np.testing.assert_allclose(gL, 2 * np.einsum("nki,nkj->kij", Y, X), rtol=1e-10)
+    np.testing.assert_allclose(gX, 2 * np.einsum("kij,nki->nkj", L, Y), rtol=1e-10)
+
+
+def _tuned_in_fresh_process(env_value):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("S2SAD_MALLOC_TUNING", None)
+    if env_value is not None:
+        env["S2SAD_MALLOC_TUNING"] = env_value
+    code = "import s2sad.runtime.memory as m; print(m.tune_malloc())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_malloc_tuning_is_on_under_glibc_and_can_be_switched_off():
+    import platform
+
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert _tuned_in_fresh_process(None) == str(glibc)
+    assert _tuned_in_fresh_process("0") == "False"
