@@ -88,20 +88,12 @@ def log1pexp(x):
 
 
 @njit(cache=True, error_model="numpy")
-def log1pexp_vjp(x, log1pexp2_bar):
+def log1pexp_grad(x):
     # primal sweep ------------------------------------------------------------
-    # return custom(x)
-    log1pexp2 = log1pexp_primal(x)
     # adjoint sweep -----------------------------------------------------------
-    log1pexp2_bar = copy_adj(log1pexp2_bar)
+    log1pexp2_bar = 1.0
     x_bar = zeros_like_adj(x)
     # return custom(x)
     custom_log1pexp_r = log1pexp_custom_lin_vjp(x, zeros_like_adj(x), log1pexp2_bar)
     x_bar += unbroadcast(custom_log1pexp_r[1], x_bar)
-    return log1pexp2, x_bar
-
-
-@njit(cache=True, error_model="numpy")
-def log1pexp_grad(x):
-    value, x_grad = log1pexp_vjp(x, 1.0)
-    return x_grad
+    return x_bar

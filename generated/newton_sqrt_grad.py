@@ -36,7 +36,7 @@ def newton_sqrt(a):
 
 
 @njit(cache=True, error_model="numpy")
-def newton_sqrt_vjp(a, x_bar):
+def newton_sqrt_grad(a):
     # primal sweep ------------------------------------------------------------
     x_tape = []
     # x = a
@@ -60,9 +60,8 @@ def newton_sqrt_vjp(a, x_bar):
         absolute = np.abs(sub)
         gt = absolute > 1e-13
         iterations += 1
-    x_final = x
     # adjoint sweep -----------------------------------------------------------
-    x_bar = copy_adj(x_bar)
+    x_bar = 1.0
     a_bar = zeros_like_adj(a)
     # while abs(x * x - a) > 1e-13:  (reversed)
     for _ in range(iterations):
@@ -78,10 +77,4 @@ def newton_sqrt_vjp(a, x_bar):
     # x = a
     x = restore(x_tape, x)
     a_bar += unbroadcast(x_bar, a_bar)
-    return x_final, a_bar
-
-
-@njit(cache=True, error_model="numpy")
-def newton_sqrt_grad(a):
-    value, a_grad = newton_sqrt_vjp(a, 1.0)
-    return a_grad
+    return a_bar

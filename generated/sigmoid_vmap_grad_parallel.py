@@ -14,39 +14,27 @@ from ._s2sad_runtime import (batch_empty, copy_adj, unbroadcast, zeros_like_adj)
 
 @njit(cache=True, error_model="numpy")
 def sigmoid_grad(x):
-    # def sigmoid_vjp(x, mul_bar):
-    mul_bar2 = 1.0
     # truediv = x / 2
-    truediv2 = x / 2
+    truediv = x / 2
     # tanh2 = np.tanh(truediv)
-    tanh2_2 = np.tanh(truediv2)
-    # add = tanh2 + 1
-    add2 = tanh2_2 + 1
-    # mul = 0.5 * add
-    mul2 = 0.5 * add2
-    # mul_bar = copy_adj(mul_bar)
-    mul_bar2 = copy_adj(mul_bar2)
+    tanh2 = np.tanh(truediv)
+    # mul_bar = 1.0
+    mul_bar = 1.0
     # x_bar = zeros_like_adj(x)
-    x_bar2 = zeros_like_adj(x)
+    x_bar = zeros_like_adj(x)
     # add_bar = mul_bar * 0.5
-    add_bar2 = mul_bar2 * 0.5
+    add_bar = mul_bar * 0.5
     # tanh2_bar = copy_adj(add_bar)
-    tanh2_bar2 = copy_adj(add_bar2)
+    tanh2_bar = copy_adj(add_bar)
     # truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
-    mul3 = tanh2_2 * tanh2_2
-    sub = 1.0 - mul3
-    truediv_bar2 = tanh2_bar2 * sub
+    mul = tanh2 * tanh2
+    sub = 1.0 - mul
+    truediv_bar = tanh2_bar * sub
     # x_bar += unbroadcast(truediv_bar / 2, x_bar)
-    truediv3 = truediv_bar2 / 2
-    unbroadcast2 = unbroadcast(truediv3, x_bar2)
-    x_bar2 = x_bar2 + unbroadcast2
-    # return mul, x_bar
-    sigmoid_vjp_out = mul2
-    sigmoid_vjp_out2 = x_bar2
-    # value, x_grad = sigmoid_vjp(x, 1.0)
-    value = sigmoid_vjp_out
-    x_grad = sigmoid_vjp_out2
-    return x_grad
+    truediv2 = truediv_bar / 2
+    unbroadcast2 = unbroadcast(truediv2, x_bar)
+    x_bar = x_bar + unbroadcast2
+    return x_bar
 
 
 @njit(cache=True, error_model="numpy", parallel=True)

@@ -207,7 +207,7 @@ class Analysis:
             changed = False
             for name, s in list(cands.items()):
                 block = self.block_of[id(s)]
-                last = self.last_use(name, cands, block)
+                last = self.last_replay_point(name, cands, block)
                 operands = set(ir.atom_vars(ir.expr_operands(s.value)))
                 between = block[_position(block, s) + 1:last]
                 if any(ir.all_writes(b) & operands for b in between):
@@ -215,13 +215,17 @@ class Analysis:
                     changed = True
         self.replay = cands
 
-    def last_use(self, name, cands, block, seen=None) -> int:
-        seen = seen or set()
-        last = _position(block, cands[name])
+    def last_replay_point(self, name, cands, block, seen=frozenset()) -> int:
+        """Position of the last statement whose adjoint recomputes `name`: one that reads it backwards,
+        or that replays another candidate computed from it. Its operands must not change before there.
+        (Uses whose adjoints ignore the value, like `u = u + k` for k, do not count: RK4's stages
+        replay instead of filling five tapes per step.)"""
+        last = -1  # never recomputed
         for u in self.uses.get(name, []):
-            last = max(last, _position(block, u))
+            if name in self.reverse_reads(u):
+                last = max(last, _position(block, u))
             if isinstance(u, Assign) and u.target in cands and u.target not in seen:
-                last = max(last, self.last_use(u.target, cands, block, seen | {name}))
+                last = max(last, self.last_replay_point(u.target, cands, block, seen | {name}))
         return last
 
     def find_direct(self):

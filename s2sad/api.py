@@ -139,6 +139,7 @@ class _Transform:
         if found is None:
             found = self._specialized[defs] = copy.copy(self)
             found._generated, found._ir, found._compiled, found._specialized, found.defs = None, None, {}, {}, defs
+            found.__dict__.pop("_checked_ranks", None)
             offsets = np.cumsum([0] + [d.num_leaves for d in defs])
             found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
         return found, tuple(flat)
@@ -209,7 +210,7 @@ class _Reverse(_Transform):
         if not self.has_aux and fn_ir.returns_tuple:
             raise TypeError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
                             "(use has_aux=True to return (value, aux))")
-        kind = self.what if self.what in ("value_and_grad", "vjp") else "grad"
+        kind = {"grad": "grad", "hessian": "grad", "call": "grad", "value_and_grad": "value_and_grad"}.get(self.what, "vjp")
         return vjp_module(fn_ir, self.wrt(fn_ir), kind)
 
     @property
@@ -231,11 +232,32 @@ class _Reverse(_Transform):
         except MemoryError:
             raise self.tape_error() from None  # not the generic handler: rerunning the primal could exhaust memory again
         except Exception:
-            out = self.primal_fn(*args)
-            self.check_scalar(out[0] if self.has_aux else out)
+            self.check_output(args)
             raise
         self.check_scalar(result[0])
         return result
+
+    def gradient(self, args) -> tuple:
+        """(gradient leaves..., aux...) from the module's `f_grad`, which never computes the value.
+
+        The output must still be a scalar: the primal checks that once per tuple of argument ranks
+        when numba compiles (ranks fix the output's rank there), and on every call in Python."""
+        fn = self.compiled("wrapper")
+        ranks = tuple([a.ndim if type(a) is np.ndarray else type(a) for a in args])
+        checked = self.__dict__.setdefault("_checked_ranks", set())
+        if ranks not in checked:
+            self.check_output(args)
+            if self.backend != "python":
+                checked.add(ranks)
+        try:
+            result = fn(*args)
+        except MemoryError:
+            raise self.tape_error() from None
+        return result if len(self.flat_argnums) + self.n_outputs() > 2 else (result,)
+
+    def check_output(self, args):
+        out = self.primal_fn(*args)
+        self.check_scalar(out[0] if self.has_aux else out)
 
     def tape_error(self) -> MemoryError:
         import re
@@ -327,9 +349,11 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     def grad_fun(*args, **kwargs):
         r, args = rev.specialize(rev.bind(args, kwargs))
         r.check(args)
-        result = r.scalar_vjp(args)
-        g = r.grads(result)
-        return (g, r.aux(result)) if has_aux else g
+        result = r.gradient(args)
+        n = len(r.flat_argnums)
+        g = result[0] if r.single and r.defs is None else r.regroup(result[:n])
+        g = g[0] if r.single and r.defs is not None else g
+        return (g, unflatten(r.generated.fn.output_shape[1], list(result[n:]))) if has_aux else g
 
     grad_fun.__s2sad_transform__ = rev
     return grad_fun

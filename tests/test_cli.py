@@ -56,7 +56,7 @@ def test_show_prints_plain_text_when_piped():
                          cwd=REPO, capture_output=True, text=True, env=_env())
     assert out.returncode == 0, out.stderr
     assert "\x1b[" not in out.stdout
-    assert "def loss_vjp(W, b, inputs, targets, neg_bar):" in out.stdout
+    assert "def loss_grad(W, b, inputs, targets):" in out.stdout
 
 
 def test_show_highlights_on_a_terminal():
@@ -77,7 +77,7 @@ def test_show_highlights_on_a_terminal():
     assert proc.wait() == 0, proc.stderr.read()
     text = b"".join(chunks).decode()
     assert "\x1b[" in text  # rich's colours
-    assert "def loss_vjp(W, b, inputs, targets, neg_bar):" in ANSI.sub("", text)
+    assert "def loss_grad(W, b, inputs, targets):" in ANSI.sub("", text)
 
 
 def _env() -> dict:

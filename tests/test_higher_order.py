@@ -185,6 +185,6 @@ def test_differentiate_gains_jvp_hessian_and_source_modes():
     assert_close(decorated.hessian(x), s2sad.hessian(loop_energy)(x), rtol=1e-12)
     assert "def loop_energy_jvp(x, x_dot):" in decorated.source(mode="fwd")
     second = decorated.source(mode="rev", order=2)
-    assert "loop_energy_grad_vjp" in second and second.startswith('"""Adjoint')
+    assert "loop_energy_grad_grad" in second and second.startswith('"""Adjoint')
     with pytest.raises(ValueError, match="mode"):
         decorated.source(mode="sideways")

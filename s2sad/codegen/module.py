@@ -81,10 +81,15 @@ def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
 def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad") -> Generated:
     """`fn`'s primal, its vjp with respect to `wrt`, and a `kind` wrapper.
 
-    kind: "grad" (returns the gradients, then aux), "value_and_grad" (value, aux, gradients)
-    or "vjp" (takes the cotangent last, returns the cotangents).
+    kind: "grad" (returns the gradients, then aux; the module then has no vjp: `f_grad` is the
+    adjoint itself), "value_and_grad" (value, aux, gradients) or "vjp" (takes the cotangent last,
+    returns the cotangents).
     """
     gen = ReverseGen(fn, analyze(fn, wrt))
+    what = f"Adjoint (reverse mode, with respect to {', '.join(wrt)})"
+    if kind == "grad":  # one function, seeded with 1.0; it skips the primal work only the value needed
+        text, name = gen.generate(wrt, len(fn.outputs), gradient=f"{fn.name}_grad")
+        return assemble(fn, what, text, name, (name, None))
     vjp_text, vjp_name = gen.generate(wrt, len(fn.outputs))
     names = gen.names
     values = [names.fresh("value")] + [names.fresh("aux") for _ in fn.outputs[1:]]
@@ -98,7 +103,6 @@ def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad") -> Generated
     call = f"{vjp_name}({', '.join(fn.params + [params[-1] if kind == 'vjp' else '1.0'])})"
     name = names.fresh(f"{fn.name}_{kind}")
     wrapper = _wrapper(name, params, call, values + grads, keep)
-    what = f"Adjoint (reverse mode, with respect to {', '.join(wrt)})"
     return assemble(fn, what, vjp_text, vjp_name, (name, wrapper))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from s2sad import ir
 from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_reads
 from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
+from s2sad.codegen.prune import drop_dead_adjoints, live_statements, names_read, names_read_first
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
 
@@ -23,6 +24,10 @@ class ReverseGen:
         self._bars: dict[str, str] = {}
         self.tapes: dict = {}  # var name or id(stmt) -> tape variable
         self.iters: dict = {}  # id(While) -> trip counter variable
+        self.keep: set[int] | None = None  # primal statements to write (None: all); see prune.py
+        self.entry_guards: dict[int, str] = {}  # id(Assign) -> condition, see first_iteration_dead
+        self.guarded: dict[str, str] = {}  # name -> condition its adjoint contributions run under
+        self.template_locals: set[str] = set()  # names rule templates' local assignments got
 
     def bar(self, name: str) -> str:
         if name not in self._bars:
@@ -37,6 +42,8 @@ class ReverseGen:
     # -------------------------------------------------------------- primal
     def primal_block(self, w: Writer, block):
         for s in block:
+            if self.keep is not None and id(s) not in self.keep:
+                continue
             w.comment(s.loc)
             if isinstance(s, Assign):
                 w.line(f"{s.target} = {expr_text(s.value)}")
@@ -64,7 +71,8 @@ class ReverseGen:
     def primal_while(self, w: Writer, s: While):
         counted = id(s) in self.a.working
         if counted:
-            n = self.iters[id(s)] = self.names.fresh("iterations")
+            n = self.iters.get(id(s)) or self.names.fresh("iterations")
+            self.iters[id(s)] = n
             w.line(f"{n} = 0")
         self.primal_block(w, s.test_body)
         w.line(f"while {atom(s.test)}:")
@@ -145,7 +153,16 @@ class ReverseGen:
             if x in contributions and contributions[x] != self.bar(x):
                 w.line(f"{self.bar(x)} = unbroadcast({contributions[x]}, {self.bar(x)})")
         if x not in operands:
-            self.kill(w, s)
+            guard = self.entry_guards.get(id(s))
+            if guard is None:
+                self.kill(w, s)
+                return
+            inner = Writer(w.level + 1)
+            self.kill(inner, s)
+            if inner.lines:
+                w.line(f"if {guard}:")
+                w.lines += inner.lines
+            self.guarded[x] = guard
 
     def kill(self, w: Writer, s: Assign):
         """`x` was overwritten by `s`: the adjoint of its old value starts from zero."""
@@ -219,6 +236,7 @@ class ReverseGen:
         for stmt in t.statements:
             target = stmt.targets[0].target.value
             local = self.names.fresh(f"{p.rule.name}_{target}")
+            self.template_locals.add(local)
             w.line(f"{local} = {instantiate(stmt.value, mapping)}")
             mapping[target] = local
         found = []
@@ -233,9 +251,13 @@ class ReverseGen:
             if name == exclude:
                 continue
             if name in self.a.direct:  # a bare adjoint name is copied: `x_bar += ...` later must not change it
-                w.line(f"{self.bar(name)} = {f'copy_adj({text})' if text.isidentifier() else text}")
+                line = f"{self.bar(name)} = {f'copy_adj({text})' if text.isidentifier() else text}"
             else:
-                w.line(f"{self.bar(name)} += unbroadcast({text}, {self.bar(name)})")
+                line = f"{self.bar(name)} += unbroadcast({text}, {self.bar(name)})"
+            if name in self.guarded:
+                w.line(f"if {self.guarded[name]}:")
+                line = "    " + line
+            w.line(line)
 
     def reverse_store(self, w: Writer, s: Store, block, replayed):
         a = self.a
@@ -279,12 +301,31 @@ class ReverseGen:
         return inner.lines if not inner.empty_since(0) else []
 
     def reverse_for(self, w: Writer, s: For):
+        dead = self.first_iteration_dead(s)
+        self.entry_guards.update(dead)
         body = self.capture(w, s.body)
+        for x in [d.target for d in s.body if id(d) in dead]:
+            self.guarded.pop(x, None)
         if not body:
             return
         w.comment(s.loc, "  (reversed)")
         w.line(f"for {s.target} in {reversed_range_text(s.start, s.stop, s.step)}:")
         w.lines += body
+
+    def first_iteration_dead(self, s: For) -> dict[int, str]:
+        """Rebindings in loop `s` of a parameter that is not differentiated (an MLP's `x = tanh(W @ x + b)`):
+        in the first iteration the old value is that parameter, whose adjoint nobody asks for, so the
+        adjoint sent to it (a whole `W.T @ g` per layer) runs only when `s`'s target is not `start`.
+        id(Assign) -> that condition; only for top-level loops (a nested one restarts from later values)."""
+        a, body_writes = self.a, set()
+        for b, _, _ in ir.walk(s.body):
+            body_writes.update(ir.stmt_writes(b))
+        if a.depth[id(s)] != 0 or s.target in body_writes:
+            return {}
+        cond = f"{s.target} != {atom(s.start)}"
+        return {id(b): cond for b in s.body
+                if isinstance(b, Assign) and b.target in self.fn.params and b.target not in a.wrt
+                and b.target in a.active and b.target not in a.stores and len(a.defs.get(b.target, [])) == 1}
 
     def reverse_while(self, w: Writer, s: While):
         n = self.iters[id(s)]
@@ -299,35 +340,52 @@ class ReverseGen:
         w.lines += [ln[4:] for ln in test]
 
     # ------------------------------------------------------------ function
-    def generate(self, wrt: list[str], n_outputs: int) -> tuple[str, str]:
+    def generate(self, wrt: list[str], n_outputs: int, gradient: str | None = None) -> tuple[str, str]:
+        """`f_vjp(params..., out_bar)` returning (the first `n_outputs` outputs..., adjoints of `wrt`...).
+
+        With `gradient` (a name): `gradient(params...)` seeded with 1.0, returning (adjoints...,
+        outputs[1:n_outputs]...) as `grad` does, with its primal sweep pruned to what the adjoint
+        sweep and those outputs read (the value itself is not computed)."""
         fn, a = self.fn, self.a
-        name = self.names.fresh(fn.name + "_vjp")
+        name = self.names.fresh(gradient or fn.name + "_vjp")
         out = fn.outputs[0]
         seed = self.bar(out)
-        params = ", ".join(fn.params + [seed])
+        params = ", ".join(fn.params + ([] if gradient else [seed]))
         primal = Writer()
-        self.primal_block(primal, fn.body)
+        self.primal_block(primal, fn.body)  # names the tapes the adjoint sweep pops
+        adjoint = Writer()
+        for v in sorted(set(wrt) | set(a.homes.get(id(fn.body), [])), key=self.home_order(wrt)):
+            if v == out:
+                adjoint.line(f"{seed} = {'1.0' if gradient else f'copy_adj({seed})'}")
+            else:
+                adjoint.line(f"{self.bar(v)} = zeros_like_adj({v})")
+        self.reverse_block(adjoint, fn.body)
+        adjoints = [self.bar(v) for v in wrt]
+        adjoint.lines = drop_dead_adjoints(adjoint.lines, set(self._bars.values()) | self.template_locals,
+                                           set(adjoints))
+        outputs = fn.outputs[1 if gradient else 0:n_outputs]
+        if gradient:
+            roots = names_read_first(adjoint.lines) | set(outputs)
+            self.keep = live_statements(fn.body, roots, set(self.iters))
+            primal = Writer()
+            self.primal_block(primal, fn.body)
+            self.keep = None
         results = []
-        for o in fn.outputs[:n_outputs]:
+        for o in outputs:
             if o in a.saved:  # the adjoint sweep rewinds it: keep the final value
                 kept = self.names.fresh(o + "_final")
                 primal.line(f"{kept} = {o}")
                 o = kept
             results.append(o)
-        adjoint = Writer()
-        for v in sorted(set(wrt) | set(a.homes.get(id(fn.body), [])), key=self.home_order(wrt)):
-            if v == out:
-                adjoint.line(f"{seed} = copy_adj({seed})")
-            else:
-                adjoint.line(f"{self.bar(v)} = zeros_like_adj({v})")
-        self.reverse_block(adjoint, fn.body)
         head = [f"def {name}({params}):", "    # primal sweep " + "-" * 60]
+        written = names_read(primal.lines) if gradient else None
         for key, tape in self.tapes.items():
-            head.append(f"    {tape} = List()")
+            if written is None or tape in written:  # a pruned gradient may not fill every tape
+                head.append(f"    {tape} = List()")
         for p in fn.params:
             if p in a.saved:
                 head.append(f"    {self.tapes[p]}.append({p})")
-        results = ", ".join(results + [self.bar(v) for v in wrt])
+        results = ", ".join(adjoints + results if gradient else results + adjoints)
         lines = head + primal.lines + ["    # adjoint sweep " + "-" * 59] + adjoint.lines + [f"    return {results}"]
         return "\n".join(lines) + "\n", name
 

@@ -1,0 +1,96 @@
+"""Which primal statements a gradient needs.
+
+`grad` throws the function's value away, so the primal sweep of the generated gradient keeps only
+the statements whose results the adjoint sweep reads, and what those read in turn. In the extended
+Rosenbrock loop that is nothing: the sum `s` is never read backwards, so the whole primal loop goes
+(LLVM cannot delete it across the vjp call; the gradient took 2.3x the time of its adjoint sweep).
+"""
+
+from __future__ import annotations
+
+import re
+
+from s2sad import ir
+from s2sad.ir import Assign, Push, Store, While
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)")
+
+
+def names_read(lines: list[str]) -> set[str]:
+    """Every identifier in generated code lines (comments skipped; an extra name only keeps more)."""
+    found: set[str] = set()
+    for line in lines:
+        found.update(_NAME.findall(line.split("#", 1)[0]))
+    return found
+
+
+def names_read_first(lines: list[str]) -> set[str]:
+    """Identifiers the lines read before they assign them, block by block: what they need from code
+    before them. The reverse sweep recomputes ("replays") loop temporaries just before reading them;
+    those need no primal value. An assignment counts for later lines of its own block only (a branch
+    may not run), and an extra name only keeps more."""
+    needed: set[str] = set()
+    scopes: list[tuple[int, set[str]]] = [(-1, set())]
+    for line in lines:
+        code = line.split("#", 1)[0].rstrip()
+        if not code:
+            continue
+        indent = len(code) - len(code.lstrip())
+        while scopes[-1][0] > indent:
+            scopes.pop()
+        if scopes[-1][0] < indent:
+            scopes.append((indent, set()))
+        assigned = _ASSIGNED.match(code)
+        reads = code[assigned.end():] if assigned else code
+        needed |= set(_NAME.findall(reads)) - set().union(*(names for _, names in scopes))
+        if assigned:
+            scopes[-1][1].update(t.strip() for t in assigned.group(1).split(","))
+    return needed
+
+
+def live_statements(body: list, roots: set[str], counted: set[int]) -> set[int]:
+    """ids of the statements of `body` that compute `roots`, transitively (flow-insensitive: every
+    definition of a live variable stays). Stores and tape pushes always stay (arrays may alias), and
+    so do the `counted` while loops (the adjoint sweep replays them by their trip count)."""
+    live, kept = set(roots), set()
+    changed = True
+    while changed:
+        changed = False
+        for s, _, _ in ir.walk(body):
+            if id(s) not in kept and _needed(s, live, kept, counted):
+                kept.add(id(s))
+                live.update(ir.stmt_reads(s))
+                changed = True
+    return kept
+
+
+def _needed(s, live: set[str], kept: set[int], counted: set[int]) -> bool:
+    if isinstance(s, (Store, Push)):
+        return True
+    if isinstance(s, Assign):
+        return s.target in live
+    if isinstance(s, While) and id(s) in counted:
+        return True
+    return any(id(c) in kept for child in ir.children(s) for c, _, _ in ir.walk(child))
+
+
+_UPDATE = re.compile(r"^    ([A-Za-z_]\w*) (\+?=) ")
+
+
+def drop_dead_adjoints(lines: list[str], droppable: set[str], returned: set[str]) -> list[str]:
+    """The adjoint sweep without top-level assignments to adjoints (or template locals) that nothing
+    later reads: the adjoint an unrolled MLP sends to its input `x` (a whole `W.T @ g`), which is
+    not differentiated. Lines inside loops and branches stay (they may run again)."""
+    live, kept = set(returned), []
+    for line in reversed(lines):
+        update = _UPDATE.match(line)
+        if update and update.group(1) in droppable and update.group(1) not in live:
+            continue  # dead: its value is never read again
+        if update and update.group(2) == "=":
+            live.discard(update.group(1))  # rebound here: earlier values are dead unless read below
+        kept.append(line)
+        live |= names_read([line[update.end():]] if update and update.group(2) == "=" else [line])
+    return kept[::-1]
