@@ -256,9 +256,10 @@ def first_calls(name: str, quick: bool) -> dict:
     out = {}
     with tempfile.TemporaryDirectory(prefix="s2sad-bench-") as tmp:
         # A fixed mmap threshold: every large array is its own mapping, returned on free, so the peak of
-        # the resident set during a call measures what that call allocates.
+        # the resident set during a call measures what that call allocates. s2sad's own malloc tuning
+        # (runtime/memory.py keeps freed memory for reuse) would hide that, so it is off here.
         env = dict(os.environ, S2SAD_CACHE_DIR=os.path.join(tmp, "s2sad"), NUMBA_CACHE_DIR=os.path.join(tmp, "numba"),
-                   MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
+                   MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536", S2SAD_MALLOC_TUNING="0")
         for label in ("cold", "warm", "warm_numba_first"):
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name] + (["--quick"] if quick else []) \
                 + (["--numba-first"] if label == "warm_numba_first" else [])

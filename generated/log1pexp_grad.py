@@ -73,7 +73,7 @@ def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     # out, out_dot = rule((x,), (x_dot,))
     log1pexp_jvp_out2_bar = copy_adj(out_dot_bar)
     # return log1pexp(x), (1.0 - 1.0 / (1.0 + np.exp(x))) * x_dot
-    mul_bar = copy_adj(log1pexp_jvp_out2_bar)
+    mul_bar = log1pexp_jvp_out2_bar
     x_dot2_bar = mul_bar * sub
     # (x,), (x_dot,) = primals, tangents
     x_dot_bar += unbroadcast(x_dot2_bar, x_dot_bar)

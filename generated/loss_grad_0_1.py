@@ -9,7 +9,7 @@ Regenerate: s2sad build (configured in [tool.s2sad]), or s2sad build demo:loss -
 import math
 import numpy as np
 from numba import njit
-from ._s2sad_runtime import (copy_adj, matmul_adjoint_b, sum_expand, unbroadcast, zeros_like_adj)
+from ._s2sad_runtime import (matmul_adjoint_b, sum_expand, unbroadcast, zeros_like_adj)
 
 
 @njit(cache=True, error_model="numpy")
@@ -63,32 +63,30 @@ def loss_grad(W, b, inputs, targets):
     sum2 = np.sum(log2)
     # adjoint sweep -----------------------------------------------------------
     neg_bar = 1.0
-    W_bar = zeros_like_adj(W)
     b_bar = zeros_like_adj(b)
-    preds_bar = zeros_like_adj(preds)
     # return -np.sum(np.log(label_probs))
     sum2_bar = -neg_bar
     log2_bar = sum_expand(unbroadcast(sum2_bar, sum2), log2, None, False)
     label_probs_bar = log2_bar / label_probs
     # label_probs = preds * targets + (1 - preds) * (1 - targets)
-    mul2_bar = copy_adj(label_probs_bar)
-    mul3_bar = copy_adj(label_probs_bar)
+    mul2_bar = label_probs_bar
+    mul3_bar = label_probs_bar
     sub_bar = mul3_bar * sub2
-    preds_bar += unbroadcast(-sub_bar, preds_bar)
+    preds_bar = unbroadcast(-sub_bar, preds)
     preds_bar += unbroadcast(mul2_bar * targets, preds_bar)
     # preds = sigmoid(inputs @ W + b)
-    sigmoid_out_bar = copy_adj(preds_bar)
+    sigmoid_out_bar = preds_bar
     # return 0.5 * (np.tanh(x / 2) + 1)
-    mul_bar = copy_adj(sigmoid_out_bar)
+    mul_bar = sigmoid_out_bar
     add2_bar = mul_bar * 0.5
-    tanh2_bar = copy_adj(add2_bar)
+    tanh2_bar = add2_bar
     truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
     add_bar = truediv_bar / 2
     # preds = sigmoid(inputs @ W + b)
-    matmul_bar = copy_adj(add_bar)
+    matmul_bar = add_bar
     b_bar += unbroadcast(add_bar, b_bar)
     matmul_g = unbroadcast(matmul_bar, matmul)
-    W_bar += unbroadcast(matmul_adjoint_b(matmul_g, inputs, W), W_bar)
+    W_bar = unbroadcast(matmul_adjoint_b(matmul_g, inputs, W), W)
     return W_bar, b_bar
 
 

@@ -66,10 +66,9 @@ def recur_grad(x, w):
     sum2_bar = 1.0
     x_bar = zeros_like_adj(x)
     w_bar = zeros_like_adj(w)
-    h_bar = zeros_like_adj(h)
     # return np.sum(h * h)
     mul2_bar = sum_expand(unbroadcast(sum2_bar, sum2), mul2, None, False)
-    h_bar += unbroadcast(mul2_bar * h + mul2_bar * h, h_bar)
+    h_bar = unbroadcast(mul2_bar * h + mul2_bar * h, h)
     # for t in range(1, n):  (reversed)
     for t in range(n - 1, 0, -1):
         # h[t] = np.tanh(w * h[t - 1] + x[t])

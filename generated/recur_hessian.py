@@ -50,17 +50,14 @@ def recur_grad(x, w):
     sum2_bar = 1.0
     # x_bar = zeros_like_adj(x)
     x_bar = zeros_like_adj(x)
-    # h_bar = zeros_like_adj(h)
-    h_bar = zeros_like_adj(h)
     # mul2_bar = sum_expand(unbroadcast(sum2_bar, sum2), mul2, None, False)
     unbroadcast2 = unbroadcast(sum2_bar, sum2)
     mul2_bar = sum_expand(unbroadcast2, mul2, None, False)
-    # h_bar += unbroadcast(mul2_bar * h + mul2_bar * h, h_bar)
+    # h_bar = unbroadcast(mul2_bar * h + mul2_bar * h, h)
     mul3 = mul2_bar * h
     mul4 = mul2_bar * h
     add2 = mul3 + mul4
-    unbroadcast3 = unbroadcast(add2, h_bar)
-    h_bar = h_bar + unbroadcast3
+    h_bar = unbroadcast(add2, h)
     # for t in range(n - 1, 0, -1):
     sub2 = n - 1
     for t3 in range(sub2, 0, -1):
@@ -95,17 +92,17 @@ def recur_grad(x, w):
         x_t_bar = copy_adj(add_bar)
         # x_bar[t] += unbroadcast(x_t_bar, x_bar[t])
         x_bar_t = x_bar[t]
-        unbroadcast4 = unbroadcast(x_t_bar, x_bar_t)
+        unbroadcast3 = unbroadcast(x_t_bar, x_bar_t)
         x_bar_t2 = x_bar[t]
-        add3 = x_bar_t2 + unbroadcast4
+        add3 = x_bar_t2 + unbroadcast3
         x_bar[t] = add3
         # h_sub_bar = mul_bar * w
         h_sub_bar = mul_bar * w
         # h_bar[sub] += unbroadcast(h_sub_bar, h_bar[sub])
         h_bar_sub = h_bar[sub]
-        unbroadcast5 = unbroadcast(h_sub_bar, h_bar_sub)
+        unbroadcast4 = unbroadcast(h_sub_bar, h_bar_sub)
         h_bar_sub2 = h_bar[sub]
-        add4 = h_bar_sub2 + unbroadcast5
+        add4 = h_bar_sub2 + unbroadcast4
         h_bar[sub] = add4
     # x_0_bar = copy_adj(h_bar[0])
     h_bar_0 = h_bar[0]
@@ -116,9 +113,9 @@ def recur_grad(x, w):
     h[0] = 0.0
     # x_bar[0] += unbroadcast(x_0_bar, x_bar[0])
     x_bar_0 = x_bar[0]
-    unbroadcast6 = unbroadcast(x_0_bar, x_bar_0)
+    unbroadcast5 = unbroadcast(x_0_bar, x_bar_0)
     x_bar_0_2 = x_bar[0]
-    add5 = x_bar_0_2 + unbroadcast6
+    add5 = x_bar_0_2 + unbroadcast5
     x_bar[0] = add5
     return x_bar
 
@@ -171,23 +168,18 @@ def recur_grad_jvp(x, w, x_dot):
     # x_bar = zeros_like_adj(x)
     x_bar = zeros_like_adj(x)
     x_bar_dot = zeros_like_adj(x_bar)
-    # h_bar = zeros_like_adj(h)
-    h_bar = zeros_like_adj(h)
-    h_bar_dot = zeros_like_adj(h_bar)
     # mul2_bar = sum_expand(unbroadcast(sum2_bar, sum2), mul2, None, False)
     unbroadcast2 = unbroadcast(sum2_bar, sum2)
     mul2_bar = sum_expand(unbroadcast2, mul2, None, False)
-    # h_bar += unbroadcast(mul2_bar * h + mul2_bar * h, h_bar)
+    # h_bar = unbroadcast(mul2_bar * h + mul2_bar * h, h)
     mul3 = mul2_bar * h
     mul3_dot = broadcast_like(h_dot * mul2_bar, mul3)
     mul4 = mul2_bar * h
     mul4_dot = broadcast_like(h_dot * mul2_bar, mul4)
     add2 = mul3 + mul4
     add2_dot = mul3_dot + mul4_dot
-    unbroadcast3 = unbroadcast(add2, h_bar)
-    unbroadcast3_dot = unbroadcast(add2_dot, h_bar)
-    h_bar_dot = h_bar_dot + unbroadcast3_dot
-    h_bar = h_bar + unbroadcast3
+    h_bar = unbroadcast(add2, h)
+    h_bar_dot = unbroadcast(add2_dot, h)
     # for t in range(n - 1, 0, -1):
     sub2 = n - 1
     for t3 in range(sub2, 0, -1):
@@ -236,12 +228,12 @@ def recur_grad_jvp(x, w, x_dot):
         x_t_bar_dot = copy_adj(add_bar_dot)
         # x_bar[t] += unbroadcast(x_t_bar, x_bar[t])
         x_bar_t = x_bar[t]
-        unbroadcast4 = unbroadcast(x_t_bar, x_bar_t)
-        unbroadcast4_dot = unbroadcast(x_t_bar_dot, x_bar_t)
+        unbroadcast3 = unbroadcast(x_t_bar, x_bar_t)
+        unbroadcast3_dot = unbroadcast(x_t_bar_dot, x_bar_t)
         x_bar_t2 = x_bar[t]
         x_bar_t2_dot = x_bar_dot[t]
-        add3 = x_bar_t2 + unbroadcast4
-        add3_dot = x_bar_t2_dot + unbroadcast4_dot
+        add3 = x_bar_t2 + unbroadcast3
+        add3_dot = x_bar_t2_dot + unbroadcast3_dot
         x_bar[t] = add3
         x_bar_dot[t] = add3_dot
         # h_sub_bar = mul_bar * w
@@ -249,12 +241,12 @@ def recur_grad_jvp(x, w, x_dot):
         h_sub_bar_dot = broadcast_like(mul_bar_dot * w, h_sub_bar)
         # h_bar[sub] += unbroadcast(h_sub_bar, h_bar[sub])
         h_bar_sub = h_bar[sub]
-        unbroadcast5 = unbroadcast(h_sub_bar, h_bar_sub)
-        unbroadcast5_dot = unbroadcast(h_sub_bar_dot, h_bar_sub)
+        unbroadcast4 = unbroadcast(h_sub_bar, h_bar_sub)
+        unbroadcast4_dot = unbroadcast(h_sub_bar_dot, h_bar_sub)
         h_bar_sub2 = h_bar[sub]
         h_bar_sub2_dot = h_bar_dot[sub]
-        add4 = h_bar_sub2 + unbroadcast5
-        add4_dot = h_bar_sub2_dot + unbroadcast5_dot
+        add4 = h_bar_sub2 + unbroadcast4
+        add4_dot = h_bar_sub2_dot + unbroadcast4_dot
         h_bar[sub] = add4
         h_bar_dot[sub] = add4_dot
     # x_0_bar = copy_adj(h_bar[0])
@@ -270,12 +262,12 @@ def recur_grad_jvp(x, w, x_dot):
     h_dot[0] = 0.0
     # x_bar[0] += unbroadcast(x_0_bar, x_bar[0])
     x_bar_0 = x_bar[0]
-    unbroadcast6 = unbroadcast(x_0_bar, x_bar_0)
-    unbroadcast6_dot = unbroadcast(x_0_bar_dot, x_bar_0)
+    unbroadcast5 = unbroadcast(x_0_bar, x_bar_0)
+    unbroadcast5_dot = unbroadcast(x_0_bar_dot, x_bar_0)
     x_bar_0_2 = x_bar[0]
     x_bar_0_2_dot = x_bar_dot[0]
-    add5 = x_bar_0_2 + unbroadcast6
-    add5_dot = x_bar_0_2_dot + unbroadcast6_dot
+    add5 = x_bar_0_2 + unbroadcast5
+    add5_dot = x_bar_0_2_dot + unbroadcast5_dot
     x_bar[0] = add5
     x_bar_dot[0] = add5_dot
     return x_bar, x_bar_dot

@@ -9,7 +9,7 @@ Regenerate: s2sad build (configured in [tool.s2sad]), or s2sad build demo:sigmoi
 import math
 import numpy as np
 from numba import njit, prange
-from ._s2sad_runtime import (batch_empty, copy_adj, unbroadcast, zeros_like_adj)
+from ._s2sad_runtime import (batch_empty, unbroadcast)
 
 
 @njit(cache=True, error_model="numpy")
@@ -20,20 +20,17 @@ def sigmoid_grad(x):
     tanh2 = np.tanh(truediv)
     # mul_bar = 1.0
     mul_bar = 1.0
-    # x_bar = zeros_like_adj(x)
-    x_bar = zeros_like_adj(x)
     # add_bar = mul_bar * 0.5
     add_bar = mul_bar * 0.5
-    # tanh2_bar = copy_adj(add_bar)
-    tanh2_bar = copy_adj(add_bar)
+    # tanh2_bar = add_bar
+    tanh2_bar = add_bar
     # truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
     mul = tanh2 * tanh2
     sub = 1.0 - mul
     truediv_bar = tanh2_bar * sub
-    # x_bar += unbroadcast(truediv_bar / 2, x_bar)
+    # x_bar = unbroadcast(truediv_bar / 2, x)
     truediv2 = truediv_bar / 2
-    unbroadcast2 = unbroadcast(truediv2, x_bar)
-    x_bar = x_bar + unbroadcast2
+    x_bar = unbroadcast(truediv2, x)
     return x_bar
 
 

@@ -87,6 +87,7 @@ class Analysis:
     working: set = field(default_factory=set)  # ids of statements whose reverse is not empty
     readers: dict = field(default_factory=dict)  # name -> {id: statement whose reverse reads its primal value}
     top: dict = field(default_factory=dict)  # id(stmt) -> position of its top-level statement in the body
+    _reverse_reads: dict = field(default_factory=dict)  # id(stmt) -> reverse_reads(stmt)
 
     # ------------------------------------------------------------ structure
     def index(self):
@@ -205,9 +206,10 @@ class Analysis:
         changed = True
         while changed:
             changed = False
+            memo: dict[str, int] = {}
             for name, s in list(cands.items()):
                 block = self.block_of[id(s)]
-                last = self.last_replay_point(name, cands, block)
+                last = self.last_replay_point(name, cands, block, memo)
                 operands = set(ir.atom_vars(ir.expr_operands(s.value)))
                 between = block[_position(block, s) + 1:last]
                 if any(ir.all_writes(b) & operands for b in between):
@@ -215,18 +217,21 @@ class Analysis:
                     changed = True
         self.replay = cands
 
-    def last_replay_point(self, name, cands, block, seen=frozenset()) -> int:
+    def last_replay_point(self, name, cands, block, memo: dict) -> int:
         """Position of the last statement whose adjoint recomputes `name`: one that reads it backwards,
         or that replays another candidate computed from it. Its operands must not change before there.
         (Uses whose adjoints ignore the value, like `u = u + k` for k, do not count: RK4's stages
-        replay instead of filling five tapes per step.)"""
-        last = -1  # never recomputed
-        for u in self.uses.get(name, []):
-            if name in self.reverse_reads(u):
-                last = max(last, _position(block, u))
-            if isinstance(u, Assign) and u.target in cands and u.target not in seen:
-                last = max(last, self.last_replay_point(u.target, cands, block, seen | {name}))
-        return last
+        replay instead of filling five tapes per step.) Candidates only feed later statements of
+        their block, so the recursion ends; `memo` keeps it linear."""
+        if name not in memo:
+            last = -1  # never recomputed
+            for u in self.uses.get(name, []):
+                if name in self.reverse_reads(u):
+                    last = max(last, _position(block, u))
+                if isinstance(u, Assign) and u.target in cands:
+                    last = max(last, self.last_replay_point(u.target, cands, block, memo))
+            memo[name] = last
+        return memo[name]
 
     def find_direct(self):
         params, outs = set(self.fn.params), set(self.fn.outputs)
@@ -244,6 +249,13 @@ class Analysis:
 
     # ---------------------------------------------------- needed and saved
     def reverse_reads(self, s) -> set[str]:
+        """Primal variables the adjoint of `s` reads (fixed once activity is known: kept per statement)."""
+        found = self._reverse_reads.get(id(s))
+        if found is None:
+            found = self._reverse_reads[id(s)] = self._find_reverse_reads(s)
+        return found
+
+    def _find_reverse_reads(self, s) -> set[str]:
         if not self.has_adjoint(s) or isinstance(s, Push):
             return set()
         if isinstance(s, Store):

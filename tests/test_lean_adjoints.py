@@ -102,3 +102,50 @@ def test_unrolled_layers_drop_the_dead_adjoint_of_the_input():
     assert text.count("matmul_adjoint_b(") == 1
     g = s2sad.grad(layers)(Ws, x)
     assert_close(g[0], fd_grad(lambda W: layers([W, Ws[1]], x), (Ws[0],), 0))
+
+
+# ---- the text passes on the adjoint sweep (s2sad/codegen/prune.py) --------------------------------
+
+from s2sad.codegen.prune import share_unchanged_adjoints, start_from_first_contribution  # noqa: E402
+
+OWN = {"a_bar", "b_bar", "v_bar", "g_bar"}
+
+
+def test_a_copy_stays_where_either_side_changes_later():
+    lines = ["    a_bar = copy_adj(b_bar)", "    b_bar += unbroadcast(g_bar, b_bar)", "    y = a_bar * 2.0"]
+    assert share_unchanged_adjoints(lines, OWN, set()) == lines
+    via_view = ["    a_bar = copy_adj(b_bar)", "    v_bar = reshape_like(b_bar, x)", "    v_bar[0] = 0.0"]
+    assert share_unchanged_adjoints(via_view, OWN, set()) == via_view
+    in_loop = ["    a_bar = copy_adj(b_bar)", "    for i in range(3):", "        a_bar[i] += 1.0"]
+    assert share_unchanged_adjoints(in_loop, OWN, set()) == in_loop
+
+
+def test_a_copy_goes_where_nothing_changes_later():
+    lines = ["    a_bar = copy_adj(b_bar)", "    y = a_bar * 2.0", "    return y"]
+    assert share_unchanged_adjoints(lines, OWN, set())[0] == "    a_bar = b_bar"
+    both_returned = ["    a_bar = copy_adj(b_bar)", "    return a_bar, b_bar"]
+    assert share_unchanged_adjoints(both_returned, OWN, {"a_bar", "b_bar"}) == both_returned
+
+
+def test_zeros_then_first_contribution_becomes_one_assignment():
+    lines = ["    a_bar = zeros_like_adj(a)", "    y = 1.0", "    a_bar += unbroadcast(g_bar * w, a_bar)"]
+    assert start_from_first_contribution(lines, OWN) == ["    y = 1.0", "    a_bar = unbroadcast(g_bar * w, a)"]
+    bare = ["    a_bar = zeros_like_adj(a)", "    a_bar += unbroadcast(g_bar, a_bar)"]
+    assert start_from_first_contribution(bare, OWN) == bare  # a_bar would alias g_bar
+    restored = ["    a_bar = zeros_like_adj(a)", "    a = restore(a_tape, a)", "    a_bar += unbroadcast(-g_bar, a_bar)"]
+    assert start_from_first_contribution(restored, OWN) == restored  # `a` changed in between
+
+
+def softmax_xent(W, x, y):
+    z = W @ x
+    z = z - np.max(z)
+    p = np.exp(z) / np.sum(np.exp(z))
+    return -np.sum(y * np.log(p)) + 0.1 * np.sum(W * W)
+
+
+def test_lean_adjoint_of_softmax_cross_entropy_against_finite_differences(backend):
+    rng = np.random.default_rng(6)
+    W, x, y = rng.normal(size=(4, 3)), rng.normal(size=3), np.eye(4)[1]
+    g = s2sad.grad(softmax_xent, backend=backend)(W, x, y)
+    assert_close(g, fd_grad(softmax_xent, (W, x, y), 0))
+    s2sad.check_grads(softmax_xent, (W, x, y), order=2, backend=backend)

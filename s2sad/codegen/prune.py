@@ -94,3 +94,96 @@ def drop_dead_adjoints(lines: list[str], droppable: set[str], returned: set[str]
         kept.append(line)
         live |= names_read([line[update.end():]] if update and update.group(2) == "=" else [line])
     return kept[::-1]
+
+
+_COPY = re.compile(r"^    ([A-Za-z_]\w*) = copy_adj\(([A-Za-z_]\w*)\)$")
+_BIND = re.compile(r"^\s*([A-Za-z_]\w*) = (.*)$")
+_CHANGES = (re.compile(r"^\s*([A-Za-z_]\w*)\s*[-+*/]="),  # x_bar += ...
+            re.compile(r"^\s*([A-Za-z_]\w*)\[.*\]\s*[-+*/]?=(?!=)"),  # x_bar[i] = 0.0, x_bar[i] += ...
+            re.compile(r"^\s*([A-Za-z_]\w*) = add_at\("))  # may add in place
+
+
+def _changed(line: str) -> str | None:
+    """The name whose array `line` changes in place, if any."""
+    for pattern in _CHANGES:
+        m = pattern.match(line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def share_unchanged_adjoints(lines: list[str], droppable: set[str], returned: set[str]) -> list[str]:
+    """`a_bar = copy_adj(b_bar)` becomes `a_bar = b_bar` where neither changes in place afterwards.
+
+    The copy keeps a later `b_bar += ...` from reaching `a_bar`. A top-level line runs once, so when no
+    later line changes either name, or any name that may share memory with them (anything assigned
+    from an expression that mentions them, counted conservatively), the copy is a pass over memory
+    for nothing: GMM's `mul_bar = copy_adj(Lx_bar)` copied 20 MB twice per call."""
+    parent: dict[str, str] = {}
+
+    def find(n: str) -> str:
+        while parent.get(n, n) != n:
+            n = parent[n]
+        return n
+
+    copies = [k for k, line in enumerate(lines) if _COPY.match(line)]
+    for k, line in enumerate(lines):
+        bind = _BIND.match(line.split("#", 1)[0])
+        if bind and k not in copies and bind.group(1) in droppable:
+            for name in names_read([bind.group(2)]) & droppable:
+                parent[find(bind.group(1))] = find(name)
+    changes = [(k, name) for k, line in enumerate(lines) if (name := _changed(line))]
+    out = list(lines)
+    for k in copies:
+        a, b = _COPY.match(lines[k]).groups()
+        if a not in droppable or b not in droppable:
+            continue
+        group = {find(a), find(b)}
+        if any(find(n) in group for j, n in changes if j > k) or sum(find(n) in group for n in returned) > 1:
+            continue
+        parent[find(a)] = find(b)
+        out[k] = f"    {a} = {b}"
+    return out
+
+
+_ZEROS = re.compile(r"^    ([A-Za-z_]\w*) = zeros_like_adj\(([A-Za-z_]\w*)\)$")
+
+
+def start_from_first_contribution(lines: list[str], droppable: set[str]) -> list[str]:
+    """`x_bar = zeros_like_adj(x)` ... `x_bar += unbroadcast(T, x_bar)`, with nothing touching `x_bar`
+    or `x` in between, becomes `x_bar = unbroadcast(T, x)`: no pass writing zeros and one reading
+    them. Only where T is arithmetic (`g * y`, `-g`) or a helper that allocates, a new array `x_bar`
+    may own: a bare name or a view could be changed through `x_bar` later."""
+    out = list(lines)
+    for i, line in enumerate(lines):
+        zeros = _ZEROS.match(line)
+        if not zeros or zeros.group(1) not in droppable:
+            continue
+        bar, like = zeros.groups()
+        first = f"    {bar} += unbroadcast("
+        for j in range(i + 1, len(lines)):
+            later = lines[j]
+            if later.startswith(first) and later.endswith(f", {bar})"):
+                contribution = later[len(first):-len(f", {bar})")]
+                if _is_arithmetic(contribution) and bar not in names_read([contribution]):
+                    out[i] = None
+                    out[j] = f"    {bar} = unbroadcast({contribution}, {like})"
+                break
+            if {bar, like} & names_read([later]):
+                break
+    return [line for line in out if line is not None]
+
+
+def _is_arithmetic(text: str) -> bool:
+    import ast
+
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id in _NEW_ARRAY_CALLS
+    return isinstance(node, (ast.BinOp, ast.UnaryOp))
+
+
+_NEW_ARRAY_CALLS = {"matmul_adjoint_a", "matmul_adjoint_b", "einsum_into"}  # runtime helpers that allocate

@@ -11,7 +11,8 @@ from __future__ import annotations
 from s2sad import ir
 from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_reads
 from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
-from s2sad.codegen.prune import drop_dead_adjoints, live_statements, names_read, names_read_first
+from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
+                                 share_unchanged_adjoints, start_from_first_contribution)
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
 
@@ -361,8 +362,10 @@ class ReverseGen:
                 adjoint.line(f"{self.bar(v)} = zeros_like_adj({v})")
         self.reverse_block(adjoint, fn.body)
         adjoints = [self.bar(v) for v in wrt]
-        adjoint.lines = drop_dead_adjoints(adjoint.lines, set(self._bars.values()) | self.template_locals,
-                                           set(adjoints))
+        own = (set(self._bars.values()) | self.template_locals) - set(fn.params) - {seed}
+        adjoint.lines = drop_dead_adjoints(adjoint.lines, own, set(adjoints))
+        adjoint.lines = share_unchanged_adjoints(adjoint.lines, own, set(adjoints))
+        adjoint.lines = start_from_first_contribution(adjoint.lines, own)
         outputs = fn.outputs[1 if gradient else 0:n_outputs]
         if gradient:
             roots = names_read_first(adjoint.lines) | set(outputs)
