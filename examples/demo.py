@@ -89,8 +89,8 @@ def relative_error(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), np.max(np.abs(b)), 1e-12))
 
 
-def adjoint_part(module_source, marker="_vjp("):
-    """Just the generated `*_vjp` (or `*_jvp`) function out of the module s2sad.source() returns."""
+def adjoint_part(module_source, marker="_grad("):
+    """Just the generated `*_grad` (or `*_jvp`) function out of the module s2sad.source() returns."""
     lines = module_source.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("def ") and marker in line)
     end = next((j for j in range(start + 1, len(lines))
