@@ -53,17 +53,13 @@ def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     x_dot2 = x_dot
     # return np.log(1.0 + np.exp(x))
     exp2 = np.exp(x2)
-    add = 1.0 + exp2
-    log2 = np.log(add)
+    log2 = np.log(1.0 + exp2)
     log1pexp_out = log2
     # return log1pexp(x), (1.0 - 1.0 / (1.0 + np.exp(x))) * x_dot
     exp3 = np.exp(x2)
-    add2 = 1.0 + exp3
-    truediv = 1.0 / add2
-    sub = 1.0 - truediv
-    mul = sub * x_dot2
+    sub = 1.0 - 1.0 / (1.0 + exp3)
     log1pexp_jvp_out = log1pexp_out
-    log1pexp_jvp_out2 = mul
+    log1pexp_jvp_out2 = sub * x_dot2
     # out, out_dot = rule((x,), (x_dot,))
     out = log1pexp_jvp_out
     out_dot = log1pexp_jvp_out2
@@ -74,9 +70,8 @@ def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     log1pexp_jvp_out2_bar = copy_adj(out_dot_bar)
     # return log1pexp(x), (1.0 - 1.0 / (1.0 + np.exp(x))) * x_dot
     mul_bar = log1pexp_jvp_out2_bar
-    x_dot2_bar = mul_bar * sub
     # (x,), (x_dot,) = primals, tangents
-    x_dot_bar += unbroadcast(x_dot2_bar, x_dot_bar)
+    x_dot_bar += unbroadcast(mul_bar * sub, x_dot_bar)
     return out_dot, x_dot_bar
 
 

@@ -43,21 +43,14 @@ def loss_grad(W, b, inputs, targets):
     # primal sweep ------------------------------------------------------------
     # preds = sigmoid(inputs @ W + b)
     matmul = inputs @ W
-    add = matmul + b
     # return 0.5 * (np.tanh(x / 2) + 1)
-    truediv = add / 2
-    tanh2 = np.tanh(truediv)
-    add2 = tanh2 + 1
-    mul = 0.5 * add2
-    sigmoid_out = mul
+    tanh2 = np.tanh((matmul + b) / 2)
+    sigmoid_out = 0.5 * (tanh2 + 1)
     # preds = sigmoid(inputs @ W + b)
     preds = sigmoid_out
     # label_probs = preds * targets + (1 - preds) * (1 - targets)
-    mul2 = preds * targets
-    sub = 1 - preds
     sub2 = 1 - targets
-    mul3 = sub * sub2
-    label_probs = mul2 + mul3
+    label_probs = preds * targets + (1 - preds) * sub2
     # return -np.sum(np.log(label_probs))
     log2 = np.log(label_probs)
     sum2 = np.sum(log2)
@@ -65,23 +58,18 @@ def loss_grad(W, b, inputs, targets):
     neg_bar = 1.0
     b_bar = zeros_like_adj(b)
     # return -np.sum(np.log(label_probs))
-    sum2_bar = -neg_bar
-    log2_bar = sum_expand(unbroadcast(sum2_bar, sum2), log2, None, False)
+    log2_bar = sum_expand(unbroadcast(-neg_bar, sum2), log2, None, False)
     label_probs_bar = log2_bar / label_probs
     # label_probs = preds * targets + (1 - preds) * (1 - targets)
     mul2_bar = label_probs_bar
     mul3_bar = label_probs_bar
-    sub_bar = mul3_bar * sub2
-    preds_bar = unbroadcast(-sub_bar, preds)
+    preds_bar = unbroadcast(-mul3_bar * sub2, preds)
     preds_bar += unbroadcast(mul2_bar * targets, preds_bar)
     # preds = sigmoid(inputs @ W + b)
     sigmoid_out_bar = preds_bar
     # return 0.5 * (np.tanh(x / 2) + 1)
     mul_bar = sigmoid_out_bar
-    add2_bar = mul_bar * 0.5
-    tanh2_bar = add2_bar
-    truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
-    add_bar = truediv_bar / 2
+    add_bar = mul_bar * 0.5 * (1.0 - tanh2 * tanh2) / 2
     # preds = sigmoid(inputs @ W + b)
     matmul_bar = add_bar
     b_bar += unbroadcast(add_bar, b_bar)

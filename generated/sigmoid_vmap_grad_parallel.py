@@ -14,22 +14,17 @@ from ._s2sad_runtime import (batch_empty, unbroadcast)
 
 @njit(cache=True, error_model="numpy")
 def sigmoid_grad(x):
-    # truediv = x / 2
+    # tanh2 = np.tanh(x / 2)
     truediv = x / 2
-    # tanh2 = np.tanh(truediv)
     tanh2 = np.tanh(truediv)
     # mul_bar = 1.0
     mul_bar = 1.0
-    # add_bar = mul_bar * 0.5
-    add_bar = mul_bar * 0.5
-    # tanh2_bar = add_bar
-    tanh2_bar = add_bar
-    # truediv_bar = tanh2_bar * (1.0 - tanh2 * tanh2)
-    mul = tanh2 * tanh2
-    sub = 1.0 - mul
-    truediv_bar = tanh2_bar * sub
-    # x_bar = unbroadcast(truediv_bar / 2, x)
-    truediv2 = truediv_bar / 2
+    # x_bar = unbroadcast(mul_bar * 0.5 * (1.0 - tanh2 * tanh2) / 2, x)
+    mul = mul_bar * 0.5
+    mul2 = tanh2 * tanh2
+    sub = 1.0 - mul2
+    mul3 = mul * sub
+    truediv2 = mul3 / 2
     x_bar = unbroadcast(truediv2, x)
     return x_bar
 

@@ -149,3 +149,32 @@ def test_lean_adjoint_of_softmax_cross_entropy_against_finite_differences(backen
     g = s2sad.grad(softmax_xent, backend=backend)(W, x, y)
     assert_close(g, fd_grad(softmax_xent, (W, x, y), 0))
     s2sad.check_grads(softmax_xent, (W, x, y), order=2, backend=backend)
+
+
+# ---- elementwise fusion (s2sad/codegen/fuse.py) ---------------------------------------------------
+
+from s2sad.codegen.fuse import fuse_elementwise  # noqa: E402
+
+TEMPS = {"t", "u", "v"}
+
+
+def test_single_use_arithmetic_folds_into_its_use_with_the_parentheses_it_needs():
+    lines = ["    t = a * b", "    u = c - t", "    v = u - d", "    w = np.log(v)"]
+    assert fuse_elementwise(lines, TEMPS) == ["    w = np.log(c - a * b - d)"]
+    assert fuse_elementwise(["    t = a - b", "    w = c - t"], TEMPS) == ["    w = c - (a - b)"]
+    assert fuse_elementwise(["    t = a * b", "    w = c / t"], TEMPS) == ["    w = c / (a * b)"]
+    assert fuse_elementwise(["    t = -a", "    w = t ** 2"], TEMPS) == ["    w = (-a) ** 2"]
+
+
+@pytest.mark.parametrize("lines", [
+    ["    t = a * b", "    a = restore(a_tape, a)", "    w = t + 1.0"],  # an operand changes in between
+    ["    t = a * b", "    a[0] += 1.0", "    w = t + 1.0"],  # ... in place
+    ["    t = a * b", "    w = t + t"],  # read twice
+    ["    t = a * b", "    w = t + 1.0", "    z = t"],  # read by two lines
+    ["    t = a * b", "    for i in range(3):", "        w = t + 1.0"],  # read in a loop
+    ["    t = sum_reduce(a, axis=1)", "    w = t + 1.0"],  # not elementwise arithmetic
+    ["    t = a @ b", "    w = t + 1.0"],  # a product numba does not fuse
+    ["    t = a * b", "    t = c"],  # bound again
+])
+def test_what_does_not_fold(lines):
+    assert fuse_elementwise(lines, TEMPS) == lines
