@@ -1,9 +1,14 @@
-"""Which primal statements a gradient needs.
+"""Work the generated adjoint need not do: passes over the emitted lines of a reverse-mode function.
 
-`grad` throws the function's value away, so the primal sweep of the generated gradient keeps only
-the statements whose results the adjoint sweep reads, and what those read in turn. In the extended
-Rosenbrock loop that is nothing: the sum `s` is never read backwards, so the whole primal loop goes
-(LLVM cannot delete it across the vjp call; the gradient took 2.3x the time of its adjoint sweep).
+- `live_statements` (with `names_read_first`): `grad` throws the function's value away, so the
+  primal sweep of the generated gradient keeps only the statements whose results the adjoint sweep
+  reads, and what those read in turn. In the extended Rosenbrock loop that is nothing: the sum `s`
+  is never read backwards, so the whole primal loop goes (LLVM cannot delete it across a call).
+- `drop_dead_adjoints`: adjoints nothing reads later (an undifferentiated input's).
+- `share_unchanged_adjoints`: `a_bar = copy_adj(b_bar)` without the copy where neither changes later.
+- `start_from_first_contribution`: no zeros written just to add the first contribution to them.
+
+The adjoint-sweep passes touch top-level lines only: a line in a loop or branch may run again.
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ from s2sad import ir
 from s2sad.ir import Assign, Push, Store, While
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
-
-
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)")
 
 
