@@ -283,10 +283,13 @@ class _Reverse(_Transform):
                 f"{shape}. Use vmap({self.what}(f)) for per-example gradients, jacrev(f) for the Jacobian, "
                 "or reduce the output (e.g. .sum()) first.")
 
-    def grads(self, result):
+    def grads(self, result, start: int | None = None):
+        """The gradients in `result` from index `start` on (default: after the outputs a vjp returns
+        first), in the structure of the argnums."""
+        start = self.n_outputs() if start is None else start
         if self.single and self.defs is None:
-            return result[self.n_outputs()]
-        grads = self.regroup(result[self.n_outputs():])
+            return result[start]
+        grads = self.regroup(result[start:start + len(self.flat_argnums)])
         return grads[0] if self.single else grads
 
 
@@ -349,11 +352,9 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     def grad_fun(*args, **kwargs):
         r, args = rev.specialize(rev.bind(args, kwargs))
         r.check(args)
-        result = r.gradient(args)
-        n = len(r.flat_argnums)
-        g = result[0] if r.single and r.defs is None else r.regroup(result[:n])
-        g = g[0] if r.single and r.defs is not None else g
-        return (g, unflatten(r.generated.fn.output_shape[1], list(result[n:]))) if has_aux else g
+        result = r.gradient(args)  # (gradient leaves..., aux leaves...)
+        g = r.grads(result, 0)
+        return (g, unflatten(r.generated.fn.output_shape[1], list(result[len(r.flat_argnums):]))) if has_aux else g
 
     grad_fun.__s2sad_transform__ = rev
     return grad_fun

@@ -274,9 +274,8 @@ def einsum_op(subscripts, x, y=None):
 
 
 def _n_out(spec):
-    """The number of output subscripts of constant subscripts `spec` (typing time)."""
-    labels, counts, nops = _parse(spec)
-    return int(counts[2])
+    """The number of output subscripts of constant subscripts `spec` (typing time, plain Python)."""
+    return len(contract.parse_spec(spec)[1])
 
 
 @njit

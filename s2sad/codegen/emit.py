@@ -136,9 +136,6 @@ class _Fold(cst.CSTTransformer):
             return updated
         return updated.with_changes(left=_drop_power_one(updated.left), right=_drop_power_one(updated.right))
 
-    def leave_Integer(self, original, updated):
-        return updated.with_changes(lpar=[], rpar=[]) if updated.lpar else updated
-
     def leave_Call(self, original, updated):
         if not (isinstance(updated.func, cst.Name) and updated.func.value == "einsum_swap" and len(updated.args) == 2):
             return updated
