@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/bench_vmap.py            # full run, n = 100_000 (10 batches per timing)
     .venv/bin/python benchmarks/bench_vmap.py --quick    # smoke test, n = 10_000 (3 batches per timing)
+    python benchmarks/bench_vmap.py --n 1000000 --cuda   # on a GPU machine: adds the CUDA target's rows
 
 The workload is the logistic-regression loss of one example, differentiated with respect to the
 shared parameters (W, b) and mapped over the rows of X and Y (see benchmarks/README.md,
@@ -11,7 +12,9 @@ shared parameters (W, b) and mapped over the rows of X and Y (see benchmarks/REA
 - s2sad vmap, target="cpu" (a serial generated loop) and target="parallel" (numba prange);
 - NumPy: the closed form (p - y) * x and (p - y), vectorized (the baseline);
 - a hand-written numba njit(parallel=True) per-example loop (the reference limit);
-- jax.jit(jax.vmap(jax.grad(...))), only if jax is installed.
+- jax.jit(jax.vmap(jax.grad(...))), only if jax is installed (on jax's default backend, named in the row);
+- with --cuda: s2sad vmap, target="cuda", called with host arrays (transfers included) and with
+  device arrays (results stay on the GPU), beside a hand-written @cuda.jit kernel on device arrays.
 
 Before timing, both s2sad results are checked against the NumPy closed form (rtol 1e-9,
 atol 1e-12); the script exits with status 1 on a mismatch. A fresh temporary S2SAD_CACHE_DIR is
@@ -21,21 +24,18 @@ set before s2sad is imported, so the reported first calls are code generation + 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 
-_CACHE = tempfile.TemporaryDirectory(prefix="s2sad-bench-vmap-")
-os.environ["S2SAD_CACHE_DIR"] = _CACHE.name  # before importing s2sad: cold caches, real first calls
+import numba
+import numpy as np
+from numba import cuda  # the --cuda rows; importing it needs no GPU
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-
-import s2sad  # noqa: E402
-from bench_core import fmt_time, machine, measure  # noqa: E402  (the same timing method as the core benchmarks)
+import s2sad
+from bench_core import fmt_time, machine, measure  # (the same timing method as the core benchmarks)
 
 D = 100
 
@@ -68,6 +68,43 @@ def hand_grads(W, b, X, Y):
     return dW, db
 
 
+def hand_cuda_kernel():
+    """One thread per example, the same arithmetic as hand_grads, on device arrays."""
+    kernel = cuda.jit(hand_cuda_thread)
+
+    def run(W, b, X, Y):
+        n, d = X.shape
+        dW, db = cuda.device_array((n, d)), cuda.device_array(n)
+        kernel[(n + 127) // 128, 128](W, b, X, Y, dW, db)
+        cuda.synchronize()
+        return dW, db
+
+    return run
+
+
+def hand_cuda_thread(W, b, X, Y, dW, db):
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        z = b
+        for j in range(D):  # a compile-time trip count, as in s2sad's kernel
+            z += X[i, j] * W[j]
+        r = 0.5 * (math.tanh(z / 2.0) + 1.0) - Y[i]
+        for j in range(D):
+            dW[i, j] = r * X[i, j]
+        db[i] = r
+
+
+def on_device(fn):
+    """fn called on device arrays, timed until the GPU has finished."""
+
+    def run(*args):
+        out = fn(*args)
+        cuda.synchronize()
+        return out
+
+    return run
+
+
 def jax_grads():
     """jax.jit(jax.vmap(jax.grad(...))) of the same loss, or None when jax is not installed."""
     try:
@@ -82,14 +119,28 @@ def jax_grads():
         return -jnp.log(p * y + (1.0 - p) * (1.0 - y))
 
     f = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1)), in_axes=(None, None, 0, 0)))
-    return lambda *args: jax.block_until_ready(f(*args))
+    return jax.default_backend(), lambda *args: jax.block_until_ready(f(*args))
+
+
+def check(target: str, got, want) -> None:
+    """Exit with status 1 when a result disagrees with the NumPy closed form: a wrong gradient is not timed."""
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        if np.shape(g) != np.shape(w) or not np.allclose(g, w, rtol=1e-9, atol=1e-12):
+            err = np.max(np.abs(g - w)) if np.shape(g) == np.shape(w) else f"shape {np.shape(g)}"
+            sys.exit(f"\n*** MISMATCH: s2sad vmap target={target!r}, output {k} (dW, db) disagrees with "
+                     f"the NumPy closed form (max abs diff {err}). Not timing a wrong gradient. ***")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 10_000 and 3 batches per timing (smoke test)")
+    parser.add_argument("--n", type=int, help="number of examples (default 100_000, or 10_000 with --quick)")
+    parser.add_argument("--cuda", action="store_true", help='add vmap(target="cuda") rows (needs a GPU)')
     args = parser.parse_args(argv)
+    cache = tempfile.TemporaryDirectory(prefix="s2sad-bench-vmap-")
+    os.environ["S2SAD_CACHE_DIR"] = cache.name  # read at each first call: cold caches, real first calls
     n, repeat = (10_000, 3) if args.quick else (100_000, 10)
+    n = args.n or n
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n, D))
     W, b = 0.1 * rng.standard_normal(D), 0.1
@@ -98,37 +149,62 @@ def main(argv=None) -> None:
     want = numpy_grads(*inputs)
 
     fns, first = {}, {}
-    for target in ("cpu", "parallel"):
+    targets = ("cpu", "parallel", "cuda") if args.cuda else ("cpu", "parallel")
+    for target in targets:
         print(f"s2sad vmap, target={target!r}: first call ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         fns[target] = s2sad.vmap(s2sad.grad(per_example_loss, argnums=(0, 1)),
                                  in_axes=(None, None, 0, 0), target=target)
         got = fns[target](*inputs)
         first[target] = time.perf_counter() - t0
-        for k, (g, w) in enumerate(zip(got, want, strict=True)):
-            if np.shape(g) != np.shape(w) or not np.allclose(g, w, rtol=1e-9, atol=1e-12):
-                err = np.max(np.abs(g - w)) if np.shape(g) == np.shape(w) else f"shape {np.shape(g)}"
-                sys.exit(f"\n*** MISMATCH: s2sad vmap target={target!r}, output {k} (dW, db) disagrees with "
-                         f"the NumPy closed form (max abs diff {err}). Not timing a wrong gradient. ***")
+        check(target, got, want)
+    if args.cuda:
+        device_inputs = (cuda.to_device(W), b, cuda.to_device(X), cuda.to_device(Y))
+        fns["cuda, device arrays"] = on_device(fns["cuda"])
+        fns["hand cuda"] = hand_cuda_kernel()
+        for name in ("cuda, device arrays", "hand cuda"):
+            check(name, [g.copy_to_host() for g in fns[name](*device_inputs)], want)
 
     print("timing ...", file=sys.stderr, flush=True)
-    t = {name: measure(f, *inputs, repeat=repeat) for name, f in
-         [("cpu", fns["cpu"]), ("parallel", fns["parallel"]), ("numpy", numpy_grads), ("hand", hand_grads)]}
-    jf = jax_grads()
+    host_fns = [("cpu", fns["cpu"]), ("parallel", fns["parallel"]), ("numpy", numpy_grads), ("hand", hand_grads)]
+    t = {name: measure(f, *inputs, repeat=repeat) for name, f in host_fns}
+    if args.cuda:
+        t["cuda"] = measure(fns["cuda"], *inputs, repeat=repeat)
+        for name in ("cuda, device arrays", "hand cuda"):
+            t[name] = measure(fns[name], *device_inputs, repeat=repeat)
+    backend, jf = jax_grads() or (None, None)
     if jf is not None:
-        t["jax"] = measure(jf, *inputs, repeat=repeat)
+        t["jax"] = measure(jf, *inputs, repeat=repeat)  # NumPy inputs; the results stay on jax's device
+        if backend == "gpu":
+            import jax
+
+            t["jax, device arrays"] = measure(jf, *jax.device_put(inputs), repeat=repeat)
 
     cell = lambda k: f"{fmt_time(t[k].best)} ({fmt_time(t[k].median)})"  # noqa: E731
     ratios = lambda k: (f"{t[k].best / t['hand'].best:.2f}", f"{t[k].best / t['numpy'].best:.2f}")  # noqa: E731
+    speedup = lambda k: f"{t['cpu'].best / t[k].best:.2f}"  # noqa: E731
     rows = [['s2sad vmap, target="cpu"', cell("cpu"), "1.00", *ratios("cpu"), fmt_time(first["cpu"])],
-            ['s2sad vmap, target="parallel"', cell("parallel"), f"{t['cpu'].best / t['parallel'].best:.2f}",
-             *ratios("parallel"), fmt_time(first["parallel"])],
-            ["NumPy closed form, vectorized (baseline)", cell("numpy"), "", "", "1.00", ""],
-            ["hand-written numba njit(parallel=True) loop", cell("hand"), "", "1.00", "", ""],
-            ["jax.jit(jax.vmap(jax.grad))", cell("jax") if "jax" in t else "jax not installed", "", "", "", ""]]
+            ['s2sad vmap, target="parallel"', cell("parallel"), speedup("parallel"),
+             *ratios("parallel"), fmt_time(first["parallel"])]]
+    if args.cuda:
+        rows += [['s2sad vmap, target="cuda", host arrays', cell("cuda"), speedup("cuda"), *ratios("cuda"),
+                  fmt_time(first["cuda"])],
+                 ['s2sad vmap, target="cuda", device arrays', cell("cuda, device arrays"),
+                  speedup("cuda, device arrays"), *ratios("cuda, device arrays"), ""],
+                 ["hand-written @cuda.jit kernel, device arrays", cell("hand cuda"), speedup("hand cuda"),
+                  *ratios("hand cuda"), ""]]
+    rows += [["NumPy closed form, vectorized (baseline)", cell("numpy"), "", "", "1.00", ""],
+             ["hand-written numba njit(parallel=True) loop", cell("hand"), "", "1.00", "", ""],
+             [f"jax.jit(jax.vmap(jax.grad)), {backend}" if backend else "jax.jit(jax.vmap(jax.grad))",
+              cell("jax") if "jax" in t else "jax not installed", "", "", "", ""]]
+    if "jax, device arrays" in t:
+        rows.append(["jax.jit(jax.vmap(jax.grad)), gpu, device arrays", cell("jax, device arrays"),
+                     speedup("jax, device arrays"), "", "", ""])
     header = ["per-example gradients (dW, db)", "time", "speedup vs cpu", "/ hand", "/ numpy", "first call"]
-
     print(f"machine: {machine()}")
+    if args.cuda:
+        name = getattr(cuda.get_current_device(), "name", b"numba's CUDA simulator")
+        print(f"GPU: {name.decode() if isinstance(name, bytes) else name}")
     print(f"n = {n:,} examples, d = {D}; per-call times: best of {repeat} batches (median in parentheses); "
           "ratios use the best. first call = vmap(grad(...)) + its first call, empty cache "
           "(codegen + numba compile)\n")

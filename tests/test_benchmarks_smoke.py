@@ -45,3 +45,16 @@ def test_the_gmm_primal_matches_an_independent_loop():
     for w in TINY[:2]:
         args = w.make_inputs()
         assert np.isclose(w.fun(*args), uncompiled(W.gmm_value_hand)(*args), rtol=1e-12)
+
+
+def test_the_gpu_references_of_the_vmap_benchmark_match_the_closed_form():
+    import bench_vmap as V  # numba's CUDA simulator here (tests/conftest.py), the GPU where one is
+
+    rng = np.random.default_rng(1)
+    W_, X = 0.1 * rng.standard_normal(V.D), rng.standard_normal((40, V.D))  # fewer than a block of threads
+    Y = (rng.uniform(size=40) < 0.5).astype(np.float64)
+    want = V.numpy_grads(W_, 0.1, X, Y)
+    got = [g.copy_to_host() for g in V.hand_cuda_kernel()(W_, 0.1, X, Y)]
+    V.check("hand cuda", got, want)
+    with pytest.raises(SystemExit, match="MISMATCH"):
+        V.check("hand cuda", [got[0] * (1 + 1e-6), got[1]], want)
