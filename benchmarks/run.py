@@ -378,9 +378,12 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
     for r in rows:
         f = r.get("first")
         if f:
-            x = f["warm"]["first_call_s"] - r["times"]["s2sad"]["median"]  # the call's own work is not overhead
+            # The call's own work is not overhead. It is the second call in the same child: the child's
+            # allocator settings (see first_calls) make a large call slower there than in the timing rounds.
+            own = f["warm"]["second_call_s"]
+            x = f["warm"]["first_call_s"] - own
             out.append((f"{r['label']}: warm-process first call <= 0.5 s",
-                        f"{fmt_time(x)} (+ {fmt_time(r['times']['s2sad']['median'])} for the call itself)",
+                        f"{fmt_time(x)} (+ {fmt_time(own)} for the call itself, timed as the child's second call)",
                         verdict(x <= TARGETS["warm_first_call_s"])))
             if r["name"].startswith("rosen") and (f["warm"]["peak_s2sad"] or 0) >= 16 * RESOLVED_BYTES:
                 extra = (f["warm"]["peak_s2sad"] - 8 * (r["trips"] + 1)) / r["trips"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from s2sad import rules, synthesize
 from s2sad.custom import _Custom
-from s2sad.backend import compile_function, load_module
+from s2sad.backend import compile_function, load_module, passed_check, record_check
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
@@ -241,13 +241,16 @@ class _Reverse(_Transform):
         """(gradient leaves..., aux...) from the module's `f_grad`, which never computes the value.
 
         The output must still be a scalar: the primal checks that once per tuple of argument ranks
-        when numba compiles (ranks fix the output's rank there), and on every call in Python."""
+        when numba compiles (ranks fix the output's rank there; a file in the cache remembers it for
+        later processes), and on every call in Python."""
         fn = self.compiled("wrapper")
         ranks = tuple([a.ndim if type(a) is np.ndarray else type(a) for a in args])
         checked = self.__dict__.setdefault("_checked_ranks", set())
         if ranks not in checked:
-            self.check_output(args)
-            if self.backend != "python":
+            if self.backend == "python":
+                self.check_output(args)
+            else:
+                self.check_output_once(args, ranks)
                 checked.add(ranks)
         try:
             result = fn(*args)
@@ -258,6 +261,14 @@ class _Reverse(_Transform):
     def check_output(self, args):
         out = self.primal_fn(*args)
         self.check_scalar(out[0] if self.has_aux else out)
+
+    def check_output_once(self, args, ranks: tuple):
+        g = self.generated
+        key = "scalar output for argument ranks " + ", ".join(
+            str(r) if isinstance(r, int) else f"{r.__module__}.{r.__qualname__}" for r in ranks)
+        if not passed_check(g.source, g.stem, key):
+            self.check_output(args)
+            record_check(g.source, g.stem, key)
 
     def tape_error(self) -> MemoryError:
         import re

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
-from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable
+from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable, write_atomic
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
@@ -113,6 +113,35 @@ def _source_file(name: str, source: str) -> Path:
     lines = source.splitlines(keepends=True)
     linecache.cache[str(path)] = (len(source), None, lines, str(path))  # mtime None: never re-read from disk
     return path
+
+
+def _checks_file(source: str, stem: str) -> Path | None:
+    folder = cache_dir()
+    return None if folder is None else folder / f"{module_name(source, stem)}.checked"
+
+
+def passed_check(source: str, stem: str, key: str) -> bool:
+    """Has a check keyed `key` (one line) passed for the compiled module of `source`, in any process?
+
+    The file sits beside the module, named by the same hash, so it can never describe other code.
+    Used for the scalar-output check of grad: with it, a warm process need not load and run the primal."""
+    path = _checks_file(source, stem)
+    try:
+        return path is not None and key in path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def record_check(source: str, stem: str, key: str) -> None:
+    """Remember that check `key` passed (best effort: a lost race or an unwritable dir only costs a re-check)."""
+    path = _checks_file(source, stem)
+    if path is None or passed_check(source, stem, key):
+        return
+    try:
+        found = path.read_text(encoding="utf-8") if path.exists() else ""
+        write_atomic(path, found + key + "\n")
+    except (OSError, UnicodeDecodeError):
+        pass
 
 
 def compile_function(source: str, stem: str, func: str, backend: str):

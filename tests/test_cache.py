@@ -7,8 +7,10 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import s2sad
+from s2sad.cache import cache_info
 from programs import recurrence
 
 HERE = Path(__file__).resolve().parent
@@ -60,3 +62,23 @@ def test_edited_function_gets_new_code(tmp_path, monkeypatch):
         linecache.checkcache(str(module))
         results.append(s2sad.grad(namespace["f"])(2.0))
     assert results == [4.0, 12.0]
+
+
+def doubled(x):
+    return 2.0 * x
+
+
+def test_the_scalar_output_check_runs_once_per_argument_ranks_across_processes(tmp_path, monkeypatch):
+    """grad checks that the output is a scalar by running the primal; a file beside the cached module
+    remembers the ranks it passed for, so a later process (here: a new grad object) loads no primal."""
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    first = s2sad.grad(doubled)
+    assert first(3.0) == 2.0
+    assert "primal" in first.__s2sad_transform__._compiled
+    assert [p.suffix for p in tmp_path.glob("s2sad_gen_doubled_*.checked")] == [".checked"]
+    later = s2sad.grad(doubled)
+    assert later(5.0) == 2.0
+    assert "primal" not in later.__s2sad_transform__._compiled
+    with pytest.raises(TypeError, match=r"requires a scalar output.*shape \(3,\)"):
+        later(np.ones(3))  # other ranks: checked, and refused
+    assert cache_info()["files"] == len([p for p in tmp_path.rglob("*") if p.is_file()])  # cleared with the rest
