@@ -106,7 +106,8 @@ def test_unrolled_layers_drop_the_dead_adjoint_of_the_input():
 
 # ---- the text passes on the adjoint sweep (s2sad/codegen/prune.py) --------------------------------
 
-from s2sad.codegen.prune import share_unchanged_adjoints, start_from_first_contribution  # noqa: E402
+from s2sad.codegen.prune import (  # noqa: E402
+    negate_after_summing, share_unchanged_adjoints, start_from_first_contribution)
 
 OWN = {"a_bar", "b_bar", "v_bar", "g_bar"}
 
@@ -134,6 +135,43 @@ def test_zeros_then_first_contribution_becomes_one_assignment():
     assert start_from_first_contribution(bare, OWN) == bare  # a_bar would alias g_bar
     restored = ["    a_bar = zeros_like_adj(a)", "    a = restore(a_tape, a)", "    a_bar += unbroadcast(-g_bar, a_bar)"]
     assert start_from_first_contribution(restored, OWN) == restored  # `a` changed in between
+    in_place = ["    a_bar = zeros_like_adj(a)", "    a[0] = 2.0", "    a_bar += unbroadcast(g_bar * w, a_bar)"]
+    assert start_from_first_contribution(in_place, OWN) == in_place
+    looped = ["    a_bar = zeros_like_adj(a)", "    for a in b:", "        y = a", "    a_bar += unbroadcast(-w, a_bar)"]
+    assert start_from_first_contribution(looped, OWN) == looped
+    read = ["    a_bar = zeros_like_adj(a)", "    y = a_bar", "    a_bar += unbroadcast(g_bar * w, a_bar)"]
+    assert start_from_first_contribution(read, OWN) == read
+
+
+def test_reading_the_primal_in_between_does_not_keep_the_zeros():
+    lines = ["    a_bar = zeros_like_adj(a)", "    b_bar = einsum_into('ij,j->i', a, g_bar, x)",
+             "    a_bar += unbroadcast(einsum_into('ij,i->j', x, a, g_bar), a_bar)"]
+    assert start_from_first_contribution(lines, OWN) == [
+        lines[1], "    a_bar = unbroadcast(einsum_into('ij,i->j', x, a, g_bar), a)"]
+
+
+def test_a_negated_contribution_is_summed_first_then_subtracted():
+    assert negate_after_summing(["    a_bar += unbroadcast(-g_bar, a_bar)"]) == ["    a_bar -= unbroadcast(g_bar, a_bar)"]
+    assert negate_after_summing(["        m = unbroadcast(-g_bar, like)"]) == ["        m = -unbroadcast(g_bar, like)"]
+    assert negate_after_summing(["    v_bar = reshape_like(unbroadcast(-g_bar, e), v)"]) == [
+        "    v_bar = -reshape_like(unbroadcast(g_bar, e), v)"]
+    untouched = ["    a_bar += unbroadcast(-g_bar * w, a_bar)",  # the sign is only part of the operand
+                 "    a_bar += unbroadcast(-g_bar, b_bar)",  # summed to another adjoint's shape
+                 "    y = unbroadcast(-g_bar, like) ** 2", "    y = reshape_like(unbroadcast(-g_bar, e), v) + 1.0"]
+    assert negate_after_summing(untouched) == untouched
+
+
+def gmm_like(means, x, w):
+    centered = x[:, None, :] - means[None, :, :]
+    return np.sum(w * np.log(1.0 + np.sum(centered * centered, axis=2)))
+
+
+def test_negated_and_first_contributions_in_a_broadcasting_model(backend):
+    rng = np.random.default_rng(8)
+    means, x, w = rng.normal(size=(3, 2)), rng.normal(size=(5, 2)), rng.uniform(size=3)
+    text = s2sad.source(gmm_like)
+    assert "-reshape_like(unbroadcast(centered_bar" in text and "unbroadcast(-" not in text
+    assert_close(s2sad.grad(gmm_like, backend=backend)(means, x, w), fd_grad(gmm_like, (means, x, w), 0))
 
 
 def softmax_xent(W, x, y):

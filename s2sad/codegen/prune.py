@@ -7,6 +7,8 @@
 - `drop_dead_adjoints`: adjoints nothing reads later (an undifferentiated input's).
 - `share_unchanged_adjoints`: `a_bar = copy_adj(b_bar)` without the copy where neither changes later.
 - `start_from_first_contribution`: no zeros written just to add the first contribution to them.
+- `negate_after_summing` (run after fusion): `unbroadcast(-g, a)` as `-unbroadcast(g, a)`, or a
+  subtraction.
 
 The adjoint-sweep passes touch top-level lines only: a line in a loop or branch may run again.
 """
@@ -149,14 +151,39 @@ def share_unchanged_adjoints(lines: list[str], droppable: set[str], returned: se
     return out
 
 
+_ADD_NEGATED = re.compile(r"^(\s*)([A-Za-z_]\w*) \+= unbroadcast\(-([A-Za-z_]\w*), \2\)$")
+_SET_NEGATED = re.compile(r"^(\s*)([A-Za-z_]\w*) = (reshape_like\()?unbroadcast\(-([A-Za-z_]\w*), ([A-Za-z_]\w*)\)"
+                          r"(, [A-Za-z_]\w*\))?$")
+
+
+def negate_after_summing(lines: list[str]) -> list[str]:
+    """`a_bar += unbroadcast(-g, a_bar)` becomes `a_bar -= unbroadcast(g, a_bar)`, and
+    `a_bar = unbroadcast(-g, a)` becomes `a_bar = -unbroadcast(g, a)`: the sum over broadcast axes is
+    linear, so the sign can wait until after it. That skips a pass writing `-g` at g's (bigger) size;
+    GMM's `means` adjoint negated a 20 MB array just to sum it to (K, d). Only for a bare name `g`:
+    the sign of a fused expression costs nothing inside it and a pass outside."""
+    out = []
+    for line in lines:
+        add, set_ = _ADD_NEGATED.match(line), _SET_NEGATED.match(line)
+        if add:
+            indent, bar, g = add.groups()
+            line = f"{indent}{bar} -= unbroadcast({g}, {bar})"
+        elif set_ and bool(set_.group(3)) == bool(set_.group(6)):
+            indent, bar, reshape, g, like, shaped = set_.groups()
+            inner = f"unbroadcast({g}, {like})"
+            line = f"{indent}{bar} = -{'reshape_like(' + inner + shaped if reshape else inner}"
+        out.append(line)
+    return out
+
+
 _ZEROS = re.compile(r"^    ([A-Za-z_]\w*) = zeros_like_adj\(([A-Za-z_]\w*)\)$")
 
 
 def start_from_first_contribution(lines: list[str], droppable: set[str]) -> list[str]:
-    """`x_bar = zeros_like_adj(x)` ... `x_bar += unbroadcast(T, x_bar)`, with nothing touching `x_bar`
-    or `x` in between, becomes `x_bar = unbroadcast(T, x)`: no pass writing zeros and one reading
-    them. Only where T is arithmetic (`g * y`, `-g`) or a helper that allocates, a new array `x_bar`
-    may own: a bare name or a view could be changed through `x_bar` later."""
+    """`x_bar = zeros_like_adj(x)` ... `x_bar += unbroadcast(T, x_bar)`, with nothing reading `x_bar`
+    or changing `x` in between, becomes `x_bar = unbroadcast(T, x)`: no pass writing zeros and one
+    reading them. Only where T is arithmetic (`g * y`, `-g`) or a helper that allocates, a new array
+    `x_bar` may own: a bare name or a view could be changed through `x_bar` later."""
     out = list(lines)
     for i, line in enumerate(lines):
         zeros = _ZEROS.match(line)
@@ -172,9 +199,20 @@ def start_from_first_contribution(lines: list[str], droppable: set[str]) -> list
                     out[i] = None
                     out[j] = f"    {bar} = unbroadcast({contribution}, {like})"
                 break
-            if {bar, like} & names_read([later]):
+            if bar in names_read([later]) or _rebinds(later, like):
                 break
     return [line for line in out if line is not None]
+
+
+_LOOP_TARGET = re.compile(r"^\s*for (.*?) in ")
+
+
+def _rebinds(line: str, name: str) -> bool:
+    """Does `line` give `name` a new value, or change its array in place?"""
+    code = line.split("#", 1)[0]
+    bound = _ASSIGNED.match(code) or _LOOP_TARGET.match(code)
+    targets = {t.strip() for t in bound.group(1).split(",")} if bound else set()
+    return name in targets or _changed(code) == name
 
 
 def _is_arithmetic(text: str) -> bool:

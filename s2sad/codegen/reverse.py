@@ -13,7 +13,8 @@ from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_reads
 from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
 from s2sad.codegen.fuse import fuse_elementwise
 from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
-                                 share_unchanged_adjoints, start_from_first_contribution)
+                                 negate_after_summing, share_unchanged_adjoints,
+                                 start_from_first_contribution)
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
 
@@ -391,7 +392,8 @@ class ReverseGen:
                 head.append(f"    {self.tapes[p]}.append({p})")
         results = ", ".join(adjoints + results if gradient else results + adjoints)
         body = head[1:] + primal.lines + ["    # adjoint sweep " + "-" * 59] + adjoint.lines + [f"    return {results}"]
-        lines = head[:1] + fuse_elementwise(body, (fn.temps | own) - set(adjoints))
+        # after fusion, so the sign is moved only off a bare name, never off a fused expression
+        lines = head[:1] + negate_after_summing(fuse_elementwise(body, (fn.temps | own) - set(adjoints)))
         return "\n".join(lines) + "\n", name
 
     def home_order(self, wrt):
