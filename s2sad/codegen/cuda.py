@@ -19,7 +19,7 @@ arrays) is refused with the statement's location and the reason.
                 out[b, i] = w_grad[i]
 
     def loss_grad_batched(w, x, y):
-        return launch(loss_grad_kernel, len(x), (w, x, y), ((3,),))
+        return launch(loss_grad_kernel, len(x), (w, x, y), ((3,),), False, (False, True, True))
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def kernel_module(fn: ir.Function, batched: list[bool], shapes: list[Shape]) -> 
              f"    if {b} < {outs[0]}.shape[0]:", *body.w.lines, "", "",
              f"def {batch}({', '.join(params)}):",
              f"    return launch({kernel}, len({first}), ({', '.join(params)},), {tuple(out_shapes)!r}, "
-             f"{fn.returns_tuple})"]
+             f"{fn.returns_tuple}, {tuple(batched)!r})"]
     sizes = ", ".join(f"{p}: {s}" for p, s in zip(params, shapes))
     what = f"CUDA kernel (one thread per example along axis 0 of " \
            f"{', '.join(p for p, is_b in zip(params, batched) if is_b)}; per-example shapes {sizes})"
