@@ -65,13 +65,14 @@ def _column_major(a):
 
 
 TILE, TILE_ROWS = 32, 8  # a 32 x 32 tile through shared memory, 8 rows of threads
+TILE_SHAPE = (32, 33)  # + 1 column: no shared-memory bank conflicts (a literal: the GPU compiler needs one)
 
 
 @cuda.jit
 def _relayout(src, dst):
     """dst[:] = src[:] for arrays of one shape in different memory orders, coalesced both ways: a
     tile is read along src's rows into shared memory, then written along dst's columns."""
-    tile = cuda.shared.array((TILE, TILE + 1), np.float64)  # + 1: no shared-memory bank conflicts
+    tile = cuda.shared.array(TILE_SHAPE, np.float64)
     r0, c0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     for k in range(0, TILE, TILE_ROWS):
