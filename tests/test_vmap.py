@@ -6,7 +6,7 @@ import pytest
 import s2sad
 from helpers import assert_close, fd_grad
 from vmap_functions import (batch_loss, example_losses, margin_loss, matrix_loss, pair_energy, per_example_loss,
-                            row_energy, row_norms, running_max, tree_loss, two_outputs, window_sum, half_sum)
+                            row_energy, row_norms, running_max, scaled_energy, tree_loss, two_outputs, window_sum, half_sum)
 
 R = np.random.default_rng(11)
 W, B = R.normal(size=3), 0.1
@@ -131,6 +131,20 @@ def test_cuda_batches_of_vectors_travel_column_major():
         assert host.shape == (70, 40) and host.flags.f_contiguous
         assert_close(host, want, rtol=1e-12)
     assert "launch(" in s2sad.source(per_example) and "(True,))" in s2sad.source(per_example)
+
+
+def test_cuda_kernel_shares_buffers_it_can_and_copies_those_it_must():
+    """Local arrays live in memory: the kernel names a buffer twice instead of copying it where neither
+    name changes later, and still copies an adjoint that later contributions add to."""
+    per_example = s2sad.vmap(s2sad.grad(per_example_loss, argnums=(0, 1)), in_axes=(None, None, 0, 0),
+                             target="cuda")
+    per_example(W, B, X, Y)
+    assert s2sad.source(per_example).count("cuda.local.array(") == 1  # g * x, then straight out
+    w, x = R.normal(size=5), R.normal(size=(4, 5))
+    y = x * w
+    got = s2sad.vmap(s2sad.grad(scaled_energy), in_axes=(None, 0), target="cuda")(w, x)
+    assert_close(got, 2.0 * y * x + np.cos(y) * x, rtol=1e-12)
+    assert_close(got[1], fd_grad(scaled_energy, (w, x[1]), 0))
 
 
 @pytest.mark.parametrize("shape", [(33, 35), (1, 5), (5, 1), (0, 3)])

@@ -78,3 +78,8 @@ def tree_loss(params, x, y):
 def pair_energy(xy):
     x, y = xy
     return np.sum(np.sin(x) * y)
+
+
+def scaled_energy(w, x):
+    y = x * w
+    return np.sum(y * y) + np.sum(np.sin(y))

@@ -64,6 +64,7 @@ SPECIAL = {
     "unbroadcast": lambda g, like: g,
     "broadcast_like": lambda t, like: t,
 }
+PASS_THROUGH = {"unbroadcast", "broadcast_like", "copy_adj", "copy", "stop_gradient"}  # g, when no shape changes
 ALLOCATIONS = {"zeros_like_adj", "zeros_like", "zeros", "empty", "empty_like", "ones", "ones_like"}
 REDUCTIONS = {"sum", "mean", "dot", "vdot", "inner", "matmul"}
 
@@ -91,6 +92,8 @@ class KernelWriter:
         self.local: set[str] = set()  # variables holding a buffer this thread allocated
         self.uses_range_last = False
         self.w = Writer(indent=2)
+        self.in_loop = {id(st) for st, depth, _ in ir.walk(fn.body) if depth}
+        self.rewritten = _rewritten(fn.body)
 
     # --- statements -----------------------------------------------------------------------
     def block(self, stmts):
@@ -142,11 +145,19 @@ class KernelWriter:
             self.prim(s, target, v)
 
     def copy_or_alias(self, s, target: str, value):
+        """`target = value`; for a local buffer, a copy unless a second name for it is surely safe.
+
+        Local buffers live in the thread's local memory, so each copy is traffic to memory: a
+        per-example gradient that went buffer -> adjoint -> output copied each vector twice. An alias
+        is safe when neither name is ever written in place or bound again, and the statement is in
+        no loop (a later iteration would refill the buffer under the alias)."""
         shape = self.of(value)
         if isinstance(value, ir.Var) and value.name in self.local and shape != ():
-            self.allocate(s, target, shape)  # one name per buffer: a loop that rewrites it cannot clobber an alias
-            self.loops(shape, lambda i: f"{target}[{i}] = {value.name}[{i}]")
-            return
+            if id(s) in self.in_loop or {target, value.name} & self.rewritten:
+                self.allocate(s, target, shape)
+                self.loops(shape, lambda i: f"{target}[{i}] = {value.name}[{i}]")
+                return
+            self.local.add(target)
         self.w.line(f"{target} = {atom(value)}")
         self.shape[target] = shape
 
@@ -194,6 +205,8 @@ class KernelWriter:
             self.shape[target] = ()
         elif name in ("unbroadcast", "broadcast_like") and shapes[0] != shapes[1] and shapes[1] == ():
             self.reduction(s, target, ir.Prim(p.rule, (p.args[0],)), [shapes[0]], total="sum")
+        elif name in PASS_THROUGH and len(p.args) <= 2 and all(sh == shapes[0] for sh in shapes):
+            self.copy_or_alias(s, target, p.args[0])  # unbroadcast(g, like) of equal shapes: g itself
         elif p.rule.operator or name in MATH or name in SPECIAL:
             self.elementwise(s, target, list(p.args), lambda *args: _scalar_call(p, list(args)))
         else:
@@ -293,6 +306,20 @@ class KernelWriter:
             return ()
         found = self.shape[a.name]
         return () if isinstance(found, ShapeTuple) else found
+
+
+def _rewritten(body) -> set[str]:
+    """Names some statement writes in place (a store, `x = x + g` on a buffer) or binds more than once."""
+    bound: set[str] = set()
+    out: set[str] = set()
+    for st, _, _ in ir.walk(body):
+        if isinstance(st, ir.Store):
+            out.add(st.base)
+        elif isinstance(st, (ir.Assign, ir.For)):
+            if st.target in bound or (isinstance(st, ir.Assign) and st.target in ir.stmt_reads(st)):
+                out.add(st.target)
+            bound.add(st.target)
+    return out
 
 
 def _view_shape(base: Shape, index) -> Shape:
