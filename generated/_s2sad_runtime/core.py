@@ -67,41 +67,102 @@ def _is_none_type(t):
 
 
 @njit
-def _scatter_add(big, small, shape, sstr):
-    """small[off(i)] += big[i] over C-ordered multi-indices i of ``shape``."""
+def merged_axes(shape, sstr):
+    """(extents, strides) of the fewest axes that walk the same offsets as (shape, sstr) in C order.
+
+    Neighbouring axes merge when one step of the outer equals a full sweep of the inner (both
+    broadcast, stride 0, or both kept and contiguous); size-1 axes drop. GMM's (n, K, d) -> (K, d)
+    sum becomes (n, K*d) with strides (0, 1): two plain loops instead of an index per element."""
     nd = shape.size
-    idx = np.zeros(nd, np.int64)
+    extents = np.ones(max(nd, 1), np.int64)
+    strides = np.zeros(max(nd, 1), np.int64)
+    m = 0
+    for i in range(nd):
+        if shape[i] == 1:
+            continue
+        if m > 0 and strides[m - 1] == sstr[i] * shape[i]:
+            extents[m - 1] *= shape[i]
+            strides[m - 1] = sstr[i]
+        else:
+            extents[m] = shape[i]
+            strides[m] = sstr[i]
+            m += 1
+    m = max(m, 1)
+    return extents[:m], strides[:m]
+
+
+@njit
+def block_offsets(extents, strides):
+    """Offsets where each run of the last merged axis starts, in C order (one per run)."""
+    runs = 1
+    for d in range(extents.size - 1):
+        runs *= extents[d]
+    out = np.empty(runs, np.int64)
+    if extents.size == 2:  # the common case after merging: no multi-index
+        for a in range(runs):
+            out[a] = a * strides[0]
+        return out
+    idx = np.zeros(extents.size, np.int64)
     off = 0
-    for k in range(big.size):
-        small[off] += big[k]
-        d = nd - 1
+    for r in range(runs):
+        out[r] = off
+        d = extents.size - 2
         while d >= 0:
             idx[d] += 1
-            off += sstr[d]
-            if idx[d] < shape[d]:
+            off += strides[d]
+            if idx[d] < extents[d]:
                 break
-            off -= sstr[d] * shape[d]
+            off -= strides[d] * extents[d]
             idx[d] = 0
             d -= 1
+    return out
+
+
+SHORT_RUN = 16  # a short broadcast last axis is looped outside the other: runs of 2 cost a loop each
+
+
+@njit
+def _scatter_add(big, small, shape, sstr):
+    """small[off(i)] += big[i] over C-ordered multi-indices i of ``shape``."""
+    extents, strides = merged_axes(shape, sstr)
+    inner, step = extents[-1], strides[-1]
+    if big.size == 0:
+        return
+    if extents.size == 2 and step == 0 and inner < SHORT_RUN:  # each small[...] still sums in C order
+        for j in range(inner):
+            for a in range(extents[0]):
+                small[a * strides[0]] += big[a * inner + j]
+        return
+    starts = block_offsets(extents, strides)
+    for r in range(starts.size):
+        k, off = r * inner, starts[r]
+        if step == 0:
+            total = small[off]  # in small's own type: int sums stay exact
+            for j in range(inner):
+                total += big[k + j]
+            small[off] = total
+        else:
+            for j in range(inner):
+                small[off + j * step] += big[k + j]
 
 
 @njit
 def _gather(big, small, shape, sstr):
     """big[i] = small[off(i)] over C-ordered multi-indices i of ``shape``."""
-    nd = shape.size
-    idx = np.zeros(nd, np.int64)
-    off = 0
-    for k in range(big.size):
-        big[k] = small[off]
-        d = nd - 1
-        while d >= 0:
-            idx[d] += 1
-            off += sstr[d]
-            if idx[d] < shape[d]:
-                break
-            off -= sstr[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+    extents, strides = merged_axes(shape, sstr)
+    inner, step = extents[-1], strides[-1]
+    if big.size == 0:
+        return
+    if extents.size == 2 and step == 0 and inner < SHORT_RUN:
+        for j in range(inner):
+            for a in range(extents[0]):
+                big[a * inner + j] = small[a * strides[0]]
+        return
+    starts = block_offsets(extents, strides)
+    for r in range(starts.size):
+        k, off = r * inner, starts[r]
+        for j in range(inner):
+            big[k + j] = small[off + j * step]
 
 
 # ---------------------------------------------------------------------------

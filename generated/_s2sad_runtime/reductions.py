@@ -14,7 +14,7 @@ from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from .core import _gather, _is_none_type, _is_scalar_type
+from .core import _gather, _is_none_type, _is_scalar_type, _scatter_add, block_offsets, merged_axes
 
 __all__ = [
     "sum_reduce",
@@ -144,27 +144,25 @@ def _reduce_flat(xf, shape, red, op, out):
         if not red[i]:
             sstr[i] = s
             s *= shape[i]
+    if xf.size == 0:
+        return
+    if op == SUM:
+        _scatter_add(xf, out, shape, sstr)
+        return
+    extents, strides = merged_axes(shape, sstr)
+    inner, step = extents[-1], strides[-1]
+    starts = block_offsets(extents, strides)
     seen = np.zeros(out.size, np.bool_)
-    idx = np.zeros(nd, np.int64)
-    off = 0
-    for k in range(xf.size):
-        v = xf[k]
-        if op == SUM:
-            out[off] += v
-        elif op == PROD:
-            out[off] *= v
-        elif not seen[off] or (v > out[off] if op == MAX else v < out[off]):
-            out[off] = v
-        seen[off] = True
-        d = nd - 1
-        while d >= 0:
-            idx[d] += 1
-            off += sstr[d]
-            if idx[d] < shape[d]:
-                break
-            off -= sstr[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+    for r in range(starts.size):
+        k, off = r * inner, starts[r]
+        for j in range(inner):
+            v = xf[k + j]
+            o = off + j * step
+            if op == PROD:
+                out[o] *= v
+            elif not seen[o] or (v > out[o] if op == MAX else v < out[o]):
+                out[o] = v
+            seen[o] = True
 
 
 @njit

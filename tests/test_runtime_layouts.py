@@ -1,0 +1,93 @@
+"""The index kernels behind unbroadcast, sum_expand and the reductions (runtime/core.py) walk merged
+axes: checked under numba against NumPy on shapes whose axes merge in every way (broadcast or kept,
+short or long last runs, size-1 and empty axes, patterns that do not merge at all)."""
+
+import numba
+import numpy as np
+import pytest
+
+from s2sad.runtime import max_reduce, min_reduce, prod_reduce, sum_expand, sum_reduce, unbroadcast
+from s2sad.runtime.core import merged_axes
+
+R = np.random.default_rng(15)
+
+
+@numba.njit
+def _reduce_all(x, axis):
+    return sum_reduce(x, axis), max_reduce(x, axis), min_reduce(x, axis), prod_reduce(x, axis)
+
+
+@numba.njit
+def _expand(g, x, axis):
+    return sum_expand(g, x, axis, False)
+
+
+@numba.njit
+def _unbroadcast(g, like):
+    return unbroadcast(g, like)
+
+
+@numba.njit
+def _merged(shape, sstr):
+    return merged_axes(shape, sstr)
+
+
+REDUCTIONS = [((1000, 5, 2), 2), ((1000, 5, 2), 0), ((4, 3, 40), 1), ((3, 17), 1), ((3, 17), 0),
+              ((2, 3, 4, 5), 2), ((2, 1, 4, 5), 3), ((5, 1), 1), ((6,), 0)]
+
+
+@pytest.mark.parametrize("shape, axis", REDUCTIONS)
+def test_reductions_match_numpy(shape, axis):
+    x = R.uniform(0.5, 1.5, size=shape)  # products stay near 1
+    got = _reduce_all(x, axis)
+    want = [np.sum(x, axis), np.max(x, axis, initial=-np.inf), np.min(x, axis, initial=np.inf), np.prod(x, axis)]
+    for name, g, w in zip(("sum", "max", "min", "prod"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, err_msg=name)
+
+
+@numba.njit
+def _sum(x, axis):
+    return sum_reduce(x, axis)
+
+
+def test_integer_sums_stay_exact():
+    x = np.full((3, 40), 2 ** 53 + 1, dtype=np.int64)  # a float accumulator would round each term
+    assert _sum(x, 1).tolist() == [40 * (2 ** 53 + 1)] * 3
+    assert _sum(x[:, :2], 1).tolist() == [2 * (2 ** 53 + 1)] * 3  # a short run: the other loop order
+
+
+def test_empty_arrays_sum_to_zeros_and_have_no_maximum():
+    np.testing.assert_array_equal(_sum(np.ones((0, 4)), 0), np.zeros(4))
+    assert _sum(np.ones((0, 4)), 1).shape == (0,)
+    with pytest.raises(ValueError, match="zero-size array"):
+        _reduce_all(np.ones((4, 0)), 1)
+
+
+@pytest.mark.parametrize("shape, axis", [s for s in REDUCTIONS if s[0][s[1]] > 0])
+def test_sum_expand_broadcasts_back(shape, axis):
+    x = R.normal(size=shape)
+    g = R.normal(size=np.sum(x, axis).shape)
+    np.testing.assert_array_equal(_expand(g, x, axis), np.broadcast_to(np.expand_dims(g, axis), shape))
+
+
+@pytest.mark.parametrize("gshape, lshape", [((1000, 5, 2), (5, 2)), ((1000, 5, 2), (1000, 5, 1)),
+                                            ((7, 3, 40), (3, 1)), ((2, 3, 4, 5), (3, 1, 5)),
+                                            ((2, 3, 4, 5), (2, 1, 4, 1)), ((0, 3), (3,))])
+def test_unbroadcast_sums_what_broadcasting_added(gshape, lshape):
+    g = R.normal(size=gshape)
+    added = len(gshape) - len(lshape)
+    axes = tuple(range(added)) + tuple(added + i for i, n in enumerate(lshape) if n == 1 and gshape[added + i] != 1)
+    want = np.sum(g, axis=axes).reshape(lshape)
+    np.testing.assert_allclose(_unbroadcast(g, np.ones(lshape)), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape, sstr, extents, strides", [
+    ((1000, 5, 2), (0, 2, 1), (1000, 10), (0, 1)),  # summed over the leading axis: two axes
+    ((1000, 5, 2), (5, 1, 0), (5000, 2), (1, 0)),  # summed over the last: two axes
+    ((2, 3, 4, 5), (0, 5, 0, 1), (2, 3, 4, 5), (0, 5, 0, 1)),  # alternating: nothing merges
+    ((2, 1, 4), (4, 0, 1), (8,), (1,)),  # a size-1 axis drops, the rest is contiguous
+    ((1, 1), (0, 0), (1,), (0,)),
+])
+def test_axes_merge_where_one_step_walks_both(shape, sstr, extents, strides):
+    got = _merged(np.array(shape, np.int64), np.array(sstr, np.int64))
+    assert tuple(got[0]) == extents and tuple(got[1]) == strides
