@@ -74,7 +74,7 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
         module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
         sys.modules[name] = module  # before exec: numba's cache locates functions through it
     try:
-        exec(compile(native_tapes(source) if backend == "numba" else source, str(path), "exec"), module.__dict__)
+        exec(compile(compiled_text(source) if backend == "numba" else source, str(path), "exec"), module.__dict__)
     except BaseException:
         if backend == "numba":
             del sys.modules[name]
@@ -82,6 +82,14 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
     if backend == "python":
         module.List = PythonTape  # tapes as plain lists when running uncompiled
     return module
+
+
+def compiled_text(source: str) -> str:
+    """What numba compiles for a generated module: the same lines, tapes as numba lists and
+    elementwise expressions as loops (codegen.lower)."""
+    from s2sad.codegen.lower import elementwise_loops
+
+    return elementwise_loops(native_tapes(source))
 
 
 def native_tapes(source: str) -> str:

@@ -5,13 +5,15 @@ Generated modules import every name in `__all__` (see codegen/emit.py), so a hel
 submodule's `__all__` is available to rule templates at once.
 """
 
-from . import core, elementwise, linalg, memory, reductions, shapes
+from . import core, elementwise, fused, linalg, memory, reductions, shapes
 from .core import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
+from .fused import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
 from .shapes import *  # noqa: F401,F403
 
 memory.tune_malloc()
 
-__all__ = sorted(set(core.__all__ + elementwise.__all__ + linalg.__all__ + reductions.__all__ + shapes.__all__))
+__all__ = sorted(set(core.__all__ + elementwise.__all__ + fused.__all__ + linalg.__all__ + reductions.__all__
+                     + shapes.__all__))

@@ -1,0 +1,203 @@
+"""Elementwise expressions as loops (codegen/lower.py, runtime/fused.py): the rewritten text, and
+the loops against NumPy on every kind of operand the planner distinguishes."""
+
+import ast
+
+import numba
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad.backend import compiled_text
+from s2sad.codegen.lower import elementwise_loops
+from s2sad.runtime.core import unbroadcast
+from s2sad.runtime.fused import (MAX_OPERANDS, ewise, ewise_into, ewise_into_finish, ewise_into_plan,
+                                 ewise_plan)
+
+pytestmark = pytest.mark.slow
+
+MODULE = '''"""doc"""
+import math
+import numpy as np
+from s2sad.runtime import (unbroadcast, sum_reduce)
+
+
+def f_grad(a, b, c):
+    a = expand_dims_any(a, 0)
+    t = a * b + c
+    u = sum_reduce(np.exp(a - b), axis=1)
+    a_bar = zeros_like_adj(a)
+    a_bar += unbroadcast(t * 2.0, a_bar)
+    a_bar -= unbroadcast(u, a_bar)
+    for i in range(3):
+        s = a * i
+    v = a
+    return a_bar, t * c
+'''
+
+
+# ---------------------------------------------------------------- the rewritten text
+
+def test_rewrites_top_level_expressions_line_for_line():
+    out = elementwise_loops(MODULE)
+    lines, before = out.split("\n"), MODULE.split("\n")
+    assert len(lines) == len(before)
+    assert lines[2] == "import numpy as np; from s2sad.runtime.fused import " \
+                       "ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish"
+    assert "    t = ewise('_0 * _1 + _2', ewise_plan(a, b, c), a, b, c)" in lines
+    assert "    u = sum_reduce(ewise('np.exp(_0 - _1)', ewise_plan(a, b), a, b), axis=1)" in lines
+    assert "    a_bar = ewise_into_finish(a_bar, ewise_into('_0 * 2.0', ewise_into_plan(a_bar, t), t))" in lines
+    assert "    a_bar = ewise_into_finish(a_bar, ewise_into('-_0', ewise_into_plan(a_bar, u), u))" in lines
+    assert "    return (a_bar, ewise('_0 * _1', ewise_plan(t, c), t, c))" in lines
+    assert "        s = a * i" in lines  # inside a loop: as written
+    assert "    v = a" in lines  # nothing to compute
+    assert "    a = expand_dims_any(a, 0)" in lines
+    ast.parse(out)
+
+
+def _module(*body: str, params: str = "x, y") -> str:
+    return "import numpy as np\n\n\ndef f(" + params + "):\n" + "".join(f"    {line}\n" for line in body)
+
+
+def test_leaves_modules_without_new_axes_or_arithmetic_alone():
+    plain = _module("z = x * y + 1.0", "return z")  # no broadcasting along a new axis: numba's loops do
+    assert elementwise_loops(plain) == plain
+    no_arithmetic = _module("x = expand_dims_any(x, 0)", "b = np.sum(x)", "return b")
+    assert elementwise_loops(no_arithmetic) == no_arithmetic
+
+
+def test_names_each_operand_once_and_keeps_constants():
+    out = elementwise_loops(_module("x = expand_dims_any(x, 0)", "z = x * x + 3 * y - x", "return z"))
+    assert "    z = ewise('_0 * _0 + 3 * _1 - _0', ewise_plan(x, y), x, y)" in out.split("\n")
+
+
+def test_too_many_operands_stay_as_written():
+    names = [f"v{i}" for i in range(MAX_OPERANDS + 1)]
+    source = _module("v0 = expand_dims_any(v0, 0)", f"z = {' + '.join(names)}", "return z", params=", ".join(names))
+    first = ", ".join(names[:-1])  # the largest part that fits is a loop; the last name is added after
+    assert f"ewise_plan({first}), {first}) + {names[-1]}" in elementwise_loops(source)
+
+
+def test_compiled_text_of_a_real_gradient_keeps_its_lines():
+    def loss(a, b):
+        return np.sum((a[:, None, :] - b[None, :, :]) ** 2 * 0.5)
+
+    source = s2sad.source(loss, argnums=(0, 1))
+    assert len(compiled_text(source).split("\n")) == len(source.split("\n"))
+    assert "ewise(" in compiled_text(source) and "ewise(" not in source
+
+
+# ---------------------------------------------------------------- the loops against NumPy
+
+@numba.njit(error_model="numpy")
+def _affine(a, b, c):
+    return ewise("_0 * _1 + np.exp(_2)", ewise_plan(a, b, c), a, b, c)
+
+
+@numba.njit(error_model="numpy")
+def _affine_views(a, b, c):
+    return _affine(a[::-1], b.T, c)  # a reversed view and a transposed one: strides of any sign
+
+
+@numba.njit(error_model="numpy")
+def _add_into(target, g, w):
+    return ewise_into_finish(target, ewise_into("-(_0 * _1)", ewise_into_plan(target, g, w), g, w))
+
+
+def _numpy_add_into(target, g, w):
+    target -= unbroadcast(g * w, target)
+    return target
+
+
+SHAPES = [
+    ((1000, 5, 2), (1, 5, 2)),  # GMM's broadcast of the parameters over points
+    ((1000, 5, 2), (1000, 5, 1)),  # a short last axis broadcast: walked outside
+    ((1000, 5), (1000, 1)),
+    ((3, 1, 4), (5, 1)),  # both sides broadcast
+    ((4, 3), (3,)),
+    ((2, 3, 4, 5), (3, 1, 5)),  # more axes than the merge leaves
+    ((0, 3), (3,)),  # empty
+    ((1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("sa, sb", SHAPES)
+def test_loops_match_numpy_broadcasting(sa, sb):
+    rng = np.random.default_rng(0)
+    a, b, c = rng.normal(size=sa), rng.normal(size=sb), 0.25
+    got = _affine(a, b, c)
+    assert got.shape == np.broadcast_shapes(sa, sb) and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, a * b + np.exp(c))
+
+
+def test_loops_read_views_of_any_layout():
+    rng = np.random.default_rng(1)
+    a, b, c = rng.normal(size=(6, 4)), rng.normal(size=(4, 6)), rng.normal(size=(6, 4))
+    np.testing.assert_array_equal(_affine_views(a, b, c), a[::-1] * b.T + np.exp(c))
+    a2, b2, c2 = a[:, ::2], b[::2].T, c[:, 1::2]
+    np.testing.assert_array_equal(_affine(a2, b2, c2), a2 * b2 + np.exp(c2))
+
+
+def test_scalars_and_one_dimensional_arrays_keep_the_expression():
+    x = np.arange(5.0)
+    np.testing.assert_array_equal(_affine(x, 2.0, x), x * 2.0 + np.exp(x))
+    assert _affine(1.5, 2, 0.0) == 1.5 * 2 + 1.0
+    ints = np.arange(6).reshape(2, 3)  # not float64: numba's own array expression
+    np.testing.assert_array_equal(_affine(ints, ints, 1.0), ints * ints + np.exp(1.0))
+
+
+def test_incompatible_shapes_raise_like_numpy():
+    with pytest.raises(ValueError, match="broadcast"):
+        _affine(np.ones((2, 3)), np.ones((2, 4)), 0.0)
+
+
+@pytest.mark.parametrize("target_shape, g_shape", [((4, 3), (4, 3)), ((1, 3), (4, 3)), ((4, 3), (5, 4, 3)),
+                                                   ((2, 1, 4), (2, 3, 4)), ((2, 3, 4), (5, 2, 3, 4))])
+def test_adding_into_matches_unbroadcast(target_shape, g_shape):
+    rng = np.random.default_rng(2)
+    target, g = rng.normal(size=target_shape), rng.normal(size=g_shape)
+    expected = _numpy_add_into(target.copy(), g, 3.0)
+    got = _add_into(target, g, 3.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(target, expected, rtol=1e-15, atol=1e-15)  # the target itself, in place
+
+
+def test_adding_into_an_overlapping_view_reads_the_old_values():
+    base = np.arange(12.0).reshape(6, 2)
+    expected = base.copy()
+    expected[1:] -= expected[:-1] * 2.0
+    _add_into(base[1:], base[:-1], 2.0)
+    np.testing.assert_array_equal(base, expected)
+
+
+def test_adding_into_itself_and_into_a_strided_target():
+    t = np.full((3, 4), 2.0)
+    np.testing.assert_array_equal(_add_into(t, t, t), np.full((3, 4), -2.0))
+    base = np.zeros((3, 4))
+    _add_into(base[:, ::2], np.ones((3, 2)), 1.0)
+    np.testing.assert_array_equal(base, np.tile([-1.0, 0.0], (3, 2)))
+
+
+def test_adding_into_a_scalar():
+    assert _add_into(1.0, np.ones((2, 3)), 2.0) == 1.0 - 12.0
+    assert _add_into(1.0, 2.0, 3.0) == -5.0
+
+
+def test_uncompiled_helpers_agree():
+    a, b = np.ones((2, 3)), np.arange(3.0)
+    assert np.array_equal(ewise("_0 * _1", ewise_plan(a, b), a, b), a * b)
+    target, g = np.ones((2, 3)), np.arange(12.0).reshape(2, 2, 3)
+    assert ewise_into_finish(target, ewise_into("_0", ewise_into_plan(target, g), g)) is target
+    np.testing.assert_array_equal(target, 1.0 + g.sum(axis=0))
+
+
+# ---------------------------------------------------------------- through the public API
+
+def test_gradient_with_three_dimensional_broadcasting_matches_differences():
+    def pairwise(a, b, w):
+        d = a[:, None, :] - b[None, :, :]
+        return np.sum(np.exp(-0.5 * d * d * w[None, :, :]))
+
+    rng = np.random.default_rng(3)
+    a, b, w = rng.normal(size=(7, 2)), rng.normal(size=(3, 2)), rng.uniform(0.5, 1.5, size=(3, 2))
+    s2sad.check_grads(pairwise, (a, b, w), order=1, modes=("rev",))
