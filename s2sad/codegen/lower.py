@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 
-from s2sad.codegen.fuse import _UFUNCS
+from s2sad.codegen.fuse import _arithmetic
 from s2sad.runtime.fused import MAX_OPERANDS
 
 IMPORT = "from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish"
@@ -105,25 +105,11 @@ def _with_loops(stmt) -> str | None:
 
 
 def _elementwise(node: ast.AST) -> bool:
-    """Arithmetic on names and number constants, with at least one name."""
-    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
-    return _arithmetic(node) and any(n.id not in ("np",) for n in names)
-
-
-def _arithmetic(node: ast.AST) -> bool:
-    if isinstance(node, ast.Name):
-        return True
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-    if isinstance(node, ast.BinOp):
-        return not isinstance(node.op, ast.MatMult) and _arithmetic(node.left) and _arithmetic(node.right)
-    if isinstance(node, ast.UnaryOp):
-        return isinstance(node.op, (ast.USub, ast.UAdd)) and _arithmetic(node.operand)
-    if isinstance(node, ast.Call) and not node.keywords and isinstance(node.func, ast.Attribute):
-        func = node.func
-        return (isinstance(func.value, ast.Name) and func.value.id == "np" and func.attr in _UFUNCS
-                and len(node.args) == 1 and _arithmetic(node.args[0]))
-    return False
+    """Arithmetic (as `codegen.fuse` folds it) on names and number constants, with at least one name."""
+    leaves = list(ast.walk(node))
+    numbers = all(isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+                  for n in leaves if isinstance(n, ast.Constant))
+    return numbers and _arithmetic(node) and any(isinstance(n, ast.Name) and n.id != "np" for n in leaves)
 
 
 def _template(node: ast.expr) -> tuple[str, list[str]]:

@@ -152,20 +152,20 @@ def _straight_line(expr, caller_info, callee_info) -> bool:
 
 @overload(ewise, prefer_literal=True, inline=_straight_line)
 def _ol_ewise(template, plan, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
-    text = _template_text(template)
-    if isinstance(plan, types.NoneType):
-        return _compiled(f"def impl(template, plan, {_PARAMS}):\n    return {text}\n")
-    ndims = _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))
-    return _compiled(_loop_source(text, ndims, "=", "plan[3]"))
+    return _expression(template, plan, (_0, _1, _2, _3, _4, _5, _6, _7), "=", "plan[3]", "{}")
 
 
 @overload(ewise_into, prefer_literal=True, inline=_straight_line)
 def _ol_ewise_into(template, plan, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
+    return _expression(template, plan, (_0, _1, _2, _3, _4, _5, _6, _7), "+=", "plan[6], plan[3]", "False, {}")
+
+
+def _expression(template, plan, operands, assign: str, result: str, as_written: str):
+    """The implementation: the expression as written where there is no plan, else its loop."""
     text = _template_text(template)
     if isinstance(plan, types.NoneType):
-        return _compiled(f"def impl(template, plan, {_PARAMS}):\n    return False, {text}\n")
-    ndims = _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))
-    return _compiled(_loop_source(text, ndims, "+=", "plan[6], plan[3]"))
+        return _compiled(f"def impl(template, plan, {_PARAMS}):\n    return {as_written.format(text)}\n")
+    return _compiled(_loop_source(text, _loop_ndims(_given(*operands)), assign, result))
 
 
 def _loop_source(text: str, ndims: list, assign: str, result: str) -> str:
