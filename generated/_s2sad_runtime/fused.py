@@ -36,7 +36,7 @@ from numba.extending import intrinsic, overload
 from numba.np.arrayobj import make_array, populate_array
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from .core import unbroadcast
+from .core import merged_axes_rows, unbroadcast
 
 __all__ = ["ewise", "ewise_plan", "ewise_into", "ewise_into_plan", "ewise_into_finish"]
 
@@ -127,8 +127,7 @@ def _walk_call(arrays: list, nd: int, flags: str) -> str:
 
 
 def _views(arrays: list) -> str:
-    return "(" + "".join(f"_view({name}, lo[{row}], length[{row}]), " for row, (name, _) in enumerate(arrays)
-                         if name != "target") + ")"
+    return "(" + "".join(f"_view({name}, lo[{row}], length[{row}]), " for row, (name, _) in enumerate(arrays)) + ")"
 
 
 @overload(ewise_into_finish)
@@ -334,34 +333,16 @@ def _broadcast(current, extent):
 
 @njit
 def _merge(ext, st):
-    """(extents, strides per row, count) of the fewest axes walking the same offsets for every row
-    of `st` (as core.merged_axes, for several arrays at once); size-1 axes drop. A short last axis
-    trades places with the longest: the elements are independent, so any order gives the same result."""
-    nd, rows = ext.size, st.shape[0]
-    E = np.ones(max(nd, 1), np.int64)
-    S = np.zeros((rows, max(nd, 1)), np.int64)
-    m = 0
-    for j in range(nd):
-        if ext[j] == 1:
-            continue
-        joins = m > 0
-        for r in range(rows):
-            if joins and S[r, m - 1] != st[r, j] * ext[j]:
-                joins = False
-        if not joins:
-            E[m] = 1
-            m += 1
-        E[m - 1] *= ext[j]
-        for r in range(rows):
-            S[r, m - 1] = st[r, j]
-    m = max(m, 1)
+    """`core.merged_axes_rows`, then a short last axis trades places with the longest: runs of 2 cost
+    a loop each, and the elements are independent, so any order gives the same result."""
+    E, S, m = merged_axes_rows(ext, st)
     longest = 0
     for d in range(m):
         if E[d] > E[longest]:
             longest = d
-    if E[m - 1] < SHORT_AXIS and longest != m - 1:  # runs of 2 cost a loop each: walk the long axis inside
+    if E[m - 1] < SHORT_AXIS and longest != m - 1:
         E[m - 1], E[longest] = E[longest], E[m - 1]
-        for r in range(rows):
+        for r in range(S.shape[0]):
             S[r, m - 1], S[r, longest] = S[r, longest], S[r, m - 1]
     return E, S, m
 

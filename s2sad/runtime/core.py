@@ -69,25 +69,39 @@ def _is_none_type(t):
 def merged_axes(shape, sstr):
     """(extents, strides) of the fewest axes that walk the same offsets as (shape, sstr) in C order.
 
-    Neighbouring axes merge when one step of the outer equals a full sweep of the inner (both
-    broadcast, stride 0, or both kept and contiguous); size-1 axes drop. GMM's (n, K, d) -> (K, d)
-    sum becomes (n, K*d) with strides (0, 1): two plain loops instead of an index per element."""
-    nd = shape.size
+    GMM's (n, K, d) -> (K, d) sum becomes (n, K*d) with strides (0, 1): two plain loops instead of
+    an index per element."""
+    st = np.empty((1, shape.size), np.int64)
+    st[0, :] = sstr
+    extents, strides, m = merged_axes_rows(shape, st)
+    return extents[:m], strides[0, :m]
+
+
+@njit
+def merged_axes_rows(shape, st):
+    """(extents, strides per row, count) of the fewest axes that walk the same offsets, in C order, as
+    `shape` with each row of strides `st` (one row per array walked together).
+
+    Neighbouring axes merge when, for every row, one step of the outer equals a full sweep of the
+    inner (both broadcast, stride 0, or both kept and contiguous); size-1 axes drop."""
+    nd, rows = shape.size, st.shape[0]
     extents = np.ones(max(nd, 1), np.int64)
-    strides = np.zeros(max(nd, 1), np.int64)
+    strides = np.zeros((rows, max(nd, 1)), np.int64)
     m = 0
-    for i in range(nd):
-        if shape[i] == 1:
+    for j in range(nd):
+        if shape[j] == 1:
             continue
-        if m > 0 and strides[m - 1] == sstr[i] * shape[i]:
-            extents[m - 1] *= shape[i]
-            strides[m - 1] = sstr[i]
-        else:
-            extents[m] = shape[i]
-            strides[m] = sstr[i]
+        joins = m > 0
+        for r in range(rows):
+            if joins and strides[r, m - 1] != st[r, j] * shape[j]:
+                joins = False
+        if not joins:
+            extents[m] = 1
             m += 1
-    m = max(m, 1)
-    return extents[:m], strides[:m]
+        extents[m - 1] *= shape[j]
+        for r in range(rows):
+            strides[r, m - 1] = st[r, j]
+    return extents, strides, max(m, 1)
 
 
 @njit
