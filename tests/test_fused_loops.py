@@ -9,7 +9,7 @@ import pytest
 
 import s2sad
 from s2sad.backend import compiled_text
-from s2sad.codegen.lower import elementwise_loops
+from s2sad.codegen.lower import elementwise_loops, rank_bounds
 from s2sad.runtime.core import unbroadcast
 from s2sad.runtime.fused import (MAX_OPERANDS, ewise, ewise_into, ewise_into_finish, ewise_into_plan,
                                  ewise_plan)
@@ -22,8 +22,8 @@ import numpy as np
 from s2sad.runtime import (unbroadcast, sum_reduce)
 
 
-def f_grad(a, b, c):
-    a = expand_dims_any(a, 0)
+def f_grad(x, b, c):
+    a = expand_dims_any(x[:, :], 0)
     t = a * b + c
     u = sum_reduce(np.exp(a - b), axis=1)
     a_bar = zeros_like_adj(a)
@@ -51,7 +51,7 @@ def test_rewrites_top_level_expressions_line_for_line():
     assert "    return (a_bar, ewise('_0 * _1', ewise_plan(t, c), t, c))" in lines
     assert "        s = a * i" in lines  # inside a loop: as written
     assert "    v = a" in lines  # nothing to compute
-    assert "    a = expand_dims_any(a, 0)" in lines
+    assert "    a = expand_dims_any(x[:, :], 0)" in lines
     ast.parse(out)
 
 
@@ -62,18 +62,35 @@ def _module(*body: str, params: str = "x, y") -> str:
 def test_leaves_modules_without_new_axes_or_arithmetic_alone():
     plain = _module("z = x * y + 1.0", "return z")  # no broadcasting along a new axis: numba's loops do
     assert elementwise_loops(plain) == plain
-    no_arithmetic = _module("x = expand_dims_any(x, 0)", "b = np.sum(x)", "return b")
+    no_arithmetic = _module("x = expand_dims_any(x[:, :], 0)", "b = np.sum(x)", "return b")
     assert elementwise_loops(no_arithmetic) == no_arithmetic
 
 
+def test_leaves_expressions_over_fewer_than_three_axes_alone():
+    outer = _module("v = expand_dims_any(x[:], 1)", "w = expand_dims_any(y[:], 0)", "m = v * w", "return m")
+    assert elementwise_loops(outer) == outer  # `x[:, None] * y[None, :]`: 2-d, numba's loops do
+    stacked = _module("s = expand_dims_any(x[0], 0)", "z = s * 2.0", "return z")  # np.stack of scalars
+    assert elementwise_loops(stacked) == stacked
+    mixed = _module("a = expand_dims_any(x[:, :], 1)", "p = y * 2.0", "q = a * p", "return q")
+    lines = elementwise_loops(mixed).split("\n")
+    assert "    p = y * 2.0" in lines and "    q = ewise('_0 * _1', ewise_plan(a, p), a, p)" in lines
+
+
+def test_rank_bounds_read_from_the_text():
+    fn = ast.parse(_module("a = x[:, :]", "b = expand_dims_any(a, (0, 2))", "c = np.exp(b) * y",
+                           "d = unbroadcast(c, y)", "e = einsum_op('kij,nkj->nki', c, b)", "f = sum_reduce(b, axis=1)",
+                           "g = x[0]", "return d")).body[1]
+    assert rank_bounds(fn) == {"a": 2, "b": 4, "c": 4, "d": 0, "e": 3, "f": 0, "g": 0}
+
+
 def test_names_each_operand_once_and_keeps_constants():
-    out = elementwise_loops(_module("x = expand_dims_any(x, 0)", "z = x * x + 3 * y - x", "return z"))
+    out = elementwise_loops(_module("x = expand_dims_any(x[:, :], 0)", "z = x * x + 3 * y - x", "return z"))
     assert "    z = ewise('_0 * _0 + 3 * _1 - _0', ewise_plan(x, y), x, y)" in out.split("\n")
 
 
 def test_too_many_operands_stay_as_written():
     names = [f"v{i}" for i in range(MAX_OPERANDS + 1)]
-    source = _module("v0 = expand_dims_any(v0, 0)", f"z = {' + '.join(names)}", "return z", params=", ".join(names))
+    source = _module("v0 = expand_dims_any(v0[:, :], 0)", f"z = {' + '.join(names)}", "return z", params=", ".join(names))
     first = ", ".join(names[:-1])  # the largest part that fits is a loop; the last name is added after
     assert f"ewise_plan({first}), {first}) + {names[-1]}" in elementwise_loops(source)
 

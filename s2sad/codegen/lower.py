@@ -27,26 +27,31 @@ IMPORT = "from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_i
 
 
 NEW_AXIS = "expand_dims_any("  # how `x[:, None, :]` reads in generated code
+MIN_RANK = 3  # over 1-d and 2-d arrays numba's array expressions are within 1.3x of a loop
 
 
 def elementwise_loops(source: str) -> str:
     """`source` (a generated module) with the elementwise expressions of its functions' top-level
-    statements as loop calls, where it pays: in modules that broadcast arrays along new axes.
+    statements as loop calls, where it pays: expressions over arrays of 3 or more dimensions
+    made by broadcasting along new axes.
 
     Each rewritten expression compiles a loop of its own (0.2 s; 0.02 s for scalars, which gain
     nothing). Broadcasting along a new axis (`x[:, None, :] - m[None, :, :]`) is where numba's
     array expressions are slowest, 4-8x (short inner axes of 3-d arrays); over 1-d and 2-d arrays
-    they are within 1.3x of the loops, so elsewhere the module stays as written, compiles as fast
-    as before, and gives the same results either way. Statements in loops and branches stay as
-    written too: mostly scalars."""
+    they are within 1.3x of the loops, so other expressions stay as written, compile as fast as
+    before, and give the same results either way. Which arrays have 3 or more dimensions is read
+    from the text (`rank_bounds`). Statements in loops and branches stay as written too: mostly
+    scalars."""
     if NEW_AXIS not in source:
         return source
     lines = source.split("\n")
     changed = False
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef):
-            for stmt in node.body:
-                changed |= _rewrite(stmt, lines)
+            ranks = rank_bounds(node)
+            if max(ranks.values(), default=0) >= MIN_RANK:
+                for stmt in node.body:
+                    changed |= _rewrite(stmt, lines, ranks)
     if not changed:
         return source
     for i, line in enumerate(lines):
@@ -56,10 +61,10 @@ def elementwise_loops(source: str) -> str:
     raise ValueError("generated module without `import numpy as np`")
 
 
-def _rewrite(stmt: ast.stmt, lines: list[str]) -> bool:
+def _rewrite(stmt: ast.stmt, lines: list[str], ranks: dict[str, int]) -> bool:
     if stmt.lineno != stmt.end_lineno or not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return)):
         return False
-    text = _accumulation(stmt) or _with_loops(stmt)
+    text = _accumulation(stmt, ranks) or _with_loops(stmt, ranks)
     if text is None:
         return False
     line = lines[stmt.lineno - 1]
@@ -67,7 +72,7 @@ def _rewrite(stmt: ast.stmt, lines: list[str]) -> bool:
     return True
 
 
-def _accumulation(stmt) -> str | None:
+def _accumulation(stmt, ranks: dict[str, int]) -> str | None:
     """`x += unbroadcast(E, x)` (or -=), E elementwise: added in place where the shapes allow."""
     if not (isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Add, ast.Sub))
             and isinstance(stmt.target, ast.Name)):
@@ -81,20 +86,20 @@ def _accumulation(stmt) -> str | None:
     if isinstance(stmt.op, ast.Sub):
         value = ast.UnaryOp(op=ast.USub(), operand=value)
     template, operands = _template(value)
-    if len(operands) > MAX_OPERANDS:
+    if len(operands) > MAX_OPERANDS or max(ranks.get(n, 0) for n in [stmt.target.id, *operands]) < MIN_RANK:
         return None
     x, names = stmt.target.id, ", ".join(operands)
     return f"{x} = ewise_into_finish({x}, ewise_into({template!r}, ewise_into_plan({x}, {names}), {names}))"
 
 
-def _with_loops(stmt) -> str | None:
+def _with_loops(stmt, ranks: dict[str, int]) -> str | None:
     class Loops(ast.NodeTransformer):
         found = False
 
         def visit(self, node):
             if isinstance(node, ast.expr) and _elementwise(node) and not isinstance(node, (ast.Name, ast.Constant)):
                 template, operands = _template(node)
-                if len(operands) <= MAX_OPERANDS:
+                if len(operands) <= MAX_OPERANDS and max(ranks.get(n, 0) for n in operands) >= MIN_RANK:
                     Loops.found = True
                     names = ", ".join(operands)
                     return ast.parse(f"ewise({template!r}, ewise_plan({names}), {names})", mode="eval").body
@@ -129,3 +134,52 @@ def _template(node: ast.expr) -> tuple[str, list[str]]:
 
 def _copy(node: ast.expr) -> ast.expr:
     return ast.parse(ast.unparse(node), mode="eval").body
+
+
+# ---------------------------------------------------------------- ranks, as far as the text tells
+
+SHAPE_OF = {"unbroadcast": 1, "sum_expand": 1, "reshape_like": 1, "zeros_like_adj": 0, "copy_adj": 0}  # result shaped like this argument
+
+
+def rank_bounds(fn: ast.FunctionDef) -> dict[str, int]:
+    """A lower bound on the number of dimensions of each local array of a generated function, read
+    from the text alone: `x[:, :]` has at least 2, `expand_dims_any(a, 1)` one more than `a`,
+    arithmetic the most of its operands, an einsum as many as its output letters. Unknown is 0:
+    an expression this misses stays as numba compiles it (slower, never different)."""
+    ranks: dict[str, int] = {}
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+               and isinstance(n.targets[0], ast.Name)]
+    for node in sorted(assigns, key=lambda n: n.lineno):  # in generated code a name is defined before use
+        name = node.targets[0].id
+        ranks[name] = max(ranks.get(name, 0), _rank(node.value, ranks))
+    return ranks
+
+
+def _rank(node: ast.expr, ranks: dict[str, int]) -> int:
+    if isinstance(node, ast.Name):
+        return ranks.get(node.id, 0)
+    if isinstance(node, ast.BinOp):
+        return max(_rank(node.left, ranks), _rank(node.right, ranks))
+    if isinstance(node, ast.UnaryOp):
+        return _rank(node.operand, ranks)
+    if isinstance(node, ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return sum(isinstance(p, ast.Slice) for p in parts)
+    if isinstance(node, ast.Call):
+        return _call_rank(node, ranks)
+    return 0
+
+
+def _call_rank(call: ast.Call, ranks: dict[str, int]) -> int:
+    args = call.args
+    if isinstance(call.func, ast.Attribute):  # np.exp(a), np.sin(a): elementwise on one argument
+        return _rank(args[0], ranks) if len(args) == 1 and not call.keywords else 0
+    name = call.func.id if isinstance(call.func, ast.Name) else ""
+    if name == "expand_dims_any" and len(args) == 2:
+        return _rank(args[0], ranks) + (len(args[1].elts) if isinstance(args[1], ast.Tuple) else 1)
+    if name in ("einsum_op", "einsum_into") and args and isinstance(args[0], ast.Constant) \
+            and isinstance(args[0].value, str) and "->" in args[0].value:
+        return len(args[0].value.split("->")[1].strip())
+    if name in SHAPE_OF and len(args) > SHAPE_OF[name]:
+        return _rank(args[SHAPE_OF[name]], ranks)
+    return 0
