@@ -22,6 +22,7 @@ OP_CASES = [
     ("ij->ji", [(2, 3)]),
     ("ij->", [(2, 3)]),
     ("ba", [(2, 3)]),
+    ("ij,j->i", [(3, 0), (0,)]),  # an empty sum: each output element is set (to 0), never left unset
 ]
 
 

@@ -33,7 +33,8 @@ def _merged(shape, sstr):
 
 
 REDUCTIONS = [((1000, 5, 2), 2), ((1000, 5, 2), 0), ((4, 3, 40), 1), ((3, 17), 1), ((3, 17), 0),
-              ((2, 3, 4, 5), 2), ((2, 1, 4, 5), 3), ((5, 1), 1), ((6,), 0)]
+              ((2, 3, 4, 5), 2), ((2, 1, 4, 5), 3), ((5, 1), 1), ((6,), 0),
+              ((50, 7, 3), 2), ((50, 7, 4), 2), ((200, 25, 10), 2)]  # last runs either side of SHORT_RUN
 
 
 @pytest.mark.parametrize("shape, axis", REDUCTIONS)
@@ -72,7 +73,8 @@ def test_sum_expand_broadcasts_back(shape, axis):
 
 @pytest.mark.parametrize("gshape, lshape", [((1000, 5, 2), (5, 2)), ((1000, 5, 2), (1000, 5, 1)),
                                             ((7, 3, 40), (3, 1)), ((2, 3, 4, 5), (3, 1, 5)),
-                                            ((2, 3, 4, 5), (2, 1, 4, 1)), ((0, 3), (3,))])
+                                            ((2, 3, 4, 5), (2, 1, 4, 1)), ((0, 3), (3,)),
+                                            ((50, 7, 3), (50, 7, 1)), ((200, 25, 10), (200, 25, 1))])
 def test_unbroadcast_sums_what_broadcasting_added(gshape, lshape):
     g = R.normal(size=gshape)
     added = len(gshape) - len(lshape)

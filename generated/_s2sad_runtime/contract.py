@@ -84,15 +84,19 @@ def kernel_source(spec: str, into: bool) -> str:
     sized: set[str] = set()
     for name, subs in zip(names, operands):
         lines += _sizes(name, subs, sized)
-    if into:
-        lines.append("    out = np.zeros(like.shape)")
-        lines += _sizes("out", out, sized)
-    elif out:
-        lines.append(f"    out = np.zeros(({''.join(f'n_{c}, ' for c in out)}))")
     order = _loop_order(operands, out)
     summed = 0  # innermost labels the output lacks: they sum into a scalar
     while summed < len(order) and order[len(order) - 1 - summed] not in out:
         summed += 1
+    # Each output element is set once when every label it lacks sums inside and none repeats (no
+    # diagonal with zeros off it): no zero fill, and no read of what is there.
+    once = len(set(out)) == len(out) and summed == sum(c not in out for c in order)
+    fill = "np.empty" if once else "np.zeros"
+    if into:
+        lines.append(f"    out = {fill}(like.shape)")
+        lines += _sizes("out", out, sized)
+    elif out:
+        lines.append(f"    out = {fill}(({''.join(f'n_{c}, ' for c in out)}))")
     product = " * ".join(_element(n, s) for n, s in zip(names, operands))
     target = _element("out", out)
     depth = 1
@@ -101,12 +105,13 @@ def kernel_source(spec: str, into: bool) -> str:
             lines.append("    " * depth + "acc = 0.0")
         lines.append("    " * depth + f"for i_{c} in range(n_{c}):")
         depth += 1
+    assign = "=" if once else "+="
     if summed:
         lines.append("    " * depth + f"acc += {product}")
         if out:
-            lines.append("    " * (len(order) - summed + 1) + f"{target} += acc")
+            lines.append("    " * (len(order) - summed + 1) + f"{target} {assign} acc")
     else:
-        lines.append("    " * depth + f"{target} += {product}")
+        lines.append("    " * depth + f"{target} {assign} {product}")
     if not out:
         lines.append("    return acc" if order else f"    return {product}")
     else:

@@ -132,7 +132,8 @@ def block_offsets(extents, strides):
     return out
 
 
-SHORT_RUN = 16  # a short broadcast last axis is looped outside the other: runs of 2 cost a loop each
+SHORT_RUN = 4  # a broadcast last axis of 2 or 3 is looped outside the other (a loop per run of 2 costs 1.7x);
+# from 4 on, one run after the other is faster (10: 6x, 16: 5x; benchmarks/README.md, stop 17)
 
 
 @njit
@@ -167,10 +168,16 @@ def _gather(big, small, shape, sstr):
     inner, step = extents[-1], strides[-1]
     if big.size == 0:
         return
-    if extents.size == 2 and step == 0 and inner < SHORT_RUN:
-        for j in range(inner):
+    if extents.size == 2 and step == 0:  # each value of small copied along a run: no table of offsets
+        if inner < SHORT_RUN:
+            for j in range(inner):
+                for a in range(extents[0]):
+                    big[a * inner + j] = small[a * strides[0]]
+        else:
             for a in range(extents[0]):
-                big[a * inner + j] = small[a * strides[0]]
+                value, k = small[a * strides[0]], a * inner
+                for j in range(inner):
+                    big[k + j] = value
         return
     starts = block_offsets(extents, strides)
     for r in range(starts.size):

@@ -383,7 +383,7 @@ def _ol_sum_expand(g, x, axis=None, keepdims=False):
         if s != g.size:
             raise ValueError("sum_expand: g does not have the reduced shape")
         out = np.empty(x.size, np.float64)
-        _gather(out, np.ascontiguousarray(g).reshape(g.size).astype(np.float64), shape, sstr)
+        _gather(out, np.ascontiguousarray(g).reshape(g.size), shape, sstr)  # converts as it copies
         return out.reshape(x.shape)
     return impl
 
