@@ -23,6 +23,7 @@ for _var, _value in (("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "1"), ("
     os.environ.setdefault(_var, _value)
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -149,6 +150,9 @@ def measure_interleaved(calls: dict[str, tuple[Callable, tuple]], rounds: int, m
     """Round r times one batch of every tool, in an order rotated each round; median over rounds.
 
     A tool whose single call takes longer than slow_s runs one call per batch, in the first slow_rounds rounds.
+    The garbage collector is off while a batch runs (as `timeit` does), and collects between batches: a
+    collection costs in proportion to every object the process holds, JAX's and autograd's included, and
+    it charged that to whichever tool happened to trigger it (RK4: s2sad 65 -> 52 us, autograd 4.0 -> 1.5 s).
     """
     plan = {}
     for name, (fn, args) in calls.items():
@@ -162,10 +166,15 @@ def measure_interleaved(calls: dict[str, tuple[Callable, tuple]], rounds: int, m
             fn, args, number, wanted = plan[name]
             if len(samples[name]) >= wanted:
                 continue
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn(*args)
-            samples[name].append((time.perf_counter() - t0) / number)
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn(*args)
+                samples[name].append((time.perf_counter() - t0) / number)
+            finally:
+                gc.enable()
     return {name: Timing(statistics.median(s), min(s), plan[name][2], len(s)) for name, s in samples.items()}
 
 
