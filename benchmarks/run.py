@@ -21,6 +21,11 @@ import os
 for _var, _value in (("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
                      ("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")):
     os.environ.setdefault(_var, _value)
+# ...and one core for the whole run (the first-call subprocesses inherit it): XLA's CPU runtime in JAX
+# 0.11 ignores the thread flags above and spreads one gradient over every core it may use (GMM d=10 on a
+# 16-core machine: 46 ms on all cores, 165 ms pinned to one), which measures the machine, not the code.
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
@@ -331,7 +336,7 @@ def markdown(results: dict) -> str:
     rows = results["workloads"]
     lines = [f"Machine: {results['machine']}; load average {results['load_before']:.1f} before the run, "
              f"{results['load_after']:.1f} after. {results['mode']}. Times are medians per call over interleaved "
-             "rounds (all tools in one process, one thread each); ratios divide medians. `primal` is `numba.njit(f)`, or s2sad's "
+             "rounds (all tools in one process, pinned to one core); ratios divide medians. `primal` is `numba.njit(f)`, or s2sad's "
              "generated primal compiled by numba (marked *) where numba refuses `f` as written.", "",
              "| workload | primal | s2sad grad | grad/primal | hand adjoint (njit) | **s2sad/hand** | "
              "jax.jit(jax.grad) | **s2sad/jax** | autograd |", "|" + "---|" * 9]
