@@ -79,8 +79,8 @@ def test_leaves_expressions_over_fewer_than_three_axes_alone():
 def test_rank_bounds_read_from_the_text():
     fn = ast.parse(_module("a = x[:, :]", "b = expand_dims_any(a, (0, 2))", "c = np.exp(b) * y",
                            "d = unbroadcast(c, y)", "e = einsum_op('kij,nkj->nki', c, b)", "f = sum_reduce(b, axis=1)",
-                           "g = x[0]", "return d")).body[1]
-    assert rank_bounds(fn) == {"a": 2, "b": 4, "c": 4, "d": 0, "e": 3, "f": 0, "g": 0}
+                           "g = x[0]", "h = np.sum(b)", "return d")).body[1]
+    assert rank_bounds(fn) == {"a": 2, "b": 4, "c": 4, "d": 0, "e": 3, "f": 0, "g": 0, "h": 0}
 
 
 def test_names_each_operand_once_and_keeps_constants():

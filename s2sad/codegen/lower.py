@@ -144,8 +144,9 @@ SHAPE_OF = {"unbroadcast": 1, "sum_expand": 1, "reshape_like": 1, "zeros_like_ad
 def rank_bounds(fn: ast.FunctionDef) -> dict[str, int]:
     """A lower bound on the number of dimensions of each local array of a generated function, read
     from the text alone: `x[:, :]` has at least 2, `expand_dims_any(a, 1)` one more than `a`,
-    arithmetic the most of its operands, an einsum as many as its output letters. Unknown is 0:
-    an expression this misses stays as numba compiles it (slower, never different)."""
+    arithmetic the most of its operands, an einsum as many as its output letters (a name assigned
+    more than once: the most of its assignments). Unknown is 0: an expression this misses stays as
+    numba compiles it (slower, never different)."""
     ranks: dict[str, int] = {}
     assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
                and isinstance(n.targets[0], ast.Name)]
@@ -172,8 +173,8 @@ def _rank(node: ast.expr, ranks: dict[str, int]) -> int:
 
 def _call_rank(call: ast.Call, ranks: dict[str, int]) -> int:
     args = call.args
-    if isinstance(call.func, ast.Attribute):  # np.exp(a), np.sin(a): elementwise on one argument
-        return _rank(args[0], ranks) if len(args) == 1 and not call.keywords else 0
+    if _arithmetic(call):  # np.exp(a), np.maximum(a, b): the ufuncs codegen.fuse folds
+        return max((_rank(a, ranks) for a in args), default=0)
     name = call.func.id if isinstance(call.func, ast.Name) else ""
     if name == "expand_dims_any" and len(args) == 2:
         return _rank(args[0], ranks) + (len(args[1].elts) if isinstance(args[1], ast.Tuple) else 1)
