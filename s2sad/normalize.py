@@ -110,26 +110,32 @@ class Names:
         return name
 
 
+def _walk(node: cst.CSTNode, skip: tuple = ()):
+    """`node` and every node under it, in source order, not going inside nodes of the types in `skip`
+    (other than `node` itself). A walk over the dataclass fields: half the time of a libcst visitor,
+    which rebuilds each node it passes, and normalize asks several such questions of every function."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if n is not node and isinstance(n, skip):
+            continue
+        children = []
+        for field in n.__dataclass_fields__:
+            value = getattr(n, field)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (tuple, list)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
+
+
 def user_names(node: cst.CSTNode) -> set[str]:
-    found = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n):
-            found.add(n.value)
-
-    node.visit(V())
-    return found
+    return {n.value for n in _walk(node) if isinstance(n, cst.Name)}
 
 
 def _assign_targets(node: cst.CSTNode) -> list[cst.AssignTarget]:
-    found = []
-
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, n):
-            found.append(n)
-
-    node.visit(V())
-    return found
+    return [n for n in _walk(node) if isinstance(n, cst.AssignTarget)]
 
 
 def assigned_names(func: cst.FunctionDef) -> set[str]:
@@ -143,20 +149,9 @@ def assigned_names(func: cst.FunctionDef) -> set[str]:
             for el in t.elements:
                 targets(el.value)
 
-    class V(cst.CSTVisitor):
-        def visit_AssignTarget(self, n):
+    for n in _walk(func.body):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
             targets(n.target)
-
-        def visit_AugAssign(self, n):
-            targets(n.target)
-
-        def visit_AnnAssign(self, n):
-            targets(n.target)
-
-        def visit_For(self, n):
-            targets(n.target)
-
-    func.body.visit(V())
     return out
 
 
@@ -1321,46 +1316,15 @@ def _param_names(func: cst.FunctionDef) -> set[str]:
 
 
 def _count_names(node, name) -> int:
-    count = 0
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n):
-            nonlocal count
-            count += n.value == name
-
-    node.visit(V())
-    return count
+    return sum(isinstance(n, cst.Name) and n.value == name for n in _walk(node))
 
 
 def _find_yields(func) -> list:
-    found = []
-
-    class V(cst.CSTVisitor):
-        def visit_Yield(self, n):
-            found.append(n)
-
-        def visit_FunctionDef(self, n):
-            return n is func
-
-        def visit_Lambda(self, n):
-            return False
-
-    func.visit(V())
-    return found
+    return [n for n in _walk(func, skip=(cst.FunctionDef, cst.Lambda)) if isinstance(n, cst.Yield)]
 
 
 def _find_returns(func):
-    found = []
-
-    class V(cst.CSTVisitor):
-        def visit_Return(self, n):
-            found.append(n)
-
-        def visit_FunctionDef(self, n):
-            return n is func
-
-    func.visit(V())
-    return found
+    return [n for n in _walk(func, skip=(cst.FunctionDef,)) if isinstance(n, cst.Return)]
 
 
 def _bind(fn, args, kwargs) -> dict:
