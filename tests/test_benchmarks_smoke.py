@@ -4,6 +4,7 @@ Each hand adjoint is itself checked against central finite differences of the pl
 Runs the generated code on the python backend and the hand adjoints uncompiled (`.py_func`): no numba compile.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,11 +12,18 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+CORES_BEFORE_IMPORT = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
 
 import run  # noqa: E402
 import workloads as W  # noqa: E402
 
 TINY = W.workloads(tiny=True)
+
+
+def test_importing_the_suite_leaves_the_process_on_its_cores():
+    # run.py pins itself to one core when run as a script; a test worker that imports it must keep both.
+    if CORES_BEFORE_IMPORT is not None:
+        assert os.sched_getaffinity(0) == CORES_BEFORE_IMPORT
 
 
 def uncompiled(fn):
