@@ -138,7 +138,8 @@ def _copy(node: ast.expr) -> ast.expr:
 
 # ---------------------------------------------------------------- ranks, as far as the text tells
 
-SHAPE_OF = {"unbroadcast": 1, "sum_expand": 1, "reshape_like": 1, "zeros_like_adj": 0, "copy_adj": 0}  # result shaped like this argument
+# runtime helpers whose result is shaped like one of their arguments: name -> that argument's position
+SHAPE_OF = {"unbroadcast": 1, "sum_expand": 1, "reshape_like": 1, "zeros_like_adj": 0, "copy_adj": 0}
 
 
 def rank_bounds(fn: ast.FunctionDef) -> dict[str, int]:
