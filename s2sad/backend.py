@@ -85,11 +85,13 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
 
 
 def compiled_text(source: str) -> str:
-    """What numba compiles for a generated module: the same lines, tapes as numba lists and
-    elementwise expressions as loops (codegen.lower)."""
+    """What numba compiles for a generated module: the same lines, tapes as numba lists,
+    elementwise expressions as loops (codegen.lower) and exp, log, tanh as vectorizable ufuncs
+    (codegen.vmath)."""
     from s2sad.codegen.lower import elementwise_loops
+    from s2sad.codegen.vmath import vectorized_math
 
-    return elementwise_loops(native_tapes(source))
+    return vectorized_math(elementwise_loops(native_tapes(source)))
 
 
 def native_tapes(source: str) -> str:

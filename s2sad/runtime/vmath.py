@@ -1,0 +1,175 @@
+"""exp, log and tanh that numba can vectorize: what `np.exp(x)` and friends compile to in generated code.
+
+numba compiles `np.exp(a)` over an array to a loop calling the C library's scalar `exp` once per
+element, which LLVM cannot turn into SIMD code: over 10^4 float64s, 43 us against NumPy's 8.4 us
+(log 36 against 8.4, tanh 98 against 17). Here each function is arithmetic only (a rational
+approximation after range reduction, with the exponent set through the float's bits), so the
+loop over them vectorizes: exp 11 us, log 14 us, tanh 17 us, within 2 ulp of NumPy (numba's own
+calls are within 1-3 ulp of it too).
+
+The approximations are Cephes' (Stephen L. Moshier's public-domain library, as in scipy.special),
+with special values (inf, nan, 0, subnormals, overflow) chosen by selects, not branches. Complex
+arguments go to numba's own functions. `codegen.vectorized_math` points the compiled text of
+generated modules here (`np.exp(` -> `vexp(`); the readable source keeps NumPy's names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic, overload
+
+__all__ = ["vexp", "vlog", "vtanh"]
+
+# ---------------------------------------------------------------- the float's bits
+
+
+@intrinsic
+def _from_bits(typingctx, bits):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _to_bits(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+# ---------------------------------------------------------------- exp
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93145751953125e-1  # ln 2 in two parts: n * _LN2_HI is exact for the n that occur
+_LN2_LO = 1.42860682030941723212e-6
+_EXP_P = (1.26177193074810590878e-4, 3.02994407707441961300e-2, 9.99999999999999999910e-1)
+_EXP_Q = (3.00198505138664455042e-6, 2.52448340349684104192e-3, 2.27265548208155028766e-1,
+          2.00000000000000000009e0)
+_EXP_OVER = 7.09782712893383973096e2  # exp(x) is inf above this
+_EXP_UNDER = -7.45133219101941108420e2  # and 0 below this
+
+
+@njit(inline="always")
+def _pow2(n):
+    """2.0 ** n for integral n in [-1022, 1023], from the bits."""
+    return _from_bits((np.int64(n) + 1023) << 52)
+
+
+@njit(inline="always")
+def exp_real(x):
+    """exp(x) = 2**n * exp(r), |r| <= ln(2)/2, exp(r) by Cephes' Pade form 1 + 2 r P / (Q - r P)."""
+    xc = min(max(x, -746.0), 710.0)  # keeps n in int64's range; the selects below fix the ends
+    n = np.floor(_LOG2E * xc + 0.5)
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    rr = r * r
+    rp = r * ((_EXP_P[0] * rr + _EXP_P[1]) * rr + _EXP_P[2])
+    q = ((_EXP_Q[0] * rr + _EXP_Q[1]) * rr + _EXP_Q[2]) * rr + _EXP_Q[3]
+    half = np.floor(0.5 * n)  # 2**n in two factors: each stays a normal float down to subnormal results
+    result = (1.0 + 2.0 * (rp / (q - rp))) * _pow2(half) * _pow2(n - half)
+    result = np.inf if x > _EXP_OVER else result
+    result = 0.0 if x < _EXP_UNDER else result
+    return x if x != x else result
+
+
+# ---------------------------------------------------------------- log
+
+_SQRT_HALF = 7.07106781186547524401e-1
+_LOG_P = (1.01875663804580931796e-4, 4.97494994976747001425e-1, 4.70579119878881725854e0,
+          1.44989225341610930846e1, 1.79368678507819816313e1, 7.70838733755885391666e0)
+_LOG_Q = (1.12873587189167450590e1, 4.52279145837532221105e1, 8.29875266912776603211e1,
+          7.11544750618563894466e1, 2.31251620126765340583e1)
+_TINY = 2.2250738585072014e-308  # smallest normal float
+_MANTISSA = 0x000FFFFFFFFFFFFF
+_HALF_EXPONENT = 1022 << 52  # the bits of an exponent that puts the mantissa in [0.5, 1)
+
+
+@njit(inline="always")
+def log_real(x):
+    """log(x) = e ln 2 + log(1 + f), x = 2**e (1 + f), sqrt(1/2) <= 1 + f < sqrt(2), with Cephes'
+    log(1 + f) = f - f**2/2 + f**3 P(f)/Q(f) and ln 2 in two parts."""
+    subnormal = x < _TINY
+    xs = x * 18014398509481984.0 if subnormal else x  # 2**54: subnormals become normal
+    bits = _to_bits(xs)
+    e = ((bits >> 52) & 0x7FF) - 1022 - (54 if subnormal else 0)
+    m = _from_bits((bits & _MANTISSA) | _HALF_EXPONENT)  # in [0.5, 1)
+    low = m < _SQRT_HALF
+    f = (m + m - 1.0) if low else (m - 1.0)
+    k = float(e - 1 if low else e)
+    z = f * f
+    p = ((((_LOG_P[0] * f + _LOG_P[1]) * f + _LOG_P[2]) * f + _LOG_P[3]) * f + _LOG_P[4]) * f + _LOG_P[5]
+    q = ((((f + _LOG_Q[0]) * f + _LOG_Q[1]) * f + _LOG_Q[2]) * f + _LOG_Q[3]) * f + _LOG_Q[4]
+    y = f * (z * p / q) - k * 2.121944400546905827679e-4 - 0.5 * z
+    result = (f + y) + k * 0.693359375
+    result = np.inf if x == np.inf else result
+    result = -np.inf if x == 0.0 else result
+    return np.nan if (x < 0.0 or x != x) else result
+
+
+# ---------------------------------------------------------------- tanh
+
+_TANH_P = (-9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3)
+_TANH_Q = (1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3)
+
+
+@njit(inline="always")
+def tanh_real(x):
+    """Cephes: x + x**3 P(x**2)/Q(x**2) below 0.625, else 1 - 2 / (exp(2|x|) + 1), with x's sign
+    (odd: also -0.0 for -0.0; nan stays nan)."""
+    z = abs(x)
+    s = x * x
+    small = x + x * s * (((_TANH_P[0] * s + _TANH_P[1]) * s + _TANH_P[2])
+                         / (((s + _TANH_Q[0]) * s + _TANH_Q[1]) * s + _TANH_Q[2]))
+    large = 1.0 - 2.0 / (exp_real(2.0 * min(z, 22.0)) + 1.0)  # tanh(22) rounds to 1
+    return np.copysign(small if z < 0.625 else large, x)
+
+
+# ---------------------------------------------------------------- the functions generated code calls
+
+
+def vexp(x):
+    """np.exp(x); compiled, arithmetic numba vectorizes (see the module's docstring)."""
+    return np.exp(x)
+
+
+def vlog(x):
+    """np.log(x); compiled, arithmetic numba vectorizes (see the module's docstring)."""
+    return np.log(x)
+
+
+def vtanh(x):
+    """np.tanh(x); compiled, arithmetic numba vectorizes (see the module's docstring)."""
+    return np.tanh(x)
+
+
+def _overload(function, kernel, numpy_function) -> None:
+    """Real numbers through `kernel` in float64 (float32 rounded back: NumPy's result type), arrays of
+    them as one flat loop over a contiguous copy; anything else (complex, bool) to NumPy's function.
+
+    A loop of its own, not a ufunc: numba fuses ufunc calls into the array expression around them,
+    and a fused loop holding two kernels, or a kernel and a C-library call, is not vectorized, where
+    the kernel's selects cost more than the C library's branches (vlog(vtanh(a) + 1.5) 308 us, with
+    NumPy's names 156 us; as separate loops 32 us)."""
+    @njit(error_model="numpy")  # python's model checks every division for zero, which stops the vectorizer
+    def flat_loop(x, out):
+        source, target = x.ravel(), out.ravel()
+        for i in range(source.size):
+            target[i] = kernel(np.float64(source[i]))
+        return out
+
+    @overload(function)
+    def typed(x):
+        if isinstance(x, types.Array) and isinstance(x.dtype, (types.Float, types.Integer)) and x.ndim > 0:
+            dtype = x.dtype if isinstance(x.dtype, types.Float) else types.float64
+            return lambda x: flat_loop(np.ascontiguousarray(x), np.empty(x.shape, dtype))
+        if x == types.float32:
+            return lambda x: np.float32(kernel(np.float64(x)))
+        if isinstance(x, (types.Float, types.Integer)) and not isinstance(x, types.Boolean):
+            return lambda x: kernel(np.float64(x))
+        return lambda x: numpy_function(x)
+
+
+_overload(vexp, exp_real, np.exp)
+_overload(vlog, log_real, np.log)
+_overload(vtanh, tanh_real, np.tanh)
