@@ -8,9 +8,9 @@ import pytest
 import s2sad
 from s2sad.backend import compiled_text
 from s2sad.codegen.vmath import IMPORT, vectorized_math
-from s2sad.runtime.vmath import vexp, vlog, vtanh
+from s2sad.runtime.vmath import vexp, vlog, vlog1p, vtanh
 
-FUNCTIONS = {"exp": (vexp, np.exp), "log": (vlog, np.log), "tanh": (vtanh, np.tanh)}
+FUNCTIONS = {"exp": (vexp, np.exp), "log": (vlog, np.log), "log1p": (vlog1p, np.log1p), "tanh": (vtanh, np.tanh)}
 
 
 @numba.njit(error_model="numpy")
@@ -24,11 +24,16 @@ def compiled_vlog(x):
 
 
 @numba.njit(error_model="numpy")
+def compiled_vlog1p(x):
+    return vlog1p(x)
+
+
+@numba.njit(error_model="numpy")
 def compiled_vtanh(x):
     return vtanh(x)
 
 
-COMPILED = {"exp": compiled_vexp, "log": compiled_vlog, "tanh": compiled_vtanh}
+COMPILED = {"exp": compiled_vexp, "log": compiled_vlog, "log1p": compiled_vlog1p, "tanh": compiled_vtanh}
 
 
 def wide_inputs(name: str) -> np.ndarray:
@@ -40,6 +45,10 @@ def wide_inputs(name: str) -> np.ndarray:
     if name == "log":
         return np.concatenate([np.exp(rng.uniform(-744, 709, 20000)), rng.uniform(0.5, 2, 20000),
                                rng.uniform(0.70, 0.72, 5000), rng.uniform(0, 1e-310, 5000)])
+    if name == "log1p":  # the rational piece holds for 1 + x in [sqrt(1/2), sqrt(2)]
+        return np.concatenate([np.exp(rng.uniform(-700, 700, 20000)), rng.uniform(-0.5, 0.5, 20000),
+                               rng.uniform(-1e-10, 1e-10, 5000), rng.uniform(-1, -0.99, 5000),
+                               rng.uniform(0.40, 0.42, 5000), rng.uniform(-0.30, -0.28, 5000)])
     return np.concatenate([rng.uniform(-30, 30, 20000), rng.uniform(-1, 1, 20000), rng.uniform(0.6, 0.65, 5000),
                            rng.uniform(-1e-8, 1e-8, 5000), rng.uniform(21, 23, 1000)])
 
@@ -58,8 +67,9 @@ def test_within_two_ulp_of_numpy_over_the_whole_range(name):
     assert ulps(got, want) <= 2.0
 
 
-SPECIAL = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -1.0, 5e-324, 1e-310, 2.2250738585072014e-308,
-                    709.78, 709.79, -745.13, -745.14, 1e308, -1e308, 22.0, -22.0, 0.625, -0.625, 0.5, 2.0])
+SPECIAL = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -1.0, -2.0, 5e-324, -5e-324, 1e-310,
+                    2.2250738585072014e-308, 709.78, 709.79, -745.13, -745.14, 1e308, -1e308, 22.0, -22.0,
+                    0.625, -0.625, 0.5, 2.0])
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -113,7 +123,7 @@ import numpy as np
 
 
 def f_grad(x, y):
-    a = np.exp(x) + np.log(np.tanh(y))  # np.exp(x) in a comment
+    a = np.exp(x) + np.log(np.tanh(y)) + np.log1p(x)  # np.exp(x) in a comment
     b = ewise("np.exp(_0)", p, x)
     c = np.exp(x, out=y) + np.exp(*x) + np.log(x)
     d = math.exp(1.0) + np.expm1(x)
@@ -127,7 +137,7 @@ def test_rewrite_is_line_for_line_and_only_single_argument_calls():
     lines = text.split("\n")
     assert len(lines) == len(MODULE.split("\n"))
     assert lines[2] == f"import numpy as np; {IMPORT}"
-    assert lines[6] == "    a = vexp(x) + vlog(vtanh(y))  # np.exp(x) in a comment"
+    assert lines[6] == "    a = vexp(x) + vlog(vtanh(y)) + vlog1p(x)  # np.exp(x) in a comment"
     assert lines[7] == '    b = ewise("np.exp(_0)", p, x)'
     assert lines[8] == "    c = np.exp(x, out=y) + np.exp(*x) + vlog(x)"
     assert lines[9] == "    d = math.exp(1.0) + np.expm1(x)"

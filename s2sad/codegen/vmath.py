@@ -1,4 +1,4 @@
-"""The text numba compiles: NumPy's exp, log and tanh as `runtime.vmath`'s vectorizable ufuncs.
+"""The text numba compiles: NumPy's exp, log, log1p and tanh as `runtime.vmath`'s vectorizable functions.
 
     tanh2 = np.tanh(0.5 * (matmul + b))  ->  tanh2 = vtanh(0.5 * (matmul + b))
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import ast
 
-VECTORIZED = {"exp": "vexp", "log": "vlog", "tanh": "vtanh"}
-IMPORT = "from s2sad.runtime.vmath import vexp, vlog, vtanh"
+VECTORIZED = {"exp": "vexp", "log": "vlog", "log1p": "vlog1p", "tanh": "vtanh"}
+IMPORT = f"from s2sad.runtime.vmath import {', '.join(sorted(VECTORIZED.values()))}"
 
 
 def vectorized_math(source: str) -> str:
-    """`source` with each `np.exp(x)`, `np.log(x)` and `np.tanh(x)` in its code as vexp, vlog and
-    vtanh (one argument, no keywords: `out=` and the like stay NumPy's)."""
+    """`source` with each `np.exp(x)`, `np.log(x)`, `np.log1p(x)` and `np.tanh(x)` in its code as vexp,
+    vlog, vlog1p and vtanh (one argument, no keywords: `out=` and the like stay NumPy's)."""
     if not any(f"np.{name}(" in source for name in VECTORIZED):
         return source
     spans = _calls(source)
