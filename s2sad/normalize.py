@@ -247,7 +247,7 @@ class Lowerer:
     def always_jumps(node) -> bool:
         if isinstance(node, cst.SimpleStatementLine):
             return any(isinstance(s, (cst.Return, cst.Break, cst.Continue)) for s in node.body)
-        return False
+        return isinstance(node, (cst.Return, cst.Break, cst.Continue))  # a one-line body's statement
 
     def none_set(self, flags, out) -> Var:
         """A variable that is True when none of `flags` is set."""
@@ -263,6 +263,8 @@ class Lowerer:
             for small in node.body:
                 flags |= self.small(small, out)
             return flags
+        if isinstance(node, cst.BaseSmallStatement):  # `def f(x): return x * x`, `if c: y = 0`: no line of its own
+            return self.small(node, out)
         if isinstance(node, cst.If):
             return self.if_stmt(node, out)
         if isinstance(node, cst.For):

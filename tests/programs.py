@@ -235,6 +235,18 @@ def copy_then_write(x):
     return np.sum(x * x)
 
 
+def one_line_body(x): return np.tanh(x) * x  # noqa: E704 - a body on the def's line
+
+
+def one_line_suites(x, c):
+    if c > 0: y = x * x  # noqa: E701 - every block on its header's line
+    else: y = 3.0 * x  # noqa: E701
+    for i in range(3): y = y + np.sin(x * i)  # noqa: E701
+    while y < 10.0: y = y * 2.0  # noqa: E701
+    if y > 15.0: return y * y  # noqa: E701
+    return y
+
+
 R = np.random.default_rng(42)
 VEC = R.normal(size=6)
 PROGRAMS = [
@@ -272,4 +284,7 @@ PROGRAMS = [
     (and_or_conditions, (0.5, 2.0), (0, 1)),
     (and_or_conditions, (-0.5, 0.5), (0, 1)),
     (copy_then_write, (VEC,), 0),
+    (one_line_body, (0.7,), 0),
+    (one_line_suites, (1.2, 1.0), 0),
+    (one_line_suites, (0.4, -1.0), 0),
 ]
