@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import inspect
+import linecache
 import textwrap
 import types
 from dataclasses import dataclass
@@ -28,6 +29,12 @@ class Parsed:
     indent: int  # columns removed by dedent
     lines: list[str]  # the file's lines of the snippet (not dedented)
     source_hash: str
+    name: str = ""  # what generated code calls it: fn.__name__, or lambda_<line> for a lambda
+    line: int = 0  # where the function starts in its file (firstline, or the lambda's line)
+
+    def __post_init__(self):
+        self.name = self.name or self.fn.__name__
+        self.line = self.line or self.firstline
 
     def where(self, node: cst.CSTNode) -> tuple[int, int, str]:
         pos = self.positions[node].start
@@ -79,13 +86,11 @@ def parse_function(fn: Any) -> Parsed:
             "and Python keeps none for functions made by exec() or typed at a plain `python -c` / "
             "stdin prompt. Define it in a file, a notebook cell or IPython."
         ) from exc
+    if fn.__name__ == "<lambda>":
+        return _parse_lambda(fn, firstline)
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
-    if fn.__name__ == "<lambda>":
-        raise UnsupportedError(
-            located("lambda functions are not supported", fn.__code__.co_filename, firstline, indent, lines[0],
-                    "define the function with `def`"))
     wrapper = MetadataWrapper(cst.parse_module(dedented))
     positions = wrapper.resolve(PositionProvider)
     node = next((n for n in wrapper.module.body if isinstance(n, cst.FunctionDef)), None)
@@ -94,3 +99,45 @@ def parse_function(fn: Any) -> Parsed:
     filename = fn.__code__.co_filename
     digest = hashlib.sha256(dedented.encode()).hexdigest()[:16]
     return Parsed(fn, node, positions, filename, firstline, indent, [ln.rstrip("\n") for ln in lines], digest)
+
+
+def _parse_lambda(fn: types.FunctionType, firstline: int) -> Parsed:
+    """A lambda as the `def` it stands for: `lambda x: x * x` on line 7 reads as
+    `def lambda_7(x): return x * x`, its nodes placed where the lambda is (errors point into it).
+
+    The lambda is found in the whole file, so a statement split over lines parses; the one meant is
+    the lambda on its first line with its parameters (and, among equals, where its body starts)."""
+    code = fn.__code__
+    filename = code.co_filename
+    lines = linecache.getlines(filename, fn.__globals__)
+    try:
+        wrapper = MetadataWrapper(cst.parse_module("".join(lines)))
+    except cst.ParserSyntaxError as exc:
+        raise SourceUnavailableError(f"cannot parse {filename}, which holds the lambda {fn.__qualname__} "
+                                     f"({exc.message}); define the function with `def`") from None
+    positions = dict(wrapper.resolve(PositionProvider))
+    params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = [n for n in positions if isinstance(n, cst.Lambda) and positions[n].start.line == firstline
+             and _lambda_params(n) == params]
+    if len(found) > 1:
+        body_column = next((col for line, _, col, _ in code.co_positions() if line == firstline and col), None)
+        found = [n for n in found if positions[n.body].start.column == body_column]
+    if len(found) != 1:
+        text = lines[firstline - 1].rstrip("\n") if firstline <= len(lines) else ""
+        raise UnsupportedError(located(f"cannot tell which lambda on this line is {fn.__qualname__}", filename,
+                                       firstline, 0, text, "define the function with `def`"))
+    lam = found[0]
+    name = f"lambda_{firstline}"
+    statement = cst.Return(value=lam.body)
+    line = cst.SimpleStatementLine(body=[statement])
+    block = cst.IndentedBlock(body=[line])
+    node = cst.FunctionDef(name=cst.Name(name), params=lam.params, body=block)
+    for made in (statement, line, block, node, node.name):
+        positions[made] = positions[lam]
+    digest = hashlib.sha256(f"{firstline}:{cst.Module([]).code_for_node(lam)}".encode()).hexdigest()[:16]
+    return Parsed(fn, node, positions, filename, 1, 0, [ln.rstrip("\n") for ln in lines], digest, name, firstline)
+
+
+def _lambda_params(node: cst.Lambda) -> list[str]:
+    p = node.params
+    return [q.name.value for q in [*p.posonly_params, *p.params, *p.kwonly_params]]

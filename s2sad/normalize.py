@@ -443,7 +443,7 @@ class Lowerer:
                     and not self.stack[1:]:
                 r.outputs = [atoms[0].name]
                 return set()
-            base = "out" if not self.stack[1:] else f"{self.parsed.fn.__name__}_out"
+            base = "out" if not self.stack[1:] else f"{self.parsed.name}_out"
             r.outputs = [self.names.fresh(base) for _ in atoms]
         if shape != r.shape:
             raise self.err(node, "every `return` must give values of the same structure")
@@ -1359,7 +1359,7 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None)
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(
-        name=parsed.fn.__name__, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
-        firstline=parsed.firstline, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
+        name=parsed.name, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
+        firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape,
     )

@@ -24,3 +24,16 @@ def decorated_both(w, x):
 
 def uses_decorated(w, x):
     return decorated(w, x) * 2.0
+
+
+# lambdas: what grad(lambda ...) differentiates (their source is the line they sit on)
+square = lambda t: t * t  # noqa: E731
+softplus_sum = lambda x: np.sum(np.log1p(np.exp(x)))  # noqa: E731
+cube = lambda t: square(t) * t  # noqa: E731 - calls another lambda
+twice, thrice = (lambda u: 2.0 * np.sin(u)), (lambda u: 3.0 * np.sin(u))  # noqa: E731 - two alike on one line
+spread = (
+    lambda x, y:
+        np.sum(x * np.cos(y))
+)
+prints = lambda x: print(x)  # noqa: E731
+LAMBDA_LINES = {"square": square.__code__.co_firstlineno, "prints": prints.__code__.co_firstlineno}

@@ -59,3 +59,53 @@ def test_closure_variables_and_nested_functions(backend):
     assert s2sad.grad(f, backend=backend)(0.4) == pytest.approx(3.0 * np.cos(0.4), rel=1e-12)
     g = make_scaled(5.0)  # same code, other closure value: must not reuse the first one's code
     assert s2sad.grad(g, backend=backend)(0.4) == pytest.approx(5.0 * np.cos(0.4), rel=1e-12)
+
+
+# ---------------------------------------------------------------- lambdas
+
+
+def test_lambda_is_differentiated_like_the_def_it_stands_for():
+    from api_functions import cube, softplus_sum, spread, square
+
+    assert s2sad.grad(square)(1.5) == pytest.approx(3.0, rel=1e-14)
+    assert s2sad.grad(s2sad.grad(cube))(2.0) == pytest.approx(12.0, rel=1e-12)  # calls the lambda `square`
+    assert_close(s2sad.grad(softplus_sum)(X), fd_grad(softplus_sum, (X,), 0))
+    assert_close(s2sad.jvp(square, (1.5,), (2.0,))[1], 6.0, rtol=1e-14)
+    assert_close(s2sad.vmap(s2sad.grad(square))(X), 2.0 * X, rtol=1e-14)
+    y = np.array([0.1, 0.7, -0.4])
+    gx, gy = s2sad.grad(spread, argnums=(0, 1))(X, y)  # split over lines
+    assert_close(gx, fd_grad(spread, (X, y), 0))
+    assert_close(gy, fd_grad(spread, (X, y), 1))
+
+
+def test_lambda_code_is_named_after_its_line():
+    from api_functions import LAMBDA_LINES, square
+
+    line = LAMBDA_LINES["square"]
+    text = s2sad.source(square)
+    assert f"def lambda_{line}_grad(t):" in text
+    assert f"api_functions.py:{line})" in text.splitlines()[0]
+    assert "# square = lambda t: t * t" in text
+
+
+def test_two_alike_lambdas_on_one_line_are_told_apart_by_column():
+    from api_functions import thrice, twice
+
+    assert s2sad.grad(twice)(0.3) == pytest.approx(2.0 * np.cos(0.3), rel=1e-14)
+    assert s2sad.grad(thrice)(0.3) == pytest.approx(3.0 * np.cos(0.3), rel=1e-14)
+
+
+def test_error_in_a_lambda_points_into_it():
+    from api_functions import LAMBDA_LINES, prints
+
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(prints)(1.0)
+    message = str(info.value)
+    assert f"api_functions.py:{LAMBDA_LINES['prints']}:" in message and "`print`" in message
+    assert "prints = lambda x: print(x)" in message
+
+
+def test_lambda_made_in_a_function_reads_numbers_from_its_closure():
+    scale = 2.5
+    g = s2sad.grad(lambda t: scale * t ** 3)
+    assert g(2.0) == pytest.approx(3 * scale * 4.0, rel=1e-14)
