@@ -11,9 +11,9 @@ import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
 from s2sad.runtime import (center, cumprod_axis, cumsum_adjoint, cumsum_axis, diff_adjoint, diff_axis,
-                           extremum_mask, first_zero, lone_zero, max_reduce, mean_reduce, min_reduce, norm_grad,
-                           norm_op, norm_smooth, prod_reduce, reduce_count, std_reduce, sum_expand, sum_reduce,
-                           trace_adjoint, unbroadcast, var_reduce)
+                           extremum_adjoint, extremum_mask, first_zero, lone_zero, max_reduce, mean_reduce,
+                           min_reduce, norm_grad, norm_op, norm_smooth, prod_reduce, reduce_count, std_reduce,
+                           sum_expand, sum_reduce, trace_adjoint, unbroadcast, var_reduce)
 
 ARRAYS = ((3,), (2, 3))
 MATRIX = ((2, 3),)
@@ -93,7 +93,7 @@ def max_tangent(g, out, x, axis=None, keepdims=False):
                  Check("np.amax(a, axis=(0, 2), keepdims=True)", "distinct", CUBE),
                  Check("np.amax(a, -1)", "distinct", CUBE)])
 def max(g, out, x, axis=None, keepdims=False):
-    return (sum_expand(unbroadcast(g, out), x, axis, keepdims) * extremum_mask(x, out, axis, keepdims),)
+    return (extremum_adjoint(unbroadcast(g, out), x, out, axis, keepdims),)
 
 
 def min_tangent(g, out, x, axis=None, keepdims=False):
@@ -105,7 +105,22 @@ def min_tangent(g, out, x, axis=None, keepdims=False):
                  Check("np.amin(a, axis=(1, 2))", "distinct", CUBE),
                  Check("np.amin(a, 0, keepdims=True)", "distinct", MATRIX)])
 def min(g, out, x, axis=None, keepdims=False):
-    return (sum_expand(unbroadcast(g, out), x, axis, keepdims) * extremum_mask(x, out, axis, keepdims),)
+    return (extremum_adjoint(unbroadcast(g, out), x, out, axis, keepdims),)
+
+
+def extremum_adjoint_tangent(g, out, r, x, m, axis=None, keepdims=False):
+    return extremum_adjoint(g, x, m, axis, keepdims), None, None
+
+
+# Linear in r; piecewise constant in x and m (which entries are extreme), as extremum_mask.
+@defrule(extremum_adjoint, name="extremum_adjoint", elementwise=False, tangent=extremum_adjoint_tangent,
+         checks=[Check("extremum_adjoint(a, b, np.max(b, axis=1), 1)", "distinct", shapes=(((2,), (2, 3)),)),
+                 Check("extremum_adjoint(a, b, np.min(b, axis=(0, 2), keepdims=True), (0, 2), True)", "distinct",
+                       shapes=(((1, 3, 1), (2, 3, 4)),)),
+                 Check("extremum_adjoint(a, b, np.max(b))", "distinct", shapes=(((), (2, 3)),))])
+def extremum_adjoint_rule(g, out, r, x, m, axis=None, keepdims=False):
+    r_bar = sum_reduce(unbroadcast(g, out) * extremum_mask(x, m, axis, keepdims), axis, keepdims)
+    return unbroadcast(r_bar, r), None, None
 
 
 # ------------------------------------------------------------------ variance and standard deviation

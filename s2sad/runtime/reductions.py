@@ -25,6 +25,7 @@ __all__ = [
     "max_reduce",
     "min_reduce",
     "extremum_mask",
+    "extremum_adjoint",
     "center",
     "var_reduce",
     "std_reduce",
@@ -564,6 +565,39 @@ def _ol_extremum_mask(x, out, axis=None, keepdims=False):
         grp, n = _groups(x, _red_flags(N, axis))
         return _ext_mask(_flat(x), _flat_of(out), grp, n).reshape(x.shape)
     return impl
+
+
+def extremum_adjoint(g, x, out, axis=None, keepdims=False):
+    """The adjoint of `out` = max (min) of `x` over `axis`: `g` (shaped like `out`) shared equally by
+    the k entries of each group equal to its extremum, 0 elsewhere. One pass, where
+    `sum_expand(g, x, ...) * extremum_mask(x, out, ...)` writes three arrays of x's size."""
+    return sum_expand(g, x, axis, keepdims) * extremum_mask(x, out, axis, keepdims)
+
+
+@overload(extremum_adjoint)
+def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
+    if _is_scalar_type(x):
+        return lambda g, x, out, axis=None, keepdims=False: g if x == out else 0.0 * g
+    N = x.ndim
+
+    def impl(g, x, out, axis=None, keepdims=False):
+        grp, n = _groups(x, _red_flags(N, axis))
+        return _ext_adjoint(_flat_of(g), _flat(x), _flat_of(out), grp, n).reshape(x.shape)
+    return impl
+
+
+@njit
+def _ext_adjoint(gf, xf, of, grp, n):
+    """gf[group] / k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
+    count = np.zeros(n)
+    for k in range(xf.size):
+        if xf[k] == of[grp[k]]:
+            count[grp[k]] += 1.0
+    result = np.zeros(xf.size)
+    for k in range(xf.size):
+        if xf[k] == of[grp[k]]:
+            result[k] = gf[grp[k]] / count[grp[k]]
+    return result
 
 
 # ---------------------------------------------------------------------------
