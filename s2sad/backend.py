@@ -86,8 +86,8 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
 
 def compiled_text(source: str) -> str:
     """What numba compiles for a generated module: the same lines, tapes as numba lists,
-    elementwise expressions as loops (codegen.lower) and exp, log, tanh as vectorizable ufuncs
-    (codegen.vmath)."""
+    elementwise expressions as loops (codegen.lower) and exp, log, log1p, tanh as loops that
+    vectorize (codegen.vmath)."""
     from s2sad.codegen.lower import elementwise_loops
     from s2sad.codegen.vmath import vectorized_math
 

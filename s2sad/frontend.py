@@ -119,9 +119,9 @@ def _parse_lambda(fn: types.FunctionType, firstline: int) -> Parsed:
     params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     found = [n for n in positions if isinstance(n, cst.Lambda) and positions[n].start.line == firstline
              and _lambda_params(n) == params]
-    if len(found) > 1:
-        body_column = next((col for line, _, col, _ in code.co_positions() if line == firstline and col), None)
-        found = [n for n in found if positions[n.body].start.column == body_column]
+    if len(found) > 1:  # its instructions sit in its own body, so one of them starts where that body does
+        columns = {col for line, _, col, _ in code.co_positions() if line == firstline}
+        found = [n for n in found if positions[n.body].start.column in columns]
     if len(found) != 1:
         text = lines[firstline - 1].rstrip("\n") if firstline <= len(lines) else ""
         raise UnsupportedError(located(f"cannot tell which lambda on this line is {fn.__qualname__}", filename,
