@@ -28,6 +28,8 @@ def _as_function(fun: Callable) -> types.FunctionType:
     if isinstance(fun, _Custom):  # keep the override: differentiate a call of it
         params = fun.params
         return synthesize.function(fun.name, params, [f"return custom({', '.join(params)})"], {"custom": fun})
+    if isinstance(fun, functools.partial):
+        return _partial_function(fun)
     inner = unwrap(fun)
     if isinstance(inner, types.FunctionType):
         return inner
@@ -40,6 +42,40 @@ def _as_function(fun: Callable) -> types.FunctionType:
     name = spelled.split(".")[-1]
     source = f"import math\nimport numpy as np\n\n\ndef {name}({args}):\n    return {spelled}({args})\n"
     return getattr(load_module(source, f"primitive_{name}", "python"), name)
+
+
+def _partial_function(p: functools.partial) -> types.FunctionType:
+    """`partial(f, 2.0, k=3)` as `def f_partial(<f's parameters left>): return inner(2.0, ..., k=3)`,
+    the bound values passed in as closure variables: numbers only, as for any closure."""
+    inner = _as_function(p.func)
+    try:
+        left = inspect.signature(p).parameters.values()
+    except ValueError as exc:
+        raise TypeError(f"s2sad cannot bind {p!r}: {exc}") from None
+    if any(q.kind in (q.VAR_POSITIONAL, q.VAR_KEYWORD) for q in inspect.signature(inner).parameters.values()):
+        raise TypeError(f"s2sad cannot transform {p!r}: {inner.__name__} takes *args or **kwargs")
+    kept = [q for q in left if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD) and q.name not in p.keywords]
+    params = [q.name for q in kept]
+    names = Names(params + ["inner", "make"])
+    closure: dict[str, Any] = {"inner": inner}
+    labels = [f"argument {i}" for i in range(len(p.args))] + [f"`{k}`" for k in p.keywords]
+    bound = []
+    for what, value in zip(labels, [*p.args, *p.keywords.values()]):
+        if not isinstance(value, (numbers.Real, np.number)):
+            raise TypeError(f"functools.partial binds {what} of {inner.__name__} to a {type(value).__name__}: "
+                            "s2sad reads only numbers from closures; pass it as an argument instead")
+        bound.append(names.fresh("bound"))
+        closure[bound[-1]] = value
+    header = []
+    for q in kept:  # defaults stay defaults (read when the function is made, like any default)
+        if q.default is q.empty:
+            header.append(q.name)
+        else:
+            closure[default := names.fresh("default")] = q.default
+            header.append(f"{q.name}={default}")
+    keywords = [f"{k}={name}" for k, name in zip(p.keywords, bound[len(p.args):])]
+    call = f"return inner({', '.join(bound[:len(p.args)] + params + keywords)})"
+    return synthesize.function(f"{inner.__name__}_partial", header, [call], closure)
 
 
 def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tuple[int, ...]:

@@ -109,3 +109,29 @@ def test_lambda_made_in_a_function_reads_numbers_from_its_closure():
     scale = 2.5
     g = s2sad.grad(lambda t: scale * t ** 3)
     assert g(2.0) == pytest.approx(3 * scale * 4.0, rel=1e-14)
+
+
+# ---------------------------------------------------------------- functools.partial
+
+
+def cubic(x, a, b=1.0):
+    return a * x ** 3 + b * np.sin(x)
+
+
+def test_partial_differentiates_the_parameters_it_leaves():
+    from functools import partial
+
+    assert s2sad.grad(partial(cubic, a=2.0))(1.0) == pytest.approx(6.0 + np.cos(1.0), rel=1e-14)
+    assert s2sad.grad(partial(cubic, 2.0))(3.0) == pytest.approx(8.0, rel=1e-14)  # x bound: d/da = x**3
+    value, (gx, ga) = s2sad.value_and_grad(partial(cubic, b=3.0), argnums=(0, 1))(1.0, 2.0)
+    assert value == pytest.approx(cubic(1.0, 2.0, 3.0), rel=1e-14)
+    assert (gx, ga) == (pytest.approx(6.0 + 3.0 * np.cos(1.0), rel=1e-14), pytest.approx(1.0, rel=1e-14))
+    assert s2sad.jvp(partial(cubic, a=2.0), (1.0,), (0.5,))[1] == pytest.approx(0.5 * (6.0 + np.cos(1.0)), rel=1e-14)
+    assert "def cubic_partial_grad(" in s2sad.source(partial(cubic, a=2.0))
+
+
+def test_partial_binding_an_array_says_to_pass_it():
+    from functools import partial
+
+    with pytest.raises(TypeError, match="binds `a` of cubic to a ndarray.*pass it as an argument"):
+        s2sad.grad(partial(cubic, a=np.ones(3)))(1.0)
