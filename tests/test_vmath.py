@@ -103,7 +103,10 @@ def test_result_types_follow_numpy(name):
 def test_any_layout_and_shape(name):
     f, reference = COMPILED[name], FUNCTIONS[name][1]
     a = np.random.default_rng(4).uniform(0.1, 3.0, (6, 5, 4))
-    for view in (a, a[:, ::2, 1:], a.transpose(2, 0, 1), a[0], np.asfortranarray(a), a[:0]):
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    spread = np.broadcast_to(a[0, 0], (3, 4))  # read-only, zero strides
+    for view in (a, a[:, ::2, 1:], a.transpose(2, 0, 1), a[0], np.asfortranarray(a), a[:0], frozen, spread):
         got = f(view)
         assert got.shape == view.shape
         np.testing.assert_allclose(got, reference(view), rtol=4e-16, atol=0)
