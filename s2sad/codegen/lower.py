@@ -54,9 +54,15 @@ def elementwise_loops(source: str) -> str:
                     changed |= _rewrite(stmt, lines, ranks)
     if not changed:
         return source
+    return import_beside_numpy(lines, IMPORT)
+
+
+def import_beside_numpy(lines: list[str], statement: str) -> str:
+    """The module's text with `statement` on its `import numpy as np` line (so no line moves); the
+    compiled-text passes (this one, codegen.vmath) add what their rewritten lines call this way."""
     for i, line in enumerate(lines):
-        if line == "import numpy as np":
-            lines[i] = f"{line}; {IMPORT}"
+        if line.startswith("import numpy as np"):
+            lines[i] = f"{line}; {statement}"
             return "\n".join(lines)
     raise ValueError("generated module without `import numpy as np`")
 

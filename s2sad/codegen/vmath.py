@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 
+from s2sad.codegen.lower import import_beside_numpy
+
 VECTORIZED = {"exp": "vexp", "log": "vlog", "log1p": "vlog1p", "tanh": "vtanh"}
 IMPORT = f"from s2sad.runtime.vmath import {', '.join(sorted(VECTORIZED.values()))}"
 
@@ -28,12 +30,7 @@ def vectorized_math(source: str) -> str:
     lines = [line.encode() for line in source.split("\n")]  # ast's columns count UTF-8 bytes
     for row, start, end, name in sorted(spans, reverse=True):  # right to left: earlier columns stay valid
         lines[row - 1] = lines[row - 1][:start] + VECTORIZED[name].encode() + lines[row - 1][end:]
-    text = [line.decode() for line in lines]
-    for i, line in enumerate(text):
-        if line.startswith("import numpy as np"):
-            text[i] = f"{line}; {IMPORT}"
-            return "\n".join(text)
-    raise ValueError("a generated module without `import numpy as np`")
+    return import_beside_numpy([line.decode() for line in lines], IMPORT)
 
 
 def _calls(source: str) -> list[tuple[int, int, int, str]]:

@@ -191,7 +191,7 @@ def _overload(function, kernel, numpy_function) -> None:
             return lambda x: flat_loop(np.ascontiguousarray(x), np.empty(x.shape, dtype))
         if x == types.float32:
             return lambda x: np.float32(kernel(np.float64(x)))
-        if isinstance(x, (types.Float, types.Integer)) and not isinstance(x, types.Boolean):
+        if isinstance(x, (types.Float, types.Integer)):  # numba's Boolean is not an Integer
             return lambda x: kernel(np.float64(x))
         return lambda x: numpy_function(x)
 
