@@ -3,7 +3,8 @@
 - activity: which variables carry derivatives (depend on the inputs differentiated *and*
   reach the differentiated output); only active statements get adjoint code;
 - replay: single-definition temporaries inside loops that the reverse sweep recomputes
-  cheaply instead of taping them;
+  cheaply instead of taping them; `popped` are those of libm calls (sin, exp, ...), which
+  are pushed once and popped once per iteration instead (a push and a pop cost less);
 - needed/saved: which values the reverse sweep reads, and which of those the primal sweep
   overwrites (those get a tape, or for write-once arrays a cheap refill);
 - homes: where each adjoint variable is set to zero in the reverse sweep.
@@ -78,6 +79,7 @@ class Analysis:
     stores: dict = field(default_factory=dict)  # name -> [Store]
     uses: dict = field(default_factory=dict)  # name -> [stmt reading it directly]
     replay: dict = field(default_factory=dict)  # name -> defining Assign
+    popped: set = field(default_factory=set)  # replay names whose values come off a tape (costly rules)
     direct: set = field(default_factory=set)
     needed: set = field(default_factory=set)
     saved: set = field(default_factory=set)
@@ -203,11 +205,15 @@ class Analysis:
                        and _position(block, u) > pos for u in uses):
                 continue
             cands[name] = s
+        popped = {n for n, s in cands.items() if isinstance(s.value, Prim) and s.value.rule.costly
+                  and not any(isinstance(u, Store) for u in self.uses.get(n, []))}  # an array keeps it
         changed = True
         while changed:
             changed = False
             memo: dict[str, int] = {}
             for name, s in list(cands.items()):
+                if name in popped:
+                    continue  # its value comes off a tape: its operands may change
                 block = self.block_of[id(s)]
                 last = self.last_replay_point(name, cands, block, memo)
                 operands = set(ir.atom_vars(ir.expr_operands(s.value)))
@@ -216,6 +222,13 @@ class Analysis:
                     del cands[name]
                     changed = True
         self.replay = cands
+        self.popped = popped
+
+    def replay_operands(self, name) -> set[str]:
+        """What recomputing the replay temporary `name` reads (nothing when it is popped off a tape)."""
+        if name in self.popped:
+            return set()
+        return set(ir.atom_vars(ir.expr_operands(self.replay[name].value)))
 
     def last_replay_point(self, name, cands, block, memo: dict) -> int:
         """Position of the last statement whose adjoint recomputes `name`: one that reads it backwards,
@@ -307,7 +320,7 @@ class Analysis:
                     self.read_back(self.reverse_reads(s), s)
             for name in list(self.needed):
                 if name in self.replay:
-                    self.read_back(set(ir.atom_vars(ir.expr_operands(self.replay[name].value))), self.replay[name])
+                    self.read_back(self.replay_operands(name), self.replay[name])
             self.saved = {n for n in self.needed if self.save_kind(n)}
             for name in self.needed & set(self.stores):
                 self.plan_stores(name)

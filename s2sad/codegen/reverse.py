@@ -3,10 +3,13 @@
 The adjoint sweep walks the program backwards, restoring every overwritten value it needs
 from its tape as it passes the statement that overwrote it, so each statement's adjoint sees
 exactly the values its primal saw. Cheap temporaries inside loops are recomputed ("replayed")
-instead of taped.
+instead of taped; the values of libm calls among them are popped off a tape instead, and a rule's
+own call (the `np.cos(x)` in sin's adjoint) reads such a value where the primal computed it too.
 """
 
 from __future__ import annotations
+
+import re
 
 from s2sad import ir
 from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_reads
@@ -50,7 +53,7 @@ class ReverseGen:
             w.comment(s.loc)
             if isinstance(s, Assign):
                 w.line(f"{s.target} = {expr_text(s.value)}")
-                if s.target in self.a.saved:
+                if s.target in self.a.saved or s.target in self.popped():
                     w.line(f"{self.tape(s.target, s.target)}.append({s.target})")
             elif isinstance(s, Store):
                 target = f"{s.base}[{index_text(s.index)}]"
@@ -118,20 +121,57 @@ class ReverseGen:
             elif isinstance(s, While):
                 self.reverse_while(w, s)
 
+    def popped(self) -> set[str]:
+        """Loop temporaries the primal sweep pushes and the adjoint sweep pops (analysis.popped)."""
+        return self.a.popped & self.a.needed
+
     def replay_for(self, w: Writer, s, block, replayed: set):
-        """Recompute the loop temporaries `s`'s adjoint reads, in program order."""
+        """Recompute (or pop) the loop temporaries `s`'s adjoint reads, in program order."""
         want = self.a.reverse_reads(s) & set(self.a.replay)
         todo = list(want)
         while todo:
             name = todo.pop()
-            for dep in ir.atom_vars(ir.expr_operands(self.a.replay[name].value)):
+            for dep in self.a.replay_operands(name):
                 if dep in self.a.replay and dep not in want:
                     want.add(dep)
                     todo.append(dep)
         order = {id(st): i for i, st in enumerate(block)}
         for name in sorted(want - replayed, key=lambda n: order[id(self.a.replay[n])]):
-            w.line(f"{name} = {expr_text(self.a.replay[name].value)}")
-            replayed.add(name)
+            self.replay(w, name, replayed)
+
+    def replay(self, w: Writer, name: str, replayed: set):
+        value = f"{self.tapes[name]}.pop()" if name in self.a.popped else expr_text(self.a.replay[name].value)
+        w.line(f"{name} = {value}")
+        replayed.add(name)
+
+    def reuse(self, w: Writer, s, block, replayed: set):
+        """A function rewriting adjoint text so that calls a popped temporary of `block` already holds
+        read that temporary: `np.cos(E)` in the adjoint of `s = np.sin(E)` becomes `c` when the primal
+        computed `c = np.cos(E)` with the same E (popping `c` here if its reader comes later)."""
+        here = {id(b): i for i, b in enumerate(block)}
+        calls = {}
+        for name in self.popped():
+            d = self.a.replay[name]
+            if d is s or self.a.block_of[id(d)] is not block:
+                continue
+            operands = set(ir.atom_vars(ir.expr_operands(d.value)))
+            lo, hi = sorted((here[id(d)], here[id(s)]))
+            if operands & ir.all_writes(s) or any(operands & ir.all_writes(b) for b in block[lo + 1:hi]):
+                continue
+            for text in call_spellings(d.value):
+                calls[text] = name
+        if not calls:
+            return lambda text: text
+        pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, calls)) + ")")
+
+        def rewrite(text: str) -> str:
+            def use(m):
+                name = calls[m.group(1)]
+                if name not in replayed:
+                    self.replay(w, name, replayed)
+                return name
+            return pattern.sub(use, text)
+        return rewrite
 
     def reverse_assign(self, w: Writer, s: Assign, block, replayed):
         x, a = s.target, self.a
@@ -150,7 +190,7 @@ class ReverseGen:
             return
         if has_adj:
             self.replay_for(w, s, block, replayed)
-            contributions = self.contributions(w, s, out_text)
+            contributions = self.contributions(w, s, out_text, self.reuse(w, s, block, replayed))
             operands = set(contributions)
             self.accumulate(w, contributions, exclude=x)
             if x in contributions and contributions[x] != self.bar(x):
@@ -207,7 +247,7 @@ class ReverseGen:
         if isinstance(v, Var) and v.name in self.a.active:
             self.accumulate(w, {v.name: popped})
 
-    def contributions(self, w: Writer, s: Assign, out_text: str) -> dict[str, str]:
+    def contributions(self, w: Writer, s: Assign, out_text: str, reuse=lambda text: text) -> dict[str, str]:
         """name -> source text of the adjoint this statement sends to that operand."""
         g, v, found = self.bar(s.target), s.value, {}
         if isinstance(v, Copy):
@@ -221,14 +261,14 @@ class ReverseGen:
             w.line(f"{slot} += unbroadcast({g}, {slot})")
             return {}
         else:
-            found = self.prim_contributions(w, v, g, out_text)
+            found = self.prim_contributions(w, v, g, out_text, reuse)
         merged: dict[str, str] = {}
         for name, text in found:
             if name in self.a.active:
                 merged[name] = f"{merged[name]} + {text}" if name in merged else text
         return merged
 
-    def prim_contributions(self, w: Writer, p: Prim, g: str, out_text: str):
+    def prim_contributions(self, w: Writer, p: Prim, g: str, out_text: str, reuse):
         t = p.rule.template()
         mapping = {t.params[0]: g, t.params[1]: out_text}
         for param, arg in zip(t.params[2:], p.args):
@@ -240,13 +280,13 @@ class ReverseGen:
             target = stmt.targets[0].target.value
             local = self.names.fresh(f"{p.rule.name}_{target}")
             self.template_locals.add(local)
-            w.line(f"{local} = {instantiate(stmt.value, mapping)}")
+            w.line(f"{local} = {reuse(instantiate(stmt.value, mapping))}")
             mapping[target] = local
         found = []
         for i in diff_positions(p):
             arg = p.args[i]
             if isinstance(arg, Var) and arg.name in self.a.active:
-                found.append((arg.name, instantiate(t.results[i], mapping)))
+                found.append((arg.name, reuse(instantiate(t.results[i], mapping))))
         return found
 
     def accumulate(self, w: Writer, contributions: dict[str, str], exclude=None):
@@ -370,7 +410,7 @@ class ReverseGen:
         adjoint.lines = start_from_first_contribution(adjoint.lines, own)
         outputs = fn.outputs[1 if gradient else 0:n_outputs]
         if gradient:
-            roots = names_read_first(adjoint.lines) | set(outputs)
+            roots = names_read_first(adjoint.lines) | set(outputs) | self.popped()
             self.keep = live_statements(fn.body, roots, set(self.iters))
             primal = Writer()
             self.primal_block(primal, fn.body)
@@ -399,6 +439,15 @@ class ReverseGen:
     def home_order(self, wrt):
         order = {v: i for i, v in enumerate(self.fn.outputs + wrt)}
         return lambda v: (order.get(v, len(order)), v)
+
+
+def call_spellings(value) -> set[str]:
+    """How generated code spells the call `value` (a Prim of a function, not an operator), in the
+    primal and in rule templates (`math.cos(E)` there is `np.cos(E)` here)."""
+    if not isinstance(value, Prim) or value.rule.operator or value.kwargs:
+        return set()
+    args = ", ".join(atom(a) for a in value.args)
+    return {expr_text(value), f"{value.rule.spelled}({args})"}
 
 
 def range_text(start, stop, step) -> str:

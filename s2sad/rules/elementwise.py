@@ -17,49 +17,53 @@ SCALAR = ((),)
 
 # --- exponentials and logarithms -----------------------------------------------------------------
 
-@defrule(np.exp, math.exp, checks=[Check("np.exp(a)"), Check("math.exp(a)", shapes=SCALAR)])
+@defrule(np.exp, math.exp, costly=True, checks=[Check("np.exp(a)"), Check("math.exp(a)", shapes=SCALAR)])
 def exp(g, out, x):
     return (g * out,)
 
 
-@defrule(np.exp2, checks=[Check("np.exp2(a)")])
+@defrule(np.exp2, costly=True, checks=[Check("np.exp2(a)")])
 def exp2(g, out, x):
     return (g * out * np.log(2.0),)
 
 
-@defrule(np.expm1, math.expm1, checks=[Check("np.expm1(a)"), Check("math.expm1(a)", shapes=SCALAR)])
+@defrule(np.expm1, math.expm1, costly=True,
+         checks=[Check("np.expm1(a)"), Check("math.expm1(a)", shapes=SCALAR)])
 def expm1(g, out, x):
     return (g * (out + 1.0),)
 
 
-@defrule(np.log, math.log, checks=[Check("np.log(a)", "positive"), Check("math.log(a)", "positive", SCALAR)])
+@defrule(np.log, math.log, costly=True,
+         checks=[Check("np.log(a)", "positive"), Check("math.log(a)", "positive", SCALAR)])
 def log(g, out, x):
     return (g / x,)
 
 
-@defrule(np.log2, math.log2, checks=[Check("np.log2(a)", "positive"), Check("math.log2(a)", "positive", SCALAR)])
+@defrule(np.log2, math.log2, costly=True,
+         checks=[Check("np.log2(a)", "positive"), Check("math.log2(a)", "positive", SCALAR)])
 def log2(g, out, x):
     return (g / (x * np.log(2.0)),)
 
 
-@defrule(np.log10, math.log10,
+@defrule(np.log10, math.log10, costly=True,
          checks=[Check("np.log10(a)", "positive"), Check("math.log10(a)", "positive", SCALAR)])
 def log10(g, out, x):
     return (g / (x * np.log(10.0)),)
 
 
-@defrule(np.log1p, math.log1p, checks=[Check("np.log1p(a)", "unit"), Check("math.log1p(a)", "unit", SCALAR)])
+@defrule(np.log1p, math.log1p, costly=True,
+         checks=[Check("np.log1p(a)", "unit"), Check("math.log1p(a)", "unit", SCALAR)])
 def log1p(g, out, x):
     return (g / (1.0 + x),)
 
 
 # d/dx log(e^x + e^y) = e^x / e^out
-@defrule(np.logaddexp, checks=[Check("np.logaddexp(a, b)", shapes=BROADCAST)])
+@defrule(np.logaddexp, costly=True, checks=[Check("np.logaddexp(a, b)", shapes=BROADCAST)])
 def logaddexp(g, out, x, y):
     return g * np.exp(x - out), g * np.exp(y - out)
 
 
-@defrule(np.logaddexp2, checks=[Check("np.logaddexp2(a, b)", shapes=BROADCAST)])
+@defrule(np.logaddexp2, costly=True, checks=[Check("np.logaddexp2(a, b)", shapes=BROADCAST)])
 def logaddexp2(g, out, x, y):
     return g * np.exp2(x - out), g * np.exp2(y - out)
 
@@ -71,7 +75,7 @@ def sqrt(g, out, x):
     return (g * 0.5 / out,)
 
 
-@defrule(np.cbrt, checks=[Check("np.cbrt(a)", "nonzero")])
+@defrule(np.cbrt, costly=True, checks=[Check("np.cbrt(a)", "nonzero")])
 def cbrt(g, out, x):
     return (g / (3.0 * out * out),)
 
@@ -86,9 +90,9 @@ def reciprocal(g, out, x):
     return (-g * out * out,)
 
 
-@defrule(np.power, math.pow, pow, checks=[Check("np.power(a, b)", "positive", BROADCAST),
-                                          Check("math.pow(a, b)", "positive", SCALAR),
-                                          Check("pow(a, b)", "positive", SCALAR)])
+@defrule(np.power, math.pow, pow, costly=True,
+         checks=[Check("np.power(a, b)", "positive", BROADCAST), Check("math.pow(a, b)", "positive", SCALAR),
+                 Check("pow(a, b)", "positive", SCALAR)])
 def power(g, out, x, y):
     return g * y * np.power(x, y - 1), g * out * np.log(x)
 
@@ -101,76 +105,82 @@ def hypot(g, out, x, y):
 
 # --- trigonometric and hyperbolic ----------------------------------------------------------------
 
-@defrule(np.sin, math.sin, checks=[Check("np.sin(a)"), Check("math.sin(a)", shapes=SCALAR)])
+@defrule(np.sin, math.sin, costly=True, checks=[Check("np.sin(a)"), Check("math.sin(a)", shapes=SCALAR)])
 def sin(g, out, x):
     return (g * np.cos(x),)
 
 
-@defrule(np.cos, math.cos, checks=[Check("np.cos(a)"), Check("math.cos(a)", shapes=SCALAR)])
+@defrule(np.cos, math.cos, costly=True, checks=[Check("np.cos(a)"), Check("math.cos(a)", shapes=SCALAR)])
 def cos(g, out, x):
     return (-g * np.sin(x),)
 
 
-@defrule(np.tan, math.tan, checks=[Check("np.tan(a)", "unit"), Check("math.tan(a)", "unit", SCALAR)])
+@defrule(np.tan, math.tan, costly=True,
+         checks=[Check("np.tan(a)", "unit"), Check("math.tan(a)", "unit", SCALAR)])
 def tan(g, out, x):
     return (g * (1.0 + out * out),)
 
 
-@defrule(np.arcsin, math.asin, checks=[Check("np.arcsin(a)", "unit"), Check("math.asin(a)", "unit", SCALAR)])
+@defrule(np.arcsin, math.asin, costly=True,
+         checks=[Check("np.arcsin(a)", "unit"), Check("math.asin(a)", "unit", SCALAR)])
 def arcsin(g, out, x):
     return (g / np.sqrt(1.0 - x * x),)
 
 
-@defrule(np.arccos, math.acos, checks=[Check("np.arccos(a)", "unit"), Check("math.acos(a)", "unit", SCALAR)])
+@defrule(np.arccos, math.acos, costly=True,
+         checks=[Check("np.arccos(a)", "unit"), Check("math.acos(a)", "unit", SCALAR)])
 def arccos(g, out, x):
     return (-g / np.sqrt(1.0 - x * x),)
 
 
-@defrule(np.arctan, math.atan, checks=[Check("np.arctan(a)"), Check("math.atan(a)", shapes=SCALAR)])
+@defrule(np.arctan, math.atan, costly=True,
+         checks=[Check("np.arctan(a)"), Check("math.atan(a)", shapes=SCALAR)])
 def arctan(g, out, x):
     return (g / (1.0 + x * x),)
 
 
 # arctan2(y, x) is the angle of the point (x, y): d/dy = x / r^2, d/dx = -y / r^2
-@defrule(np.arctan2, math.atan2, checks=[Check("np.arctan2(a, b)", "nonzero", BROADCAST),
-                                         Check("math.atan2(a, b)", "nonzero", SCALAR)])
+@defrule(np.arctan2, math.atan2, costly=True,
+         checks=[Check("np.arctan2(a, b)", "nonzero", BROADCAST), Check("math.atan2(a, b)", "nonzero", SCALAR)])
 def arctan2(g, out, y, x):
     return g * x / (x * x + y * y), -g * y / (x * x + y * y)
 
 
-@defrule(np.sinh, math.sinh, checks=[Check("np.sinh(a)"), Check("math.sinh(a)", shapes=SCALAR)])
+@defrule(np.sinh, math.sinh, costly=True, checks=[Check("np.sinh(a)"), Check("math.sinh(a)", shapes=SCALAR)])
 def sinh(g, out, x):
     return (g * np.cosh(x),)
 
 
-@defrule(np.cosh, math.cosh, checks=[Check("np.cosh(a)"), Check("math.cosh(a)", shapes=SCALAR)])
+@defrule(np.cosh, math.cosh, costly=True, checks=[Check("np.cosh(a)"), Check("math.cosh(a)", shapes=SCALAR)])
 def cosh(g, out, x):
     return (g * np.sinh(x),)
 
 
-@defrule(np.tanh, math.tanh, checks=[Check("np.tanh(a)"), Check("math.tanh(a)", shapes=SCALAR)])
+@defrule(np.tanh, math.tanh, costly=True, checks=[Check("np.tanh(a)"), Check("math.tanh(a)", shapes=SCALAR)])
 def tanh(g, out, x):
     return (g * (1.0 - out * out),)
 
 
-@defrule(np.arcsinh, math.asinh, checks=[Check("np.arcsinh(a)"), Check("math.asinh(a)", shapes=SCALAR)])
+@defrule(np.arcsinh, math.asinh, costly=True,
+         checks=[Check("np.arcsinh(a)"), Check("math.asinh(a)", shapes=SCALAR)])
 def arcsinh(g, out, x):
     return (g / np.sqrt(x * x + 1.0),)
 
 
-@defrule(np.arccosh, math.acosh,
+@defrule(np.arccosh, math.acosh, costly=True,
          checks=[Check("np.arccosh(a)", "above_one"), Check("math.acosh(a)", "above_one", SCALAR)])
 def arccosh(g, out, x):
     return (g / np.sqrt(x * x - 1.0),)
 
 
-@defrule(np.arctanh, math.atanh, checks=[Check("np.arctanh(a)", "unit"), Check("math.atanh(a)", "unit", SCALAR)])
+@defrule(np.arctanh, math.atanh, costly=True,
+         checks=[Check("np.arctanh(a)", "unit"), Check("math.atanh(a)", "unit", SCALAR)])
 def arctanh(g, out, x):
     return (g / (1.0 - x * x),)
 
 
 # d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
-@defrule(math.erf, checks=[Check("math.erf(a)", shapes=SCALAR)])
+@defrule(math.erf, costly=True, checks=[Check("math.erf(a)", shapes=SCALAR)])
 def erf(g, out, x):
     return (g * 1.1283791670955126 * np.exp(-x * x),)
 

@@ -56,6 +56,7 @@ class Rule:
     operator: str | None = None  # key into OPERATORS for infix/prefix printing
     elementwise: bool = True  # adjoint is linear in g elementwise (g may be broadcast-bigger)
     cheap: bool = True  # cheap enough to recompute in the reverse sweep instead of taping
+    costly: bool = False  # a libm call: loop values are popped off a tape, not recomputed (see analyze)
     checks: tuple = ()
     spelled: str | None = None  # default name in generated code (first registered object)
     print_as: str | None = None  # a runtime stand-in generated code calls instead (numba lacks the original)
@@ -172,14 +173,14 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
-            tangent=None, print_plain=False):
+            tangent=None, print_plain=False, costly=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it.
     """
 
     def deco(adjoint):
-        rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, tuple(checks),
+        rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
                     print_as=print_as, tangent=tangent, print_plain=print_plain)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
