@@ -7,11 +7,14 @@
   are pushed once and popped once per iteration instead (a push and a pop cost less);
 - needed/saved: which values the reverse sweep reads, and which of those the primal sweep
   overwrites (those get a tape, or for write-once arrays a cheap refill);
-- homes: where each adjoint variable is set to zero in the reverse sweep.
+- homes: where each adjoint variable is set to zero in the reverse sweep;
+- collapsed: loops that overwrite a taped value the reverse sweep never reads inside them:
+  such a loop pushes the value once, after it, as if it were one assignment.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from s2sad import ir
@@ -42,6 +45,36 @@ def diff_operands(expr) -> list[str]:
     if isinstance(expr, Load):
         return [expr.base.name]
     return ir.atom_vars([expr.value])
+
+
+def template_mapping(prim: Prim, g: str, out: str) -> dict[str, str]:
+    """Template parameter -> the text it stands for in `prim`'s adjoint (its operands, g and out)."""
+    from s2sad.codegen.emit import atom, const_text
+
+    t = prim.rule.template()
+    mapping = {t.params[0]: g, t.params[1]: out}
+    for param, arg in zip(t.params[2:], prim.args):
+        mapping[param] = atom(arg)
+    kwargs = dict(prim.kwargs)
+    for param in t.params[2 + len(prim.args):]:
+        mapping[param] = atom(kwargs[param]) if param in kwargs else const_text(t.defaults.get(param))
+    return mapping
+
+
+def call_spellings(value) -> set[str]:
+    """How generated code spells the call `value` (a Prim of a function, not an operator), in the
+    primal and in rule templates (`math.cos(E)` there is `np.cos(E)` here)."""
+    from s2sad.codegen.emit import atom, expr_text
+
+    if not isinstance(value, Prim) or value.rule.operator or value.kwargs:
+        return set()
+    args = ", ".join(atom(a) for a in value.args)
+    return {expr_text(value), f"{value.rule.spelled}({args})"}
+
+
+def reuse_pattern(calls: dict[str, str]) -> re.Pattern:
+    """Matches the call texts of `calls` where they start a call (not `x.np.cos(E)`, `cnp.cos(E)`)."""
+    return re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(calls, key=len, reverse=True))) + ")")
 
 
 def template_reads(prim: Prim, positions: list[int]) -> set[str]:
@@ -79,10 +112,12 @@ class Analysis:
     stores: dict = field(default_factory=dict)  # name -> [Store]
     uses: dict = field(default_factory=dict)  # name -> [stmt reading it directly]
     replay: dict = field(default_factory=dict)  # name -> defining Assign
-    popped: set = field(default_factory=set)  # replay names whose values come off a tape (costly rules)
+    popped: dict = field(default_factory=dict)  # replay names whose values come off a tape (costly rules)
     direct: set = field(default_factory=set)
     needed: set = field(default_factory=set)
     saved: set = field(default_factory=set)
+    collapsed: dict = field(default_factory=dict)  # id(loop) -> saved names it pushes once, after it
+    quiet_defs: set = field(default_factory=set)  # ids of Assigns inside those loops: no push, no restore
     store_fill: dict = field(default_factory=dict)  # id(Store) -> fill value restoring it
     homes: dict = field(default_factory=dict)  # id(block) -> [names zeroed there]
     home_defs: set = field(default_factory=set)  # ids of Assigns that need no adjoint reset
@@ -205,14 +240,14 @@ class Analysis:
                        and _position(block, u) > pos for u in uses):
                 continue
             cands[name] = s
-        popped = {n for n, s in cands.items() if isinstance(s.value, Prim) and s.value.rule.costly
-                  and not any(isinstance(u, Store) for u in self.uses.get(n, []))}  # an array keeps it
+        self.popped = {n: s for n, s in cands.items() if isinstance(s.value, Prim) and s.value.rule.costly
+                       and not any(isinstance(u, Store) for u in self.uses.get(n, []))}  # an array keeps it
         changed = True
         while changed:
             changed = False
             memo: dict[str, int] = {}
             for name, s in list(cands.items()):
-                if name in popped:
+                if name in self.popped:
                     continue  # its value comes off a tape: its operands may change
                 block = self.block_of[id(s)]
                 last = self.last_replay_point(name, cands, block, memo)
@@ -222,13 +257,29 @@ class Analysis:
                     del cands[name]
                     changed = True
         self.replay = cands
-        self.popped = popped
 
     def replay_operands(self, name) -> set[str]:
         """What recomputing the replay temporary `name` reads (nothing when it is popped off a tape)."""
         if name in self.popped:
             return set()
         return set(ir.atom_vars(ir.expr_operands(self.replay[name].value)))
+
+    def reused_calls(self, s) -> dict[str, str]:
+        """Calls in the adjoint of `s` whose value a popped temporary of its block holds there:
+        call text -> temporary. `np.cos(E)` in the adjoint of `y = np.sin(E)` is `c` when the primal
+        computed `c = np.cos(E)` in the same block and E does not change between the two."""
+        block = self.block_of[id(s)]
+        calls = {}
+        for name, d in self.popped.items():
+            if d is s or self.block_of[id(d)] is not block:
+                continue
+            operands = set(ir.atom_vars(ir.expr_operands(d.value)))
+            lo, hi = sorted((_position(block, d), _position(block, s)))
+            if operands & ir.all_writes(s) or any(operands & ir.all_writes(b) for b in block[lo + 1:hi]):
+                continue
+            for text in call_spellings(d.value):
+                calls[text] = name
+        return calls
 
     def last_replay_point(self, name, cands, block, memo: dict) -> int:
         """Position of the last statement whose adjoint recomputes `name`: one that reads it backwards,
@@ -280,6 +331,9 @@ class Analysis:
             return set()  # their adjoints read the adjoint tape's length, not the tape
         if isinstance(v, Prim):
             positions = [i for i in diff_positions(v) if isinstance(v.args[i], Var) and v.args[i].name in self.active]
+            calls = self.reused_calls(s) if positions else {}
+            if calls:
+                return self.reads_with_reuse(s, positions, calls)
             names = template_reads(v, positions)
             t = v.rule.template()
             bound = dict(zip(t.params[2:], v.args))
@@ -289,6 +343,26 @@ class Analysis:
                 out.add(s.target)
             return out
         return set()
+
+    def reads_with_reuse(self, s: Assign, positions: list[int], calls: dict[str, str]) -> set[str]:
+        """reverse_reads of `s` when its adjoint's calls in `calls` read popped temporaries instead."""
+        from s2sad.codegen.emit import instantiate
+
+        g, out = "g_placeholder_", "out_placeholder_"
+        t = s.value.rule.template()
+        mapping = template_mapping(s.value, g, out)
+        texts = [instantiate(t.results[i], mapping) for i in positions]
+        texts += [instantiate(stmt.value, mapping) for stmt in t.statements]
+        pattern = reuse_pattern(calls)
+        reads = set()
+        for text in texts:
+            reads |= {calls[m] for m in pattern.findall(text)}
+            reads |= set(re.findall(r"[A-Za-z_]\w*", pattern.sub("", text)))
+        operands = set(ir.atom_vars(s.value.args)) | {a.name for _, a in s.value.kwargs if isinstance(a, Var)}
+        found = reads & (operands | set(calls.values()))
+        if out in reads:
+            found.add(s.target)
+        return found
 
     def save_kind(self, name) -> bool:
         if name in self.replay:
@@ -330,6 +404,48 @@ class Analysis:
                 if id(s) in self.working and isinstance(s, (If, For)):  # a While replays by its trip count
                     self.read_back(set(ir.stmt_reads(s)), s)
             changed = (len(self.needed), len(self.working), sum(map(len, self.readers.values()))) != before
+
+    def collapse_loops(self):
+        """Newton's `E` is read by the reverse sweep only after its while loop, so the loop pushes it
+        once (after it) and the reverse restores it once, after the loop's adjoint: one push per solve,
+        not one per step. The outermost such loop of each name; never a loop whose adjoint zeroes the
+        name's adjoint (that reads its shape), nor names written by stores or as loop targets."""
+        loop_targets = {s.target for s in self.stmts() if isinstance(s, For)}
+        for name in sorted(self.saved - loop_targets - set(self.stores)):
+            readers = set(self.readers.get(name, {}))
+            homes = {block for block, names in self.homes.items() if name in names}
+            self.collapse_in(self.fn.body, name, readers | homes)
+            for block in [self.fn.body] + [c for s in self.stmts() for c in ir.children(s)]:
+                self.skip_overwritten(block, name, readers | homes)
+
+    def skip_overwritten(self, block, name, touched: set):
+        """An assignment of `name` that a later one of its block overwrites (pushing it, or skipped in
+        turn), with no reverse-sweep read of `name` in between, neither pushes nor restores: the value
+        it wrote is never read backwards (Newton's `E = M[i]`, overwritten by the loop after it)."""
+        covered = False  # walking back: a later statement overwrites `name`, and the tape holds that
+        for s in reversed(block):
+            if _inside(s) & touched:
+                covered = False
+            elif isinstance(s, Assign) and s.target == name:
+                if covered:
+                    self.quiet_defs.add(id(s))
+                covered = True
+            elif name in self.collapsed.get(id(s), []):
+                covered = True
+            elif name in ir.all_writes(s):
+                covered = False
+
+    def collapse_in(self, block, name, touched: set):
+        for s in block:
+            if not ir.children(s) or name not in ir.all_writes(s):
+                continue
+            inside = _inside(s)
+            if isinstance(s, (For, While)) and not inside & touched:
+                self.collapsed.setdefault(id(s), []).append(name)
+                self.quiet_defs |= {id(d) for d in self.defs.get(name, []) if id(d) in inside}
+                continue
+            for child in ir.children(s):
+                self.collapse_in(child, name, touched)
 
     def mark_working(self, block) -> bool:
         any_work = False
@@ -504,6 +620,16 @@ def _defined_first(block, name: str) -> bool:
     return first is not None and _defines_first(first, name)
 
 
+def _inside(stmt) -> set[int]:
+    """ids of `stmt`, of the statements within it and of their blocks."""
+    ids = {id(stmt)}
+    for child in ir.children(stmt):
+        ids.add(id(child))
+        for b, _, _ in ir.walk(child):
+            ids |= {id(b)} | {id(c) for c in ir.children(b)}
+    return ids
+
+
 def _position(block, stmt) -> int:
     for i, s in enumerate(block):
         if s is stmt:
@@ -542,4 +668,5 @@ def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
     a.find_direct()
     a.place_homes()
     a.needs()
+    a.collapse_loops()
     return a

@@ -247,6 +247,57 @@ def one_line_suites(x, c):
     return y
 
 
+def loop_overwrites_before_a_read(x, n):
+    """`y` is read backwards only after each inner loop (by sin) and before it (by the square):
+    the inner loop pushes it once, after itself, and `y = x[i]` not at all."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        y = x[i]
+        s = s + y * y
+        y = x[i] * 0.5
+        for k in range(n):  # n = 0 runs no step: the value pushed after it is x[i] * 0.5
+            y = y + 0.25 * s
+        s = s + np.sin(y)
+    return s
+
+
+def nested_overwriting_loops(x, w):
+    """The outer loop of two overwrites `z` with no backwards read inside: it is pushed once."""
+    t = 0.0
+    for i in range(3):
+        z = x * w
+        for j in range(2):
+            for k in range(2):
+                z = z - 0.1 * w
+            z = z * 0.9
+        t = t + np.cos(z) * x
+    return t
+
+
+def overwritten_in_a_branch(x, c):
+    """`y = x * 3.0` is overwritten only under a branch: it keeps its push."""
+    s = 0.0
+    for i in range(3):
+        y = x * 3.0
+        if c > i:
+            y = x + 1.0
+        s = s + np.sin(y) * y
+    return s
+
+
+def libm_chain(x):
+    """Popped sin, exp, log and tanh values whose operands change afterwards, read by other rules."""
+    total = 0.0
+    for i in range(x.shape[0]):
+        a = x[i]
+        s = np.sin(a)
+        c = np.cos(a)
+        e = np.exp(0.3 * a)
+        a = a * 2.0
+        total = total + s * c + e * np.log(1.5 + s) + np.tanh(a) * c
+    return total
+
+
 R = np.random.default_rng(42)
 VEC = R.normal(size=6)
 PROGRAMS = [
@@ -287,4 +338,9 @@ PROGRAMS = [
     (one_line_body, (0.7,), 0),
     (one_line_suites, (1.2, 1.0), 0),
     (one_line_suites, (0.4, -1.0), 0),
+    (loop_overwrites_before_a_read, (VEC, 3), 0),
+    (loop_overwrites_before_a_read, (VEC, 0), 0),
+    (nested_overwriting_loops, (0.6, 1.3), (0, 1)),
+    (overwritten_in_a_branch, (0.6, 1.5), 0),
+    (libm_chain, (VEC,), 0),
 ]

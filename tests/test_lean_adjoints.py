@@ -102,6 +102,10 @@ def test_libm_values_are_popped_and_reused_by_the_rules(backend):
     newton_adjoint = code(newton_adjoint[newton_adjoint.index("for _ in range"):newton_adjoint.index("# step = 1.0")])
     assert "sin2 = sin2_tape.pop()" in newton_adjoint and "cos2 = cos2_tape.pop()" in newton_adjoint
     assert "np.sin(" not in newton_adjoint and "np.cos(" not in newton_adjoint
+    # E is read backwards only after its while loop: pushed once per solve, after the loop
+    primal_sweep = code(text[text.index("def kepler_grad"):text.index("# adjoint sweep")])
+    assert primal_sweep.count("E_tape.append(E)") == 1
+    assert "\n        iterations_tape.append(iterations)\n        E_tape.append(E)\n" in primal_sweep
     M, e = np.array([0.3, 1.7, 4.0]), 0.4
     gM, ge = s2sad.grad(kepler, argnums=(0, 1), backend=backend)(M, e)
     assert_close(gM, fd_grad(kepler, (M, e), 0), rtol=RTOL_FD)
@@ -127,6 +131,17 @@ def test_popped_values_have_second_derivatives(backend):
     assert "s = s_tape.pop()" in adjoint_sweep and "np.sin(" not in adjoint_sweep and "np.cos(" not in adjoint_sweep
     s2sad.check_grads(sines, (x, 5), order=2, modes=("rev",), backend=backend)
     assert_close(s2sad.grad(sines, backend=backend)(x, 5), fd_grad(sines, (x, 5), 0), rtol=RTOL_FD)
+
+
+def test_values_pushed_once_per_loop_have_second_derivatives(backend):
+    from programs import loop_overwrites_before_a_read, nested_overwriting_loops
+
+    text = code(s2sad.source(nested_overwriting_loops, (0, 1)))
+    assert text.count("z_tape.append(z)") == 1 and text.count("z = restore(z_tape, z)") == 1
+    s2sad.check_grads(nested_overwriting_loops, (0.6, 1.3), order=2, modes=("rev",), backend=backend)
+    x = np.array([0.3, -0.8, 1.1])
+    for n in (0, 2):
+        s2sad.check_grads(loop_overwrites_before_a_read, (x, n), order=2, modes=("rev",), backend=backend)
 
 
 def test_first_iteration_skips_the_adjoint_of_an_undifferentiated_input(backend):

@@ -9,10 +9,9 @@ own call (the `np.cos(x)` in sin's adjoint) reads such a value where the primal 
 
 from __future__ import annotations
 
-import re
-
 from s2sad import ir
-from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_reads
+from s2sad.analyze import (TAPE_READS, Analysis, diff_positions, reuse_pattern, template_mapping,
+                           template_reads)
 from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
 from s2sad.codegen.fuse import fuse_elementwise
 from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
@@ -53,7 +52,7 @@ class ReverseGen:
             w.comment(s.loc)
             if isinstance(s, Assign):
                 w.line(f"{s.target} = {expr_text(s.value)}")
-                if s.target in self.a.saved or s.target in self.popped():
+                if (s.target in self.a.saved and id(s) not in self.a.quiet_defs) or s.target in self.popped():
                     w.line(f"{self.tape(s.target, s.target)}.append({s.target})")
             elif isinstance(s, Store):
                 target = f"{s.base}[{index_text(s.index)}]"
@@ -73,6 +72,8 @@ class ReverseGen:
                 self.sub_block(w, s.body, self.primal_block)
             elif isinstance(s, While):
                 self.primal_while(w, s)
+            for name in self.a.collapsed.get(id(s), []):  # the loop as one assignment of `name`
+                w.line(f"{self.tape(name, name)}.append({name})")
 
     def primal_while(self, w: Writer, s: While):
         counted = id(s) in self.a.working
@@ -123,7 +124,7 @@ class ReverseGen:
 
     def popped(self) -> set[str]:
         """Loop temporaries the primal sweep pushes and the adjoint sweep pops (analysis.popped)."""
-        return self.a.popped & self.a.needed
+        return self.a.popped.keys() & self.a.needed
 
     def replay_for(self, w: Writer, s, block, replayed: set):
         """Recompute (or pop) the loop temporaries `s`'s adjoint reads, in program order."""
@@ -144,25 +145,13 @@ class ReverseGen:
         w.line(f"{name} = {value}")
         replayed.add(name)
 
-    def reuse(self, w: Writer, s, block, replayed: set):
-        """A function rewriting adjoint text so that calls a popped temporary of `block` already holds
-        read that temporary: `np.cos(E)` in the adjoint of `s = np.sin(E)` becomes `c` when the primal
-        computed `c = np.cos(E)` with the same E (popping `c` here if its reader comes later)."""
-        here = {id(b): i for i, b in enumerate(block)}
-        calls = {}
-        for name in self.popped():
-            d = self.a.replay[name]
-            if d is s or self.a.block_of[id(d)] is not block:
-                continue
-            operands = set(ir.atom_vars(ir.expr_operands(d.value)))
-            lo, hi = sorted((here[id(d)], here[id(s)]))
-            if operands & ir.all_writes(s) or any(operands & ir.all_writes(b) for b in block[lo + 1:hi]):
-                continue
-            for text in call_spellings(d.value):
-                calls[text] = name
+    def reuse(self, w: Writer, s, replayed: set):
+        """A function rewriting `s`'s adjoint text so that the calls analysis.reused_calls finds read
+        their popped temporaries (popped here if no reader came before, walking back)."""
+        calls = self.a.reused_calls(s)
         if not calls:
             return lambda text: text
-        pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, calls)) + ")")
+        pattern = reuse_pattern(calls)
 
         def rewrite(text: str) -> str:
             def use(m):
@@ -178,7 +167,7 @@ class ReverseGen:
         w.comment(s.loc)
         has_adj = a.has_adjoint(s)
         out_text = x
-        if x in a.saved:
+        if x in a.saved and id(s) not in a.quiet_defs:
             if has_adj and isinstance(s.value, Prim) and s.value.rule.differentiable and \
                     s.value.rule.template().params[1] in template_reads(s.value, diff_positions(s.value)):
                 out_text = self.names.fresh(x + "_out")
@@ -190,7 +179,7 @@ class ReverseGen:
             return
         if has_adj:
             self.replay_for(w, s, block, replayed)
-            contributions = self.contributions(w, s, out_text, self.reuse(w, s, block, replayed))
+            contributions = self.contributions(w, s, out_text, self.reuse(w, s, replayed))
             operands = set(contributions)
             self.accumulate(w, contributions, exclude=x)
             if x in contributions and contributions[x] != self.bar(x):
@@ -212,7 +201,7 @@ class ReverseGen:
         x = s.target
         if x in self.a.active and x not in self.a.direct and id(s) not in self.a.home_defs:
             # A restored `x` holds its old value: its shape is right even where assignments change it.
-            like = x if x in self.a.saved else self.bar(x)
+            like = x if x in self.a.saved and id(s) not in self.a.quiet_defs else self.bar(x)
             w.line(f"{self.bar(x)} = zeros_like_adj({like})")
 
     # Tapes of generated code (reverse over reverse). The adjoint tape `t_bar` mirrors `t`:
@@ -270,12 +259,7 @@ class ReverseGen:
 
     def prim_contributions(self, w: Writer, p: Prim, g: str, out_text: str, reuse):
         t = p.rule.template()
-        mapping = {t.params[0]: g, t.params[1]: out_text}
-        for param, arg in zip(t.params[2:], p.args):
-            mapping[param] = atom(arg)
-        kwargs = dict(p.kwargs)
-        for param in t.params[2 + len(p.args):]:
-            mapping[param] = atom(kwargs[param]) if param in kwargs else const_text(t.defaults.get(param))
+        mapping = template_mapping(p, g, out_text)
         for stmt in t.statements:
             target = stmt.targets[0].target.value
             local = self.names.fresh(f"{p.rule.name}_{target}")
@@ -349,11 +333,19 @@ class ReverseGen:
         body = self.capture(w, s.body)
         for x in [d.target for d in s.body if id(d) in dead]:
             self.guarded.pop(x, None)
-        if not body:
-            return
-        w.comment(s.loc, "  (reversed)")
-        w.line(f"for {s.target} in {reversed_range_text(s.start, s.stop, s.step)}:")
-        w.lines += body
+        if body:
+            w.comment(s.loc, "  (reversed)")
+            w.line(f"for {s.target} in {reversed_range_text(s.start, s.stop, s.step)}:")
+            w.lines += body
+        self.restore_collapsed(w, s)
+
+    def restore_collapsed(self, w: Writer, s):
+        """Loop `s` pushed these once, after it: their values from before it."""
+        names = self.a.collapsed.get(id(s), [])
+        if names:
+            w.comment(s.loc, f"  (before it: {', '.join(names)})")
+        for name in names:
+            w.line(f"{name} = restore({self.tapes[name]}, {name})")
 
     def first_iteration_dead(self, s: For) -> dict[int, str]:
         """Rebindings in loop `s` of a parameter that is not differentiated (an MLP's `x = tanh(W @ x + b)`):
@@ -381,6 +373,7 @@ class ReverseGen:
             w.line(f"for _ in range({n}):")
             w.lines += test + body
         w.lines += [ln[4:] for ln in test]
+        self.restore_collapsed(w, s)
 
     # ------------------------------------------------------------ function
     def generate(self, wrt: list[str], n_outputs: int, gradient: str | None = None) -> tuple[str, str]:
@@ -439,15 +432,6 @@ class ReverseGen:
     def home_order(self, wrt):
         order = {v: i for i, v in enumerate(self.fn.outputs + wrt)}
         return lambda v: (order.get(v, len(order)), v)
-
-
-def call_spellings(value) -> set[str]:
-    """How generated code spells the call `value` (a Prim of a function, not an operator), in the
-    primal and in rule templates (`math.cos(E)` there is `np.cos(E)` here)."""
-    if not isinstance(value, Prim) or value.rule.operator or value.kwargs:
-        return set()
-    args = ", ".join(atom(a) for a in value.args)
-    return {expr_text(value), f"{value.rule.spelled}({args})"}
 
 
 def range_text(start, stop, step) -> str:
