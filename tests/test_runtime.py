@@ -322,3 +322,66 @@ def test_range_last_numba_loop():
                  (3, -8, -5)]:
         assert list(_nb_reversed_range(*args)) == list(range(*args))[::-1]
     assert range_last(np.int64(0), np.int64(10), np.int64(3)) == 9
+
+
+# ---- restore: undo one taped write (numba's own lists take a one-pass path) -------------------------
+
+from s2sad.runtime import restore  # noqa: E402
+
+
+@numba.njit
+def _nb_rewind_floats(values, start):
+    tape = []
+    for v in values:
+        tape.append(v)
+    seen = np.empty(len(values))
+    for i in range(len(values)):
+        seen[i] = restore(tape, start)
+    return seen, len(tape)
+
+
+@numba.njit
+def _nb_rewind_arrays(rows, start):
+    tape = []
+    for i in range(rows.shape[0]):
+        tape.append(rows[i] * 2.0)  # fresh arrays: the tape holds their only reference
+    total = np.zeros(rows.shape[1])
+    current = rows[0]
+    for i in range(rows.shape[0]):
+        current = restore(tape, start)
+        total += current
+    return total, current
+
+
+@numba.njit
+def _nb_rewind_mixed(n):
+    tape = []
+    x = 0  # an int first, a float later: the list holds floats, `current` is an int
+    tape.append(1.5)
+    return restore(tape, x), len(tape), n
+
+
+@pytest.mark.parametrize("impl", ["python", "numba"])
+def test_restore_returns_the_value_before_each_write(impl):
+    values = np.array([0.5, 1.5, 2.5, 3.5])
+    if impl == "numba":
+        seen, left = _nb_rewind_floats(values, -1.0)
+    else:
+        tape, seen = list(values), []
+        for i in range(len(values)):
+            seen.append(restore(tape, -1.0))
+        left = len(tape)
+    np.testing.assert_array_equal(seen, [2.5, 1.5, 0.5, -1.0])  # the last: nothing before, `current`
+    assert left == 0
+
+
+def test_restore_of_taped_arrays_keeps_their_references_right():
+    rows = np.arange(12.0).reshape(4, 3)
+    start = np.full(3, -1.0)
+    for _ in range(200):  # a miscounted reference frees an array still in use, or leaks every call
+        total, current = _nb_rewind_arrays(rows, start)
+    np.testing.assert_array_equal(total, 2.0 * rows[:3].sum(axis=0) + start)
+    np.testing.assert_array_equal(current, start)
+    assert _nb_rewind_mixed(3) == (0, 0, 3)
+    with pytest.raises(IndexError):
+        numba.njit(lambda: restore([1.0][:0], 2.0))()
