@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from s2sad import rules, synthesize
+from s2sad import gencache, rules, synthesize
 from s2sad.custom import _Custom
 from s2sad.backend import compile_function, load_module, passed_check, record_check
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
@@ -153,8 +153,17 @@ class _Transform:
     @property
     def generated(self) -> Generated:
         if self._generated is None:
-            self._generated = self.generate(self.ir)
+            key = self.cache_key()
+            if key is None or self._ir is not None:  # (lowered already: what it read went unrecorded)
+                self._generated = self.generate(self.ir)
+            else:  # a later process reuses the module when nothing generation read has changed
+                self._generated = gencache.cached_generate(key, self.fun, self.fun.__name__,
+                                                           lambda: self.generate(self.ir))
         return self._generated
+
+    def cache_key(self) -> tuple | None:
+        """What besides the function decides the generated module (None: never kept on disk)."""
+        return None
 
     def specialize(self, args) -> tuple["_Transform", tuple]:
         """The transform for the structure of `args` (pytrees), and their leaves: what compiled code takes."""
@@ -248,6 +257,11 @@ class _Reverse(_Transform):
                             "(use has_aux=True to return (value, aux))")
         kind = {"grad": "grad", "hessian": "grad", "call": "grad", "value_and_grad": "value_and_grad"}.get(self.what, "vjp")
         return vjp_module(fn_ir, self.wrt(fn_ir), kind)
+
+    def cache_key(self) -> tuple | None:
+        if not all(_printed_whole(d) for d in self.defs or ()):
+            return None
+        return ("reverse", self.what, self.has_aux, self.argnums, self.flat_argnums, repr(self.defs))
 
     @property
     def vjp_fn(self):
@@ -365,6 +379,13 @@ class _Forward(_Transform):
 
 _LEAF_TYPES = (float, np.ndarray, int, np.float64, bool)  # arguments that need no flattening
 _MEMO: dict[tuple, _Transform] = {}
+
+
+def _printed_whole(treedef) -> bool:
+    """Does the structure's repr say all of it? (A namedtuple's or registered class's prints only its name.)"""
+    if treedef.kind in ("namedtuple", "custom"):
+        return False
+    return all(_printed_whole(c) for c in treedef.children)
 
 
 def _memo(key: tuple, make: Callable[[], Any]) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from s2sad import gencache
 from s2sad.errors import SourceUnavailableError, UnsupportedError, located
 
 
@@ -46,11 +47,17 @@ class Parsed:
 
     def resolve(self, name: str) -> Any:
         """The object a free name refers to: closure cell, module global or builtin."""
-        code = self.fn.__code__
-        if self.fn.__closure__ and name in code.co_freevars:
-            return self.fn.__closure__[code.co_freevars.index(name)].cell_contents
-        if name in self.fn.__globals__:
-            return self.fn.__globals__[name]
+        found = self.resolve_in(self.fn, name)
+        gencache.note(self.fn, name, found)
+        return found
+
+    @staticmethod
+    def resolve_in(fn: types.FunctionType, name: str) -> Any:
+        code = fn.__code__
+        if fn.__closure__ and name in code.co_freevars:
+            return fn.__closure__[code.co_freevars.index(name)].cell_contents
+        if name in fn.__globals__:
+            return fn.__globals__[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise KeyError(name)

@@ -18,7 +18,7 @@ import libcst as cst
 import numba
 import numpy as np
 
-from s2sad import ir, rules
+from s2sad import gencache, ir, rules
 from s2sad.backend import load_module
 from s2sad.errors import UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap
@@ -892,9 +892,11 @@ class Lowerer:
             if not isinstance(base, (types.ModuleType, type)):
                 return _NOT_STATIC
             try:
-                return getattr(base, node.attr.value)
+                found = getattr(base, node.attr.value)
             except AttributeError:
                 raise self.err(node, f"`{node.attr.value}` is not an attribute of {base.__name__}") from None
+            gencache.note(self.parsed.fn, _dotted(node), found)
+            return found
         return _NOT_STATIC
 
     def callee_is(self, func_node, obj) -> bool:
@@ -1327,6 +1329,13 @@ def _find_yields(func) -> list:
 
 def _find_returns(func):
     return [n for n in _walk(func, skip=(cst.FunctionDef,)) if isinstance(n, cst.Return)]
+
+
+def _dotted(node) -> str:
+    """`np.linalg.norm` for the attribute chain naming it."""
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return node.value
 
 
 def _bind(fn, args, kwargs) -> dict:
