@@ -113,6 +113,7 @@ class Analysis:
     uses: dict = field(default_factory=dict)  # name -> [stmt reading it directly]
     replay: dict = field(default_factory=dict)  # name -> defining Assign
     popped: dict = field(default_factory=dict)  # replay names whose values come off a tape (costly rules)
+    recompute_libm: bool = False  # no popped values: a CUDA thread cannot keep a tape
     direct: set = field(default_factory=set)
     needed: set = field(default_factory=set)
     saved: set = field(default_factory=set)
@@ -240,8 +241,9 @@ class Analysis:
                        and _position(block, u) > pos for u in uses):
                 continue
             cands[name] = s
-        self.popped = {n: s for n, s in cands.items() if isinstance(s.value, Prim) and s.value.rule.costly
-                       and not any(isinstance(u, Store) for u in self.uses.get(n, []))}  # an array keeps it
+        self.popped = {} if self.recompute_libm else {
+            n: s for n, s in cands.items() if isinstance(s.value, Prim) and s.value.rule.costly
+            and not any(isinstance(u, Store) for u in self.uses.get(n, []))}  # an array keeps it
         changed = True
         while changed:
             changed = False
@@ -657,9 +659,10 @@ def analyze_forward(fn: ir.Function, wrt: list[str]) -> Analysis:
     return a
 
 
-def analyze(fn: ir.Function, wrt: list[str]) -> Analysis:
-    """What the reverse sweep of `fn` (differentiating its first output) needs."""
-    a = Analysis(fn, wrt)
+def analyze(fn: ir.Function, wrt: list[str], recompute_libm: bool = False) -> Analysis:
+    """What the reverse sweep of `fn` (differentiating its first output) needs; `recompute_libm`:
+    recompute the values of libm calls in loops rather than tape them (for CUDA kernels)."""
+    a = Analysis(fn, wrt, recompute_libm=recompute_libm)
     a.index()
     a.check_stores()
     a.activity(fn.outputs[:1])

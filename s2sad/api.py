@@ -247,6 +247,19 @@ class _Reverse(_Transform):
         super().__init__(fun, argnums, backend)
         self.has_aux = has_aux
         self.what = what
+        self.recompute_libm = False  # True for the code a CUDA kernel batches: no tapes of libm values
+
+    def for_target(self, target: str) -> "_Reverse":
+        """This transform, or for target="cuda" the same one recomputing libm values (a thread keeps no tape)."""
+        if target != "cuda" or self.recompute_libm:
+            return self
+        key = ("recompute_libm",)
+        if key not in self._specialized:
+            found = copy.copy(self)
+            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
+            found.recompute_libm = True
+            self._specialized[key] = found
+        return self._specialized[key]
 
     def generate(self, fn_ir) -> Generated:
         shape = fn_ir.output_shape
@@ -256,12 +269,13 @@ class _Reverse(_Transform):
             raise TypeError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
                             "(use has_aux=True to return (value, aux))")
         kind = {"grad": "grad", "hessian": "grad", "call": "grad", "value_and_grad": "value_and_grad"}.get(self.what, "vjp")
-        return vjp_module(fn_ir, self.wrt(fn_ir), kind)
+        return vjp_module(fn_ir, self.wrt(fn_ir), kind, self.recompute_libm)
 
     def cache_key(self) -> tuple | None:
         if not all(_printed_whole(d) for d in self.defs or ()):
             return None
-        return ("reverse", self.what, self.has_aux, self.argnums, self.flat_argnums, repr(self.defs))
+        return ("reverse", self.what, self.has_aux, self.argnums, self.flat_argnums, repr(self.defs),
+                self.recompute_libm)
 
     @property
     def vjp_fn(self):
@@ -741,7 +755,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
         raise ValueError(f"in_axes has {len(axes)} entries but {inner.__name__} takes {n_params} arguments")
     if all(a is None for a in axes):
         raise ValueError("vmap needs at least one batched argument (an in_axes entry that is not None)")
-    batch = _Batched(fun, tuple(a is not None for a in axes), target, backend)
+    rev = getattr(fun, "__s2sad_transform__", None)
+    batched_fun = rev.for_target(target).source_function() if isinstance(rev, _Reverse) else fun
+    batch = _Batched(batched_fun, tuple(a is not None for a in axes), target, backend)
 
     @functools.wraps(inner)
     def vmapped(*args):
@@ -779,7 +795,7 @@ def _vmap_of_grad(rev: "_Reverse", batch: _Batched, defs: list, leaves: list, le
     for d in defs:
         per_example.append(tree_unflatten(d, example[n:n + d.num_leaves]))
         n += d.num_leaves
-    r, _ = rev.specialize(tuple(per_example))
+    r, _ = rev.for_target(batch.target).specialize(tuple(per_example))
     key = ("grad", r.defs, tuple(ax is not None for ax in leaf_axes))
     b = batch._specialized.get(key)
     if b is None:

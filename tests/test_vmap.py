@@ -88,6 +88,25 @@ def test_cuda_kernel_runs_loops_branches_and_while_per_thread():
     assert not any("np." in ln.replace("np.float64", "") for ln in kernel_code)  # math, not NumPy, in a thread
 
 
+def wave_energy(w, x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(w[i] * x[i]) * w[i]  # sin's value is read by the product's adjoint
+    return s
+
+
+def test_cuda_kernels_recompute_the_libm_values_cpu_code_tapes():
+    """On the CPU the adjoint pops sin's values off a tape; a CUDA thread keeps no tape, so the code a
+    kernel batches recomputes them instead."""
+    assert "sin2_tape = List()" in s2sad.source(wave_energy)
+    w, X2 = R.normal(size=4), R.normal(size=(6, 4))
+    per_example = s2sad.vmap(s2sad.grad(wave_energy), in_axes=(None, 0), target="cuda")
+    gw = per_example(w, X2)
+    for i in (0, 5):
+        assert_close(gw[i], fd_grad(wave_energy, (w, X2[i]), 0))
+    assert "sin2_tape" not in s2sad.source(per_example)
+
+
 def test_cuda_device_arrays_stay_on_the_device():
     from numba import cuda
 

@@ -78,14 +78,14 @@ def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
     return Generated(top + "\n\n" + code, fn.name, fn.name, derivative_name, wrapper[0], fn)
 
 
-def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad") -> Generated:
+def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad", recompute_libm: bool = False) -> Generated:
     """`fn`'s primal, its vjp with respect to `wrt`, and a `kind` wrapper.
 
     kind: "grad" (returns the gradients, then aux; the module then has no vjp: `f_grad` is the
     adjoint itself), "value_and_grad" (value, aux, gradients) or "vjp" (takes the cotangent last,
-    returns the cotangents).
+    returns the cotangents). recompute_libm: see analyze.
     """
-    gen = ReverseGen(fn, analyze(fn, wrt))
+    gen = ReverseGen(fn, analyze(fn, wrt, recompute_libm))
     what = f"Adjoint (reverse mode, with respect to {', '.join(wrt)})"
     if kind == "grad":  # one function, seeded with 1.0; it skips the primal work only the value needed
         text, name = gen.generate(wrt, len(fn.outputs), gradient=f"{fn.name}_grad")
