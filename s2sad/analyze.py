@@ -47,12 +47,13 @@ def diff_operands(expr) -> list[str]:
     return ir.atom_vars([expr.value])
 
 
-def template_mapping(prim: Prim, g: str, out: str) -> dict[str, str]:
-    """Template parameter -> the text it stands for in `prim`'s adjoint (its operands, g and out)."""
+def template_mapping(prim: Prim, g: str | None, out: str, t=None) -> dict[str, str]:
+    """Template parameter -> the text it stands for in `prim`'s adjoint (or tangent template `t`):
+    its operands, out and (unless None) g."""
     from s2sad.codegen.emit import atom, const_text
 
-    t = prim.rule.template()
-    mapping = {t.params[0]: g, t.params[1]: out}
+    t = t or prim.rule.template()
+    mapping = {t.params[1]: out} if g is None else {t.params[0]: g, t.params[1]: out}
     for param, arg in zip(t.params[2:], prim.args):
         mapping[param] = atom(arg)
     kwargs = dict(prim.kwargs)

@@ -8,8 +8,8 @@ active operand's contribution (J_i @ operand_dot); the contributions are summed.
 from __future__ import annotations
 
 from s2sad import ir
-from s2sad.analyze import TAPE_READS, Analysis, diff_positions
-from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
+from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_mapping
+from s2sad.codegen.emit import Writer, atom, expr_text, index_text, instantiate
 from s2sad.codegen.reverse import range_text
 from s2sad.ir import Assign, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
@@ -108,7 +108,7 @@ class ForwardGen:
         if not positions:
             return None
         t = v.rule.tangent_template()
-        mapping = self.template_mapping(v, t)
+        mapping = template_mapping(v, None, self.out_name, t)
         terms = [instantiate(t.results[i], {**mapping, t.params[0]: self.dot(v.args[i].name)}) for i in positions]
         text = " + ".join(terms)
         if self.may_broadcast(v, positions):
@@ -122,15 +122,6 @@ class ForwardGen:
             return False
         return name in self.a.stores or any(isinstance(d, Assign) and isinstance(d.value, (Load, Copy))
                                             for d in self.a.defs.get(name, []))
-
-    def template_mapping(self, p: Prim, t) -> dict[str, str]:
-        mapping = {t.params[1]: self.out_name}
-        for param, arg in zip(t.params[2:], p.args):
-            mapping[param] = atom(arg)
-        kwargs = dict(p.kwargs)
-        for param in t.params[2 + len(p.args):]:
-            mapping[param] = atom(kwargs[param]) if param in kwargs else const_text(t.defaults.get(param))
-        return mapping
 
     def may_broadcast(self, p: Prim, positions: list[int]) -> bool:
         """Could an inactive array operand make the result bigger than the active ones' tangents?"""
