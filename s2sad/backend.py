@@ -95,16 +95,38 @@ def compiled_text(source: str) -> str:
 
 
 def native_tapes(source: str) -> str:
-    """Tapes compiled as numba's own lists: `t = List()` lines become `t = []`, line for line.
+    """Tapes compiled as numba's own lists: `t = List()` lines become `t = []` and `x = t.pop()` lines
+    `x = tape_pop(t)`, line for line.
 
     numba inlines push and pop on its reflected lists (about 7 ns each) where a numba.typed.List
     goes through C helpers (20-100 ns), the difference between a loop adjoint at the speed of a
-    hand-written one and several times slower. The source keeps `List()`, which reads (and parses
-    back, for higher derivatives) as a tape; a tape never leaves the function that makes it."""
-    return _TAPE_LINE.sub(r"\1 = []", source)
+    hand-written one and several times slower. `tape_pop` (runtime.core) is numba's pop without the
+    realloc that shrinks the list on the way down. The source keeps `List()` and `.pop()`, which read
+    (and parse back, for higher derivatives) as a tape; a tape never leaves the function that makes it."""
+    tapes = {name for _, name in _TAPE_LINE.findall(source)}
+    source = _TAPE_LINE.sub(r"\1\2 = []", source)
+    runtime_import = _RUNTIME_IMPORT.search(source)
+    if runtime_import is None:  # nothing imported from the runtime: keep list.pop
+        return source
+    popped = 0
+
+    def pop_line(m: re.Match) -> str:
+        nonlocal popped
+        if m.group(3) not in tapes:
+            return m.group(0)
+        popped += 1
+        return f"{m.group(1)}{m.group(2)} = tape_pop({m.group(3)})"
+
+    source = _POP_LINE.sub(pop_line, source)
+    if popped:
+        at = runtime_import.end()
+        source = source[:at] + "tape_pop, " + source[at:]
+    return source
 
 
-_TAPE_LINE = re.compile(r"^(\s*\w+) = List\(\)$", re.M)
+_TAPE_LINE = re.compile(r"^(\s*)(\w+) = List\(\)$", re.M)
+_POP_LINE = re.compile(r"^(\s*)(\w+) = (\w+)\.pop\(\)$", re.M)
+_RUNTIME_IMPORT = re.compile(r"^from (?:s2sad\.runtime|\.\w+) import \(", re.M)
 
 
 def _source_file(name: str, source: str) -> Path:

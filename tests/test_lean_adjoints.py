@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.backend import compiled_text
 from helpers import RTOL_FD, assert_close, fd_grad
 
 
@@ -114,6 +115,16 @@ def test_libm_values_are_popped_and_reused_by_the_rules(backend):
     for _ in range(60):  # the implicit function theorem: dE/dM = 1 / (1 - e cos E)
         E = M + e * np.sin(E)
     assert_close(gM, np.cos(E) / (1.0 - e * np.cos(E)), rtol=1e-10)
+
+
+def test_numba_pops_the_tapes_without_shrinking_them():
+    """The compiled text pops tapes with runtime.tape_pop, line for line; the shown source keeps `.pop()`."""
+    text = s2sad.source(kepler, argnums=(0, 1))
+    compiled = compiled_text(text)
+    assert len(compiled.split("\n")) == len(text.split("\n"))
+    assert "sin2 = tape_pop(sin2_tape)" in compiled and "iterations = tape_pop(iterations_tape)" in compiled
+    assert ".pop()" not in code(compiled) and "tape_pop" not in text
+    assert "import (tape_pop, " in compiled
 
 
 def sines(x, steps):

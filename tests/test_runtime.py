@@ -385,3 +385,85 @@ def test_restore_of_taped_arrays_keeps_their_references_right():
     assert _nb_rewind_mixed(3) == (0, 0, 3)
     with pytest.raises(IndexError):
         numba.njit(lambda: restore([1.0][:0], 2.0))()
+
+
+# ---- tape_pop: numba's pop without the shrinking realloc (backend.native_tapes calls it) -------------
+
+import contextlib  # noqa: E402
+
+from numba.core.runtime import _nrt_python, rtsys  # noqa: E402
+
+from s2sad.runtime import tape_pop  # noqa: E402
+
+
+@numba.njit
+def _nb_pop_floats(values):
+    tape = []
+    for v in values:
+        tape.append(v)
+    out = np.empty(len(values))
+    for i in range(len(values)):
+        out[i] = tape_pop(tape)
+    return out, len(tape)
+
+
+@numba.njit
+def _nb_pop_arrays_and_push_again(rows):
+    """Pops, then pushes into the slots popped: a slot left holding a moved reference would be
+    released twice by `append`, and one never released would leak."""
+    tape = []
+    for i in range(rows.shape[0]):
+        tape.append(rows[i] * 2.0)
+    total = np.zeros(rows.shape[1])
+    for _ in range(rows.shape[0] // 2):
+        total += tape_pop(tape)
+    for i in range(rows.shape[0] // 2):
+        tape.append(rows[i] + 1.0)
+    while len(tape) > 0:
+        total += tape_pop(tape)
+    return total
+
+
+@contextlib.contextmanager
+def _nrt_balance():
+    """Asserts that the block released every array and meminfo it allocated (numba's NRT counters)."""
+    was_on = _nrt_python.memsys_stats_enabled()
+    _nrt_python.memsys_enable_stats()
+    try:
+        before = rtsys.get_allocation_stats()
+        yield
+        after = rtsys.get_allocation_stats()
+    finally:
+        if not was_on:
+            _nrt_python.memsys_disable_stats()
+    assert after.alloc - before.alloc == after.free - before.free
+    assert after.mi_alloc - before.mi_alloc == after.mi_free - before.mi_free
+    assert after.mi_alloc > before.mi_alloc  # it did allocate: the counters were on
+
+
+def test_tape_pop_returns_the_values_last_in_first_out():
+    values = np.array([0.5, 1.5, 2.5, 3.5])
+    out, left = _nb_pop_floats(values)
+    np.testing.assert_array_equal(out, values[::-1])
+    assert left == 0
+    assert tape_pop([1.0, 2.0]) == 2.0  # in Python it is list.pop
+    with pytest.raises(IndexError):
+        numba.njit(lambda: tape_pop([1.0][:0]))()
+
+
+def test_tape_pop_of_taped_arrays_leaks_and_double_frees_nothing():
+    rows = np.arange(24.0).reshape(8, 3)
+    want = 2.0 * rows.sum(axis=0) + (rows[:4] + 1.0).sum(axis=0)
+    np.testing.assert_array_equal(_nb_pop_arrays_and_push_again(rows), want)
+    with _nrt_balance():
+        for _ in range(50):
+            np.testing.assert_array_equal(_nb_pop_arrays_and_push_again(rows), want)
+
+
+def test_restore_releases_what_it_drops():
+    rows = np.arange(12.0).reshape(4, 3)
+    start = np.full(3, -1.0)
+    _nb_rewind_arrays(rows, start)
+    with _nrt_balance():
+        for _ in range(50):
+            _nb_rewind_arrays(rows, start)
