@@ -185,6 +185,34 @@ def test_whole_module_builds_its_differentiate_functions(tmp_path, monkeypatch):
     assert np.allclose(gen.weighted_grad_1(np.array([1.0, 2.0]), np.array([3.0, 4.0])), [1.0, 4.0])
 
 
+def test_built_tapes_pop_through_the_vendored_runtime_under_numba(tmp_path, monkeypatch):
+    """A loop adjoint that pops a tape: the built file calls `tape_pop` from its own runtime copy,
+    and numba compiles it (the other tests here run the built code as plain Python)."""
+    (tmp_path / "waves_mod.py").write_text(textwrap.dedent('''\
+        import numpy as np
+
+        def waves(x, n):
+            y = x
+            for _ in range(n):
+                s = np.sin(y)
+                y = y + 0.1 * s * x
+            return np.sum(y * y)
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "gen_waves"
+    build.build(build.Config(out, build.target_from("waves_mod:waves", ["grad"])))
+    text = (out / "waves_grad.py").read_text()
+    assert "from ._s2sad_runtime import (tape_pop, " in text and "= tape_pop(" in text and ".pop()" not in text
+    gen = importlib.import_module("gen_waves.waves_grad")
+    assert isinstance(gen.waves_grad, numba.core.registry.CPUDispatcher)
+    import waves_mod
+
+    x = np.array([0.3, -1.2, 2.0])
+    assert np.allclose(gen.waves_grad(x, 6), fd_grad(waves_mod.waves, x, 6), atol=1e-7)
+    for name in [m for m in sys.modules if m.startswith(("gen_waves", "waves_mod"))]:
+        del sys.modules[name]
+
+
 @pytest.mark.parametrize("table, message", [
     ("", "no [tool.s2sad] table"),
     ("[tool.s2sad]\nfunctions = {'m:f' = ['grad']}", "needs output"),
