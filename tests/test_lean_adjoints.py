@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.backend import compiled_text
+from s2sad.backend import compiled_text, native_tapes
 from helpers import RTOL_FD, assert_close, fd_grad
 
 
@@ -125,6 +125,18 @@ def test_numba_pops_the_tapes_without_shrinking_them():
     assert "sin2 = tape_pop(sin2_tape)" in compiled and "iterations = tape_pop(iterations_tape)" in compiled
     assert ".pop()" not in code(compiled) and "tape_pop" not in text
     assert "import (tape_pop, " in compiled
+
+
+def test_only_tapes_are_popped_with_tape_pop():
+    """A list the user's code made keeps its own `pop`; a module importing nothing from the runtime keeps
+    `list.pop` (tape_pop would be undefined there)."""
+    body = "def f(xs):\n    t = List()\n    t.append(1.0)\n    a = xs.pop()\n    b = t.pop()\n    return a + b\n"
+    with_runtime = "import numpy as np\nfrom s2sad.runtime import (copy_adj)\n" + body
+    out = native_tapes(with_runtime)
+    assert "a = xs.pop()" in out and "b = tape_pop(t)" in out and "    t = []" in out
+    assert "from s2sad.runtime import (tape_pop, copy_adj)" in out
+    bare = native_tapes("import numpy as np\n" + body)
+    assert "b = t.pop()" in bare and "tape_pop" not in bare
 
 
 def sines(x, steps):
