@@ -37,7 +37,7 @@ def toolchain_digest() -> str:
     from s2sad import __version__
 
     root = _PACKAGE_ROOT
-    # numba's cache index ignores the optimization level: code compiled at NUMBA_OPT=1 (the tests) must
+    # numba's cache index ignores the optimization level: code compiled at NUMBA_OPT=0 (the tests) must
     # never be loaded where the default -O3 is expected (benchmarks, users)
     h = hashlib.sha256(f"{__version__}\n{numba.__version__}\n{CACHE_FORMAT}\n{numba.config.OPT}\n".encode())
     for path in sorted([*(root / "runtime").glob("*.py"), *(root / "rules").glob("*.py")]):

@@ -10,10 +10,11 @@ import pytest
 os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
 # When the run began (xdist workers inherit it from the controller): test_zz_closure re-reads what was generated since.
 os.environ.setdefault("S2SAD_TEST_RUN_START", str(time.time() - 1.0))
-# Correctness does not depend on LLVM's optimization level, and compiling at -O1 takes half the time of
-# numba's default -O3 (benchmarks/ measure speed at the default). Not -O0: there numba cannot cache
-# functions that call a helper which raises, and the disk-cache tests need the cache.
-os.environ.setdefault("NUMBA_OPT", "1")
+# Correctness does not depend on LLVM's optimization level, and at -O0 the suite takes 10 minutes of
+# compiling where numba's default -O3 takes twice that (benchmarks/ measure speed at the default, and
+# test_demo runs the demo at it). At -O0 numba cannot cache a function that calls another jitted one
+# (the callee stays behind as a dead pointer constant), so the disk-cache tests use `numba_caches`.
+os.environ.setdefault("NUMBA_OPT", "0")
 # vmap(target="cuda") runs on numba's CUDA simulator unless told otherwise (NUMBA_ENABLE_CUDASIM=0 on a GPU machine).
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
@@ -23,6 +24,15 @@ BACKENDS = ["python", "numba"]
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param
+
+
+@pytest.fixture
+def numba_caches(monkeypatch):
+    """Compile at -O1 for this test (and its subprocesses): there numba writes every function to disk."""
+    from numba.core import config
+
+    monkeypatch.setattr(config, "OPT", config._OptLevel(1))  # read each time numba builds its passes
+    monkeypatch.setenv("NUMBA_OPT", "1")
 
 
 @pytest.fixture

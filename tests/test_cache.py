@@ -14,6 +14,7 @@ from s2sad.cache import cache_info
 from programs import recurrence
 
 HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.usefixtures("numba_caches")  # these tests read what numba wrote to disk
 
 
 def test_second_call_compiles_nothing():

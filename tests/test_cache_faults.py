@@ -24,6 +24,8 @@ import s2sad
 from s2sad import backend, cache
 from s2sad.cache import CacheWarning, cache_info, clear_cache
 
+pytestmark = pytest.mark.usefixtures("numba_caches")  # these tests read what numba wrote to disk
+
 LOOP = """
 import numpy as np
 
