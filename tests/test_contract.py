@@ -23,6 +23,12 @@ OP_CASES = [
     ("ij->", [(2, 3)]),
     ("ba", [(2, 3)]),
     ("ij,j->i", [(3, 0), (0,)]),  # an empty sum: each output element is set (to 0), never left unset
+    # sums four output elements side by side, then the rest one by one (contract.JAM)
+    ("kij,nkj->nki", [(3, 6, 5), (4, 3, 5)]),
+    ("ij,j->i", [(9, 5), (5,)]),
+    # a short last output axis sums in registers (i, k, j); a long one updates out in place (i, j, k)
+    ("ij,jk->ik", [(5, 4), (4, 9)]),
+    ("ij,jk->ik", [(3, 4), (4, 17)]),
 ]
 
 
@@ -38,6 +44,8 @@ INTO_CASES = [  # output subscripts may repeat (a diagonal) or be new (broadcast
     ("i->ij", [(3,)], (3, 2)),
     ("nki,nkj->kij", [(5, 4, 3), (5, 4, 2)], (4, 3, 2)),
     ("kij,nki->nkj", [(4, 3, 2), (5, 4, 3)], (5, 4, 2)),
+    ("kij,nki->nkj", [(4, 3, 9), (5, 4, 3)], (5, 4, 9)),
+    ("kij,nki->nkj", [(2, 3, 17), (5, 2, 3)], (5, 2, 17)),
 ]
 
 
@@ -75,6 +83,14 @@ def test_loop_order_streams_the_big_operands():
     assert loops == ["for i_n in range(n_n):", "for i_k in range(n_k):", "for i_i in range(n_i):",
                      "for i_j in range(n_j):"]
     assert "acc" in contract.kernel_source("kij,nkj->nki", False)  # the innermost label j is summed
+
+
+def test_short_output_axis_sums_in_registers():
+    """'kij,nki->nkj' with a short j (GMM's d): j moves outside the sum over i, four at a time."""
+    src = contract.kernel_source("kij,nki->nkj", True)
+    assert f"if n_j < {contract.SHORT_RUN}:" in src
+    assert "acc3 += x[i_k, i_i, i_j + 3] * y[i_n, i_k, i_i]" in src
+    assert "out[i_n, i_k, i_j] += x[i_k, i_i, i_j] * y[i_n, i_k, i_i]" in src  # the long-axis loop
 
 
 def test_swap_text_matches_the_runtime():
