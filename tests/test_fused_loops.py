@@ -12,7 +12,7 @@ from s2sad.backend import compiled_text
 from s2sad.codegen.lower import elementwise_loops, rank_bounds
 from s2sad.runtime.core import unbroadcast
 from s2sad.runtime.fused import (MAX_OPERANDS, ewise, ewise_into, ewise_into_finish, ewise_into_plan,
-                                 ewise_plan)
+                                 ewise_plan, ewise_sum, ewise_sum_plan)
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def test_rewrites_top_level_expressions_line_for_line():
     lines, before = out.split("\n"), MODULE.split("\n")
     assert len(lines) == len(before)
     assert lines[2] == "import numpy as np; from s2sad.runtime.fused import " \
-                       "ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish"
+                       "ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish, ewise_sum, ewise_sum_plan"
     assert "    t = ewise('_0 * _1 + _2', ewise_plan(a, b, c), a, b, c)" in lines
     assert "    u = sum_reduce(ewise('np.exp(_0 - _1)', ewise_plan(a, b), a, b), axis=1)" in lines
     assert "    a_bar = ewise_into_finish(a_bar, ewise_into('_0 * 2.0', ewise_into_plan(a_bar, t), t))" in lines
@@ -86,6 +86,14 @@ def test_rank_bounds_read_from_the_text():
 def test_names_each_operand_once_and_keeps_constants():
     out = elementwise_loops(_module("x = expand_dims_any(x[:, :], 0)", "z = x * x + 3 * y - x", "return z"))
     assert "    z = ewise('_0 * _0 + 3 * _1 - _0', ewise_plan(x, y), x, y)" in out.split("\n")
+
+
+def test_summing_down_an_expression_is_one_pass():
+    out = elementwise_loops(_module("a = expand_dims_any(x[:, :], 0)", "g = reshape_like(unbroadcast(a * y, a), x)",
+                                    "h = unbroadcast(a, y)", "return g"))
+    lines = out.split("\n")
+    assert "    g = reshape_like(ewise_sum('_0 * _1', ewise_sum_plan(a, a, y), a, a, y), x)" in lines
+    assert "    h = unbroadcast(a, y)" in lines  # nothing to compute: unbroadcast sums it as it is
 
 
 def test_too_many_operands_stay_as_written():
@@ -200,12 +208,56 @@ def test_adding_into_a_scalar():
     assert _add_into(1.0, 2.0, 3.0) == -5.0
 
 
+def test_adding_into_a_smaller_target_that_is_also_an_operand():
+    t, g = np.full((1, 3), 2.0), np.arange(12.0).reshape(4, 3)
+    expected = _numpy_add_into(t.copy(), g, t.copy())  # every row reads t as it was before the call
+    np.testing.assert_array_equal(_add_into(t, g, t), expected)
+
+
+@numba.njit(error_model="numpy")
+def _sum_down(like, g, w):
+    return ewise_sum("_0 * _1 + 1.0", ewise_sum_plan(like, g, w), like, g, w)
+
+
+SUM_SHAPES = [
+    ((1, 5, 2), (1000, 5, 2)),  # GMM's parameters: a sum over points, runs along K * d
+    ((1000, 5, 1), (1000, 5, 2)),  # a sum along the last axis: one add per run
+    ((4, 3), (4, 3)),  # nothing to sum: set once
+    ((2, 1, 4), (5, 2, 3, 4)),  # a leading axis and a middle one
+    ((3, 1), (3, 4)),
+    ((1, 1), (0, 1)),  # an empty sum is 0
+]
+
+
+@pytest.mark.parametrize("like_shape, g_shape", SUM_SHAPES)
+def test_summing_matches_unbroadcast(like_shape, g_shape):
+    rng = np.random.default_rng(4)
+    like, g, w = rng.normal(size=like_shape), rng.normal(size=g_shape), rng.normal(size=g_shape[-1:])
+    got = _sum_down(like, g, w)
+    assert got.shape == like_shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, unbroadcast(g * w + 1.0, like), rtol=1e-12, atol=1e-12)
+
+
+def test_summing_into_other_likes_keeps_unbroadcast():
+    g, w = np.arange(6.0).reshape(2, 3), np.ones(3)
+    assert _sum_down(1.0, g, w) == pytest.approx(np.sum(g + 1.0))  # a scalar `like`
+    np.testing.assert_array_equal(_sum_down(np.ones(3), g, w), (g + 1.0).sum(axis=0))  # 1-d: as written
+    view = np.zeros((1, 6))[:, ::2]  # a strided `like`: the result is new and C-contiguous
+    np.testing.assert_array_equal(_sum_down(view, g, w), (g + 1.0).sum(axis=0, keepdims=True))
+    with pytest.raises(ValueError, match="broadcast"):
+        _sum_down(np.ones((4, 3)), g, w)
+    with pytest.raises(ValueError, match="broadcast-compatible"):  # larger than the value: unbroadcast refuses
+        _sum_down(np.ones((2, 3)), g[:1], w)
+
+
 def test_uncompiled_helpers_agree():
     a, b = np.ones((2, 3)), np.arange(3.0)
     assert np.array_equal(ewise("_0 * _1", ewise_plan(a, b), a, b), a * b)
     target, g = np.ones((2, 3)), np.arange(12.0).reshape(2, 2, 3)
     assert ewise_into_finish(target, ewise_into("_0", ewise_into_plan(target, g), g)) is target
     np.testing.assert_array_equal(target, 1.0 + g.sum(axis=0))
+    like = np.ones((1, 3))
+    np.testing.assert_array_equal(ewise_sum("_0 * 2.0", ewise_sum_plan(like, g), like, g), 2.0 * g.sum(axis=(0, 1))[None])
 
 
 # ---------------------------------------------------------------- through the public API

@@ -15,6 +15,8 @@ memory with stride 1), and a run of innermost labels that the output lacks sums 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from numba import njit
 
@@ -84,20 +86,51 @@ def kernel_source(spec: str, into: bool) -> str:
     sized: set[str] = set()
     for name, subs in zip(names, operands):
         lines += _sizes(name, subs, sized)
+    if into:
+        lines += _sizes("like", out, sized)
+    shape = "like.shape" if into else f"({''.join(f'n_{c}, ' for c in out)})"
     order = _loop_order(operands, out)
+    product = [_element(n, s) for n, s in zip(names, operands)]
+    swapped = _summed_inside(order, out)
+    if swapped:  # short last axis of the output: sum into registers instead of updating it in place
+        lines.append(f"    if n_{order[-1]} < {SHORT_RUN}:")
+        lines += ["    " + ln for ln in _nest(swapped, out, product, shape)]
+    lines += _nest(order, out, product, shape)
+    return "\n".join(lines) + "\n"
+
+
+JAM = 4  # output elements summed side by side (independent additions; shared loads)
+SHORT_RUN = 16  # below this, a loop over the output's last axis does not pay for vector code
+
+
+def _summed_inside(order: list[str], out: str) -> list[str] | None:
+    """The order with the innermost output label moved inside the run of summed labels just before it
+    ('ij,jk->ik': i,j,k -> i,k,j), or None where that run is empty or the output repeats a label.
+
+    `out[i, k] += x[i, j] * y[j, k]` over a long k vectorizes; over a short one (GMM's d = 10)
+    the read-modify-write of out dominates and summing over j in registers is 1.4x faster."""
+    if len(set(out)) != len(out) or len(order) < 2 or order[-1] not in out:
+        return None
+    run = len(order) - 1
+    while run > 0 and order[run - 1] not in out:
+        run -= 1
+    if run == len(order) - 1 or any(c not in out for c in order[:run]):
+        return None
+    return [*order[:run], order[-1], *order[run:-1]]
+
+
+def _nest(order: list[str], out: str, product: list[str], shape: str) -> list[str]:
+    """Lines that allocate `out`, run the loops in `order` and return `out` (or the sum, for a
+    scalar output)."""
     summed = 0  # innermost labels the output lacks: they sum into a scalar
     while summed < len(order) and order[len(order) - 1 - summed] not in out:
         summed += 1
     # Each output element is set once when every label it lacks sums inside and none repeats (no
     # diagonal with zeros off it): no zero fill, and no read of what is there.
     once = len(set(out)) == len(out) and summed == sum(c not in out for c in order)
-    fill = "np.empty" if once else "np.zeros"
-    if into:
-        lines.append(f"    out = {fill}(like.shape)")
-        lines += _sizes("out", out, sized)
-    elif out:
-        lines.append(f"    out = {fill}(({''.join(f'n_{c}, ' for c in out)}))")
-    product = " * ".join(_element(n, s) for n, s in zip(names, operands))
+    lines = [f"    out = {'np.empty' if once else 'np.zeros'}({shape})"] if out else []
+    if once and summed and out:
+        return lines + _jammed(order[:-summed], order[-summed:], out, product)
     target = _element("out", out)
     depth = 1
     for pos, c in enumerate(order):
@@ -107,16 +140,54 @@ def kernel_source(spec: str, into: bool) -> str:
         depth += 1
     assign = "=" if once else "+="
     if summed:
-        lines.append("    " * depth + f"acc += {product}")
+        lines.append("    " * depth + f"acc += {' * '.join(product)}")
         if out:
             lines.append("    " * (len(order) - summed + 1) + f"{target} {assign} acc")
     else:
-        lines.append("    " * depth + f"{target} {assign} {product}")
+        lines.append("    " * depth + f"{target} {assign} {' * '.join(product)}")
     if not out:
-        lines.append("    return acc" if order else f"    return {product}")
+        lines.append("    return acc" if order else f"    return {' * '.join(product)}")
     else:
         lines.append("    return out")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _jammed(outer: list[str], summed: list[str], out: str, product: list[str]) -> list[str]:
+    """Loops over `outer` (output labels; the last one steps JAM at a time) around sums over
+    `summed`: JAM accumulators side by side, then the remainder one at a time."""
+    lines, depth = [], 1
+    for c in outer[:-1]:
+        lines.append("    " * depth + f"for i_{c} in range(n_{c}):")
+        depth += 1
+    c = outer[-1]
+    ind = "    " * depth
+    lines.append(f"{ind}i_{c} = 0")
+    lines.append(f"{ind}while i_{c} + {JAM} <= n_{c}:")
+    lines += _sums(summed, c, range(JAM), out, product, depth + 1)
+    lines.append(f"{ind}    i_{c} += {JAM}")
+    lines.append(f"{ind}while i_{c} < n_{c}:")
+    lines += _sums(summed, c, range(1), out, product, depth + 1)
+    lines.append(f"{ind}    i_{c} += 1")
+    return lines + ["    return out"]
+
+
+def _sums(summed: list[str], c: str, shifts, out: str, product: list[str], depth: int) -> list[str]:
+    """acc<u> = the sum over `summed` of the product at i_c + u, stored to out, for each u in shifts."""
+    ind = "    " * depth
+    lines = [f"{ind}acc{u} = 0.0" for u in shifts]
+    for pos, s in enumerate(summed):
+        lines.append("    " * (depth + pos) + f"for i_{s} in range(n_{s}):")
+    inner = "    " * (depth + len(summed))
+    lines += [f"{inner}acc{u} += {' * '.join(_shift(p, c, u) for p in product)}" for u in shifts]
+    lines += [f"{ind}{_shift(_element('out', out), c, u)} = acc{u}" for u in shifts]
+    return lines
+
+
+def _shift(element: str, c: str, u: int) -> str:
+    """`element` with index i_c read at i_c + u."""
+    if not u:
+        return element
+    return re.sub(rf"\bi_{c}\b", f"i_{c} + {u}", element)
 
 
 def _element(name: str, subs: str) -> str:

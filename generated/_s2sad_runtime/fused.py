@@ -15,6 +15,12 @@ line, so `s2sad show` and the files on disk keep the readable source:
     -> Lx = ewise('_0 * _1 + _2', ewise_plan(Qdiags_expanded, xcentered, einsum2), Qdiags_expanded, ...)
     x_bar += unbroadcast(g * w, x_bar)
     -> x_bar = ewise_into_finish(x_bar, ewise_into('_0 * _1', ewise_into_plan(x_bar, g, w), g, w))
+    Q_bar = unbroadcast(g * xc, Q)
+    -> Q_bar = ewise_sum('_0 * _1', ewise_sum_plan(Q, g, xc), Q, g, xc)
+
+A target of size 1 along an axis the operands run along (x_bar of shape (1, K, d) under (n, K, d)
+operands) adds each element where it lands: the sum builds up in one pass, without the full-size
+value that `unbroadcast` would sum down.
 
 The plan depends only on the operands' types, so numba compiles it once per process and kind of
 call; only the loop is compiled per expression, and it calls nothing (a compiled callee is
@@ -38,7 +44,8 @@ from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from .core import merged_axes_rows, unbroadcast
 
-__all__ = ["ewise", "ewise_plan", "ewise_into", "ewise_into_plan", "ewise_into_finish"]
+__all__ = ["ewise", "ewise_plan", "ewise_into", "ewise_into_plan", "ewise_into_finish", "ewise_sum",
+           "ewise_sum_plan"]
 
 MAX_OPERANDS = 8  # codegen.lower leaves an expression of more names as written
 SHORT_AXIS = 8  # a last axis shorter than this is walked outside: (1000, 5, 2) + (1000, 5, 1) 22 -> 5 us
@@ -79,6 +86,16 @@ def ewise_into_finish(target, done):
     return target + unbroadcast(value, target)
 
 
+def ewise_sum_plan(like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
+    """How `ewise_sum` sums into a new array shaped like `like` (compiled); None uncompiled."""
+    return None
+
+
+def ewise_sum(template: str, plan, like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
+    """`unbroadcast(template, like)`: compiled, the sum builds up in one pass, without the full-size value."""
+    return unbroadcast(ewise(template, plan, _0, _1, _2, _3, _4, _5, _6, _7), like)
+
+
 # ---------------------------------------------------------------- compiled: plans (shared)
 
 # The plans and the finishing add are inlined into the generated function: compiled on their own,
@@ -109,6 +126,22 @@ def _ol_ewise_into_plan(target, _0=None, _1=None, _2=None, _3=None, _4=None, _5=
                      f"    fresh = np.zeros(to_fixed_tuple(_fresh_shape(ext, in_place), {nd}))  # empty when in place\n"
                      f"    out = _pick(in_place, _contiguous_view(target), _contiguous_view(fresh))\n"
                      f"    return at, inner, step, fresh, out, {_views(arrays)}, in_place\n")
+
+
+@overload(ewise_sum_plan, inline="always")
+def _ol_ewise_sum_plan(like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
+    ndims = _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))
+    if ndims is None or not _fast_array(like) or like.ndim < 2 or any((k or 0) > like.ndim for k in ndims):
+        return _compiled(f"def impl(like, {_PARAMS}):\n    return None\n")
+    arrays = [(f"_{i}", k) for i, k in enumerate(ndims) if k is not None]
+    nd = like.ndim
+    return _compiled(f"def impl(like, {_PARAMS}):\n"
+                     f"    result = np.empty(like.shape)\n"
+                     f"{_walk_call(arrays + [('result', nd)], nd, 'True, True')}\n"
+                     f"    sums = _sums_into(walk_of, ext)\n"
+                     f"    out = _contiguous_view(result)\n"
+                     f"    _zero_if(out, sums)\n"
+                     f"    return at, inner, step, result, out, {_views(arrays)}, sums\n")
 
 
 def _walk_call(arrays: list, nd: int, flags: str) -> str:
@@ -143,6 +176,29 @@ def _ol_ewise_into_finish(target, done):
     return impl
 
 
+@njit
+def _sums_into(walk_of, ext) -> bool:
+    """Whether the last row (a result shaped like `like`) sums over an axis of the others' broadcast;
+    raises as unbroadcast does where it is larger than the operands' broadcast along an axis."""
+    k, nd = walk_of.shape[0] - 1, (walk_of.shape[1] - 1) // 2
+    sums = False
+    for j in range(nd):
+        along = 1
+        for i in range(k):
+            along = max(along, walk_of[i, j])
+        if walk_of[k, j] != along:
+            if walk_of[k, j] != 1:
+                raise ValueError("unbroadcast: shapes are not broadcast-compatible")
+            sums = True
+    return sums
+
+
+@njit
+def _zero_if(flat, condition):
+    if condition:
+        flat[:] = 0.0
+
+
 # ---------------------------------------------------------------- compiled: loops (per expression)
 
 def _straight_line(expr, caller_info, callee_info) -> bool:
@@ -160,6 +216,14 @@ def _ol_ewise_into(template, plan, _0=None, _1=None, _2=None, _3=None, _4=None, 
     return _expression(template, plan, (_0, _1, _2, _3, _4, _5, _6, _7), "+=", "plan[6], plan[3]", "False, {}")
 
 
+@overload(ewise_sum, prefer_literal=True, inline=_straight_line)
+def _ol_ewise_sum(template, plan, like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
+    text = _template_text(template)
+    if isinstance(plan, types.NoneType):
+        return _compiled(f"def impl(template, plan, like, {_PARAMS}):\n    return unbroadcast({text}, like)\n")
+    return _compiled(_sum_source(text, _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))))
+
+
 def _expression(template, plan, operands, assign: str, result: str, as_written: str):
     """The implementation: the expression as written where there is no plan, else its loop."""
     text = _template_text(template)
@@ -170,25 +234,49 @@ def _expression(template, plan, operands, assign: str, result: str, as_written: 
 
 def _loop_source(text: str, ndims: list, assign: str, result: str) -> str:
     """The loop of `text` over the plan's runs: out[each element] (assign) text at its operands."""
-    arrays = [i for i, k in enumerate(ndims) if k is not None]
-    rows = len(arrays) + 1 if assign == "=" else len(arrays) + 2  # into: the target has a row too
-    L = [f"def impl(template, plan, {_PARAMS}):",
-         "    at, inner, step, out = plan[0], plan[1], plan[2], plan[4]"]
-    L += [f"    f{i} = plan[5][{row}]" for row, i in enumerate(arrays)]
-    L += [f"    t{i} = step[{row}]" for row, i in enumerate(arrays)]
-    L.append(f"    to = step[{rows - 1}]")
-    L.append("    for r in range(at.shape[1]):")
-    L += [f"        o{i} = at[{row}, r]" for row, i in enumerate(arrays)]
-    L.append(f"        oo = at[{rows - 1}, r]")
+    setup, runs = _loop_head(ndims, into=assign == "+=")
     element = _element_text(text, ndims)
-    L += ["        if to == 1:  # the result's run is contiguous: stores stay vectorizable",
-          "            for j in range(inner):",
-          f"                out[oo + j] {assign} {element}",
-          "        else:",
-          "            for j in range(inner):",
-          f"                out[oo + j * to] {assign} {element}",
-          f"    return {result}"]
-    return "\n".join(L) + "\n"
+    return "\n".join(setup + runs + _runs(element, assign, "        ") + [f"    return {result}"]) + "\n"
+
+
+def _sum_source(text: str, ndims: list) -> str:
+    """ewise_sum's loop: added into the zeroed result where it sums along an axis, else set."""
+    setup, runs = _loop_head(ndims, into=True, like=True)
+    element = _element_text(text, ndims)
+    nested = ["    " + line for line in runs]
+    return "\n".join(setup + ["    if plan[6]:  # sums along some axis"] + nested + _runs(element, "+=", " " * 12)
+                     + ["    else:"] + nested + _runs(element, "=", " " * 12) + ["    return plan[3]"]) + "\n"
+
+
+def _loop_head(ndims: list, into: bool, like: bool = False) -> tuple[list[str], list[str]]:
+    """(lines that unpack the plan, lines that start the loop over runs)."""
+    arrays = [i for i, k in enumerate(ndims) if k is not None]
+    rows = len(arrays) + 2 if into else len(arrays) + 1  # into: the target has a row too
+    setup = [f"def impl(template, plan, {'like, ' if like else ''}{_PARAMS}):",
+             "    at, inner, step, out = plan[0], plan[1], plan[2], plan[4]"]
+    setup += [f"    f{i} = plan[5][{row}]" for row, i in enumerate(arrays)]
+    setup += [f"    t{i} = step[{row}]" for row, i in enumerate(arrays)]
+    setup.append(f"    to = step[{rows - 1}]")
+    runs = ["    for r in range(at.shape[1]):"]
+    runs += [f"        o{i} = at[{row}, r]" for row, i in enumerate(arrays)]
+    runs.append(f"        oo = at[{rows - 1}, r]")
+    return setup, runs
+
+
+def _runs(element: str, assign: str, ind: str) -> list[str]:
+    """The loop over one run: out[each element] (assign) element."""
+    lines = [f"{ind}if to == 1:  # the result's run is contiguous: stores stay vectorizable",
+             f"{ind}    for j in range(inner):",
+             f"{ind}        out[oo + j] {assign} {element}"]
+    if assign == "+=":  # into a target that sums along the run: one add per run
+        lines += [f"{ind}elif to == 0:",
+                  f"{ind}    acc = 0.0",
+                  f"{ind}    for j in range(inner):",
+                  f"{ind}        acc += {element}",
+                  f"{ind}    out[oo] += acc"]
+    return lines + [f"{ind}else:",
+                    f"{ind}    for j in range(inner):",
+                    f"{ind}        out[oo + j * to] {assign} {element}"]
 
 
 def _element_text(text: str, ndims: list) -> str:
@@ -238,7 +326,8 @@ def _loop_ndims(operands):
 
 def _compiled(source: str):
     namespace = {"np": np, "to_fixed_tuple": to_fixed_tuple, "_walk": _walk, "_view": _view, "_pick": _pick,
-                 "_contiguous_view": _contiguous_view, "_fresh_shape": _fresh_shape}
+                 "_contiguous_view": _contiguous_view, "_fresh_shape": _fresh_shape, "unbroadcast": unbroadcast,
+                 "_sums_into": _sums_into, "_zero_if": _zero_if}
     exec(source, namespace)
     return namespace["impl"]
 
@@ -274,12 +363,15 @@ def _walk(walk_of, into, target_contiguous):
                 lo[i] += min(reach, 0)
                 hi += max(reach, 0)
         length[i] = 0 if empty else hi - lo[i] + 1
+    # In place, a target of size 1 along an axis the operands run along sums over it (unbroadcast):
+    # then no operand may share its memory, not even element for element.
+    sums = into and not _fits(ext, walk_of[k - 1, :nd])
+    in_place = into and target_contiguous and not _clashes(st, lo, length, walk_of[:, 2 * nd], sums)
+    shape = walk_of[k - 1, :nd] if in_place else ext
     step = 1
     for j in range(nd - 1, -1, -1):
-        st[k, j] = step if ext[j] != 1 else 0
-        step *= ext[j]
-    in_place = (into and target_contiguous and _fits(ext, walk_of[k - 1, :nd])
-                and not _clashes(st, lo, length, walk_of[:, 2 * nd]))
+        st[k, j] = step if shape[j] != 1 else 0
+        step *= shape[j]
     E, S, m = _merge(ext, st)
     at = _run_offsets(E, S, m)
     for i in range(k):
@@ -303,8 +395,9 @@ def _fits(ext, shape) -> bool:
 
 
 @njit
-def _clashes(st, lo, length, addresses) -> bool:
-    """Does an operand's memory overlap the target's (the last array) other than element for element?"""
+def _clashes(st, lo, length, addresses, strict) -> bool:
+    """Does an operand's memory overlap the target's (the last array) other than element for element
+    (strict: at all)?"""
     t = addresses.size - 1
     t_lo = addresses[t] + 8 * lo[t]
     t_hi = t_lo + 8 * length[t]
@@ -316,7 +409,7 @@ def _clashes(st, lo, length, addresses) -> bool:
         same = addresses[i] == addresses[t]
         for j in range(st.shape[1]):
             same &= st[i, j] == st[t, j]
-        if not same:
+        if strict or not same:
             return True
     return False
 

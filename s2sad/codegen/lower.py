@@ -9,6 +9,8 @@ for higher derivatives all go by line numbers):
     -> Lx = ewise('_0 * _1 + _2', ewise_plan(Qdiags_expanded, xcentered, einsum2), Qdiags_expanded, ...)
     x_bar += unbroadcast(g * w, x_bar)
     -> x_bar = ewise_into_finish(x_bar, ewise_into('_0 * _1', ewise_into_plan(x_bar, g, w), g, w))
+    Q_bar = unbroadcast(g * xc, Q)
+    -> Q_bar = ewise_sum('_0 * _1', ewise_sum_plan(Q, g, xc), Q, g, xc)
 
 Only the compiled text changes: `s2sad show`, the disk cache's `.py` files and `s2sad build`
 keep the readable source. Every rewritten expression is arithmetic on names and number constants
@@ -23,7 +25,8 @@ import ast
 from s2sad.codegen.fuse import _arithmetic
 from s2sad.runtime.fused import MAX_OPERANDS
 
-IMPORT = "from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish"
+IMPORT = ("from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish, "
+          "ewise_sum, ewise_sum_plan")
 
 
 NEW_AXIS = "expand_dims_any("  # how `x[:, None, :]` reads in generated code
@@ -103,6 +106,10 @@ def _with_loops(stmt, ranks: dict[str, int]) -> str | None:
         found = False
 
         def visit(self, node):
+            summed = _summed(node, ranks)
+            if summed is not None:
+                Loops.found = True
+                return summed
             if isinstance(node, ast.expr) and _elementwise(node) and not isinstance(node, (ast.Name, ast.Constant)):
                 template, operands = _template(node)
                 if len(operands) <= MAX_OPERANDS and max(ranks.get(n, 0) for n in operands) >= MIN_RANK:
@@ -113,6 +120,22 @@ def _with_loops(stmt, ranks: dict[str, int]) -> str | None:
 
     stmt.value = Loops().visit(stmt.value)  # the tree is parsed per call: changing it is harmless
     return ast.unparse(stmt) if Loops.found else None
+
+
+def _summed(node: ast.AST, ranks: dict[str, int]) -> ast.expr | None:
+    """`unbroadcast(E, like)`, E elementwise, as one pass that sums E into an array shaped like `like`
+    (`Qdiags_bar = unbroadcast(mul_bar * xcentered, Qdiags)` never builds the (n, K, d) product)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "unbroadcast"
+            and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Name)):
+        return None
+    value, like = node.args[0], node.args[1].id
+    if isinstance(value, (ast.Name, ast.Constant)) or not _elementwise(value):
+        return None
+    template, operands = _template(value)
+    if len(operands) > MAX_OPERANDS or max(ranks.get(n, 0) for n in operands) < MIN_RANK:
+        return None
+    names = ", ".join(operands)
+    return ast.parse(f"ewise_sum({template!r}, ewise_sum_plan({like}, {names}), {like}, {names})", mode="eval").body
 
 
 def _elementwise(node: ast.AST) -> bool:
