@@ -10,9 +10,9 @@ import pytest
 os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
 # When the run began (xdist workers inherit it from the controller): test_zz_closure re-reads what was generated since.
 os.environ.setdefault("S2SAD_TEST_RUN_START", str(time.time() - 1.0))
-# Correctness does not depend on LLVM's optimization level, and at -O0 the suite takes 10 minutes of
-# compiling where numba's default -O3 takes twice that (benchmarks/ measure speed at the default, and
-# test_demo runs the demo at it). At -O0 numba cannot cache a function that calls another jitted one
+# Correctness does not depend on LLVM's optimization level, and at -O0 the suite takes 10 minutes on
+# 2 cores where -O1 took 14 and numba's default -O3 about twice as long (benchmarks/ measure speed at the
+# default, and test_demo runs the demo at it). At -O0 numba cannot cache a function that calls another jitted one
 # (the callee stays behind as a dead pointer constant), so the disk-cache tests use `numba_caches`.
 os.environ.setdefault("NUMBA_OPT", "0")
 # vmap(target="cuda") runs on numba's CUDA simulator unless told otherwise (NUMBA_ENABLE_CUDASIM=0 on a GPU machine).

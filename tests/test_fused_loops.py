@@ -226,6 +226,7 @@ SUM_SHAPES = [
     ((2, 1, 4), (5, 2, 3, 4)),  # a leading axis and a middle one
     ((3, 1), (3, 4)),
     ((1, 1), (0, 1)),  # an empty sum is 0
+    ((2, 1), (2, 0)),
 ]
 
 
@@ -236,6 +237,19 @@ def test_summing_matches_unbroadcast(like_shape, g_shape):
     got = _sum_down(like, g, w)
     assert got.shape == like_shape and got.flags.c_contiguous
     np.testing.assert_allclose(got, unbroadcast(g * w + 1.0, like), rtol=1e-12, atol=1e-12)
+
+
+def test_an_empty_sum_starts_from_zeros():
+    """The result is zeroed only where it sums; an axis the operands have as 0 long sums to 0 elements."""
+    from s2sad.runtime.fused import _sums_into
+
+    def rows(*shapes):
+        return np.array([[*s, *([0] * len(s)), 0] for s in shapes], np.int64)
+
+    assert _sums_into(rows((0, 1), (1, 1)))
+    assert _sums_into(rows((5, 3), (1, 3)))
+    assert not _sums_into(rows((5, 3), (5, 3)))
+    assert not _sums_into(rows((0, 3), (0, 3)))
 
 
 def test_summing_into_other_likes_keeps_unbroadcast():

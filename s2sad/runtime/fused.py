@@ -137,7 +137,7 @@ def _ol_ewise_sum_plan(like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=Non
     return _compiled(f"def impl(like, {_PARAMS}):\n"
                      f"    result = np.empty(like.shape)\n"
                      f"{_walk_call(arrays + [('result', nd)], nd, 'True, True')}\n"
-                     f"    sums = _sums_into(walk_of, ext)\n"
+                     f"    sums = _sums_into(walk_of)\n"
                      f"    out = _contiguous_view(result)\n"
                      f"    _zero_if(out, sums)\n"
                      f"    return at, inner, step, result, out, {_views(arrays)}, sums\n")
@@ -176,15 +176,16 @@ def _ol_ewise_into_finish(target, done):
 
 
 @njit
-def _sums_into(walk_of, ext) -> bool:
+def _sums_into(walk_of) -> bool:
     """Whether the last row (a result shaped like `like`) sums over an axis of the others' broadcast;
     raises as unbroadcast does where it is larger than the operands' broadcast along an axis."""
     k, nd = walk_of.shape[0] - 1, (walk_of.shape[1] - 1) // 2
     sums = False
     for j in range(nd):
-        along = 1
+        along = 1  # the operands' broadcast along axis j (0 where one is empty)
         for i in range(k):
-            along = max(along, walk_of[i, j])
+            if walk_of[i, j] != 1:
+                along = walk_of[i, j]
         if walk_of[k, j] != along:
             if walk_of[k, j] != 1:
                 raise ValueError("unbroadcast: shapes are not broadcast-compatible")
