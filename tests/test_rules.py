@@ -3,6 +3,7 @@
 import importlib.util
 import re
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -81,15 +82,26 @@ def _case_id(case):
     return f"{rule.name}:{check.expr}:{shape}"
 
 
+def _rng(text):
+    """The same samples in every run (str hashes differ between processes unless PYTHONHASHSEED is set)."""
+    return np.random.default_rng(zlib.crc32(text.encode()))
+
+
+def _assert_same_value(out, expected):
+    """s2sad's primal against the function's own: the inputs are O(1), so an element left near 0 by
+    cancellation (x - mean(x)) may differ by an ulp of the inputs, not of itself."""
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{_case_id(c)}" for b, c in BY_BACKEND])
 def test_rule_adjoint_matches_finite_differences(case, backend, tmp_path_factory):
     rule, check, shape = case
-    rng = np.random.default_rng(abs(hash(_case_id(case))) % 2**32)
+    rng = _rng(_case_id(case))
     names = _operands(check.expr)
     f = _function(check.expr, names, tmp_path_factory)
     args = [_sample(rng, s, check.domain) for s in _shapes(shape, len(names))]
     out, vjp_fun = s2sad.vjp(f, *args, backend=backend)
-    np.testing.assert_allclose(out, f(*args), rtol=1e-12)
+    _assert_same_value(out, f(*args))
     cot = rng.normal(size=np.shape(out)) if np.ndim(out) else 1.3
     grads = vjp_fun(cot)
 
@@ -104,13 +116,13 @@ def test_rule_adjoint_matches_finite_differences(case, backend, tmp_path_factory
 @pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{_case_id(c)}" for b, c in BY_BACKEND])
 def test_rule_tangent_matches_finite_differences(case, backend, tmp_path_factory):
     rule, check, shape = case
-    rng = np.random.default_rng(abs(hash("tangent" + _case_id(case))) % 2**32)
+    rng = _rng("tangent" + _case_id(case))
     names = _operands(check.expr)
     f = _function(check.expr, names, tmp_path_factory)
     args = [_sample(rng, s, check.domain) for s in _shapes(shape, len(names))]
     tangents = [rng.normal(size=np.shape(a)) if np.ndim(a) else float(rng.normal()) for a in args]
     out, tangent_out = s2sad.jvp(f, args, tangents, backend=backend)
-    np.testing.assert_allclose(out, f(*args), rtol=1e-12)
+    _assert_same_value(out, f(*args))
     eps = 1e-6
     plus = f(*[a + eps * t for a, t in zip(args, tangents)])
     minus = f(*[a - eps * t for a, t in zip(args, tangents)])
