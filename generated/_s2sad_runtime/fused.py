@@ -115,10 +115,9 @@ def _ol_ewise_plan(_0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None
 
 @overload(ewise_into_plan, inline="always")
 def _ol_ewise_into_plan(target, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
-    ndims = _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))
-    if ndims is None or not _fast_array(target) or target.ndim < 2 or any((k or 0) > target.ndim for k in ndims):
+    arrays = _arrays_into(target, (_0, _1, _2, _3, _4, _5, _6, _7))
+    if arrays is None:
         return _compiled(f"def impl(target, {_PARAMS}):\n    return None\n")
-    arrays = [(f"_{i}", k) for i, k in enumerate(ndims) if k is not None]
     nd = target.ndim
     walk = _walk_call(arrays + [("target", nd)], nd, "True, target.flags.c_contiguous")
     return _compiled(f"def impl(target, {_PARAMS}):\n"  # straight-line code: inlined (numba's SSA check warns else)
@@ -130,10 +129,9 @@ def _ol_ewise_into_plan(target, _0=None, _1=None, _2=None, _3=None, _4=None, _5=
 
 @overload(ewise_sum_plan, inline="always")
 def _ol_ewise_sum_plan(like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
-    ndims = _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))
-    if ndims is None or not _fast_array(like) or like.ndim < 2 or any((k or 0) > like.ndim for k in ndims):
+    arrays = _arrays_into(like, (_0, _1, _2, _3, _4, _5, _6, _7))
+    if arrays is None:
         return _compiled(f"def impl(like, {_PARAMS}):\n    return None\n")
-    arrays = [(f"_{i}", k) for i, k in enumerate(ndims) if k is not None]
     nd = like.ndim
     return _compiled(f"def impl(like, {_PARAMS}):\n"
                      f"    result = np.empty(like.shape)\n"
@@ -142,6 +140,16 @@ def _ol_ewise_sum_plan(like, _0=None, _1=None, _2=None, _3=None, _4=None, _5=Non
                      f"    out = _contiguous_view(result)\n"
                      f"    _zero_if(out, sums)\n"
                      f"    return at, inner, step, result, out, {_views(arrays)}, sums\n")
+
+
+def _arrays_into(target, operands):
+    """(name, ndim) of each array operand when the loop can write into a float64 array shaped like
+    `target` (2 or more dimensions, none fewer than an operand's); None where the expression stays
+    as written."""
+    ndims = _loop_ndims(_given(*operands))
+    if ndims is None or not _fast_array(target) or target.ndim < 2 or any((k or 0) > target.ndim for k in ndims):
+        return None
+    return [(f"_{i}", k) for i, k in enumerate(ndims) if k is not None]
 
 
 def _walk_call(arrays: list, nd: int, flags: str) -> str:

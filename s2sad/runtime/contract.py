@@ -9,12 +9,12 @@ module writes the loop nest a person would write for them and compiles it once p
                                                                        out[n, k, i] += acc
 
 Loop order: a label that indexes the last axes of the arrays goes inside (so the inner loop walks
-memory with stride 1), and a run of innermost labels that the output lacks sums into a scalar.
+memory with stride 1), and a run of innermost labels that the output lacks sums into a scalar, four
+output elements side by side (`JAM`). Where the output's last label would run innermost, a short run
+of it (under `SHORT_RUN`, known only at run time) moves outside the summed labels instead.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 from numba import njit
@@ -89,7 +89,7 @@ def kernel_source(spec: str, into: bool) -> str:
         lines += _sizes("like", out, sized)
     shape = "like.shape" if into else f"({''.join(f'n_{c}, ' for c in out)})"
     order = _loop_order(operands, out)
-    product = [_element(n, s) for n, s in zip(names, operands)]
+    product = list(zip(names, operands))
     swapped = _summed_inside(order, out)
     if swapped:  # short last axis of the output: sum into registers instead of updating it in place
         lines.append(f"    if n_{order[-1]} < {SHORT_RUN}:")
@@ -118,7 +118,7 @@ def _summed_inside(order: list[str], out: str) -> list[str] | None:
     return [*order[:run], order[-1], *order[run:-1]]
 
 
-def _nest(order: list[str], out: str, product: list[str], shape: str) -> list[str]:
+def _nest(order: list[str], out: str, product: list[tuple[str, str]], shape: str) -> list[str]:
     """Lines that allocate `out`, run the loops in `order` and return `out` (or the sum, for a
     scalar output)."""
     summed = 0  # innermost labels the output lacks: they sum into a scalar
@@ -131,6 +131,7 @@ def _nest(order: list[str], out: str, product: list[str], shape: str) -> list[st
     if once and summed and out:
         return lines + _jammed(order[:-summed], order[-summed:], out, product)
     target = _element("out", out)
+    term = " * ".join(_element(n, s) for n, s in product)
     depth = 1
     for pos, c in enumerate(order):
         if pos == len(order) - summed:
@@ -139,19 +140,19 @@ def _nest(order: list[str], out: str, product: list[str], shape: str) -> list[st
         depth += 1
     assign = "=" if once else "+="
     if summed:
-        lines.append("    " * depth + f"acc += {' * '.join(product)}")
+        lines.append("    " * depth + f"acc += {term}")
         if out:
             lines.append("    " * (len(order) - summed + 1) + f"{target} {assign} acc")
     else:
-        lines.append("    " * depth + f"{target} {assign} {' * '.join(product)}")
+        lines.append("    " * depth + f"{target} {assign} {term}")
     if not out:
-        lines.append("    return acc" if order else f"    return {' * '.join(product)}")
+        lines.append("    return acc" if order else f"    return {term}")
     else:
         lines.append("    return out")
     return lines
 
 
-def _jammed(outer: list[str], summed: list[str], out: str, product: list[str]) -> list[str]:
+def _jammed(outer: list[str], summed: list[str], out: str, product: list[tuple[str, str]]) -> list[str]:
     """Loops over `outer` (output labels; the last one steps JAM at a time) around sums over
     `summed`: JAM accumulators side by side, then the remainder one at a time."""
     lines, depth = [], 1
@@ -170,27 +171,22 @@ def _jammed(outer: list[str], summed: list[str], out: str, product: list[str]) -
     return lines + ["    return out"]
 
 
-def _sums(summed: list[str], c: str, shifts, out: str, product: list[str], depth: int) -> list[str]:
+def _sums(summed: list[str], c: str, shifts, out: str, product: list[tuple[str, str]], depth: int) -> list[str]:
     """acc<u> = the sum over `summed` of the product at i_c + u, stored to out, for each u in shifts."""
     ind = "    " * depth
     lines = [f"{ind}acc{u} = 0.0" for u in shifts]
     for pos, s in enumerate(summed):
         lines.append("    " * (depth + pos) + f"for i_{s} in range(n_{s}):")
     inner = "    " * (depth + len(summed))
-    lines += [f"{inner}acc{u} += {' * '.join(_shift(p, c, u) for p in product)}" for u in shifts]
-    lines += [f"{ind}{_shift(_element('out', out), c, u)} = acc{u}" for u in shifts]
+    lines += [f"{inner}acc{u} += {' * '.join(_element(n, s, c, u) for n, s in product)}" for u in shifts]
+    lines += [f"{ind}{_element('out', out, c, u)} = acc{u}" for u in shifts]
     return lines
 
 
-def _shift(element: str, c: str, u: int) -> str:
-    """`element` with index i_c read at i_c + u."""
-    if not u:
-        return element
-    return re.sub(rf"\bi_{c}\b", f"i_{c} + {u}", element)
-
-
-def _element(name: str, subs: str) -> str:
-    return f"{name}[{', '.join('i_' + c for c in subs) or '()'}]"
+def _element(name: str, subs: str, shifted: str = "", by: int = 0) -> str:
+    """`name[i_a, i_b, ...]`, with label `shifted` read `by` further on."""
+    index = [f"i_{c} + {by}" if c == shifted and by else f"i_{c}" for c in subs]
+    return f"{name}[{', '.join(index) or '()'}]"
 
 
 def _sizes(name: str, subs: str, sized: set[str]) -> list[str]:
