@@ -78,7 +78,7 @@ def test_generic_kernel_keeps_what_the_loop_nest_does_not_cover(spec, ndims):
 def test_loop_order_streams_the_big_operands():
     """'nki,nkj->kij' (an einsum adjoint): n, the leading axis of both big operands, runs outermost
     and j, the last axis of the output and of y, innermost."""
-    src = contract.kernel_source("nki,nkj->kij", True)
+    src = contract.kernel_source("nki,nkj->kij", True).split("def kernel(")[1]  # not `small`
     loops = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("for ")]
     assert loops == ["for i_n in range(n_n):", "for i_k in range(n_k):", "for i_i in range(n_i):",
                      "for i_j in range(n_j):"]
@@ -91,6 +91,25 @@ def test_short_output_axis_sums_in_registers():
     assert f"if n_j < {contract.SHORT_RUN}:" in src
     assert "acc3 += x[i_k, i_i, i_j + 3] * y[i_n, i_k, i_i]" in src
     assert "out[i_n, i_k, i_j] += x[i_k, i_i, i_j] * y[i_n, i_k, i_i]" in src  # the long-axis loop
+
+
+def test_small_operands_sum_in_registers():
+    """'nki,nkj->kij' over operands that fit in cache: n, the summed label, runs innermost in `small`."""
+    src = contract.kernel_source("nki,nkj->kij", True)
+    assert f"if x.size + y.size < {contract.SMALL_OPERANDS}:" in src and "return small(like, x, y)" in src
+    small = src.split("def kernel(")[0]
+    loops = [ln.strip() for ln in small.splitlines() if ln.strip().startswith("for ")]
+    assert loops[:2] == ["for i_k in range(n_k):", "for i_i in range(n_i):"] and set(loops[2:]) == {"for i_n in range(n_n):"}
+    assert "acc1 += x[i_n, i_k, i_i] * y[i_n, i_k, i_j + 1]" in small  # two at a time (d = 2)
+
+
+@pytest.mark.parametrize("n", [50, 6000])  # either side of SMALL_OPERANDS for every d
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 7])  # 4 then 2 at a time, and what remains
+def test_both_sides_of_the_small_operand_switch_agree_with_numpy(n, d):
+    x, y = rng.normal(size=(n, 3, d)), rng.normal(size=(n, 3, d))
+    assert (x.size + y.size < contract.SMALL_OPERANDS) == (n == 50)  # 2 * 6000 * 3 > 2 ** 15
+    got = contract.kernel("nki,nkj->kij", True)(np.empty((3, d, d)), x, y)
+    np.testing.assert_allclose(got, np.einsum("nki,nkj->kij", x, y), rtol=1e-12, atol=1e-12)
 
 
 def test_swap_text_matches_the_runtime():

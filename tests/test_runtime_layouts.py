@@ -1,12 +1,14 @@
 """The index kernels behind unbroadcast, sum_expand and the reductions (runtime/core.py) walk merged
 axes: checked under numba against NumPy on shapes whose axes merge in every way (broadcast or kept,
-short or long last runs, size-1 and empty axes, patterns that do not merge at all)."""
+short or long last runs, size-1 and empty axes, patterns that do not merge at all). Reductions over
+consecutive axes take their own loops (runtime/reductions.py, `_block`): both paths are checked."""
 
 import numba
 import numpy as np
 import pytest
 
-from s2sad.runtime import max_reduce, min_reduce, prod_reduce, sum_expand, sum_reduce, unbroadcast
+from s2sad.runtime import (extremum_adjoint, extremum_mask, max_reduce, min_reduce, prod_reduce, sum_expand, sum_reduce,
+                           unbroadcast)
 from s2sad.runtime.core import merged_axes
 
 R = np.random.default_rng(15)
@@ -69,6 +71,72 @@ def test_sum_expand_broadcasts_back(shape, axis):
     x = R.normal(size=shape)
     g = R.normal(size=np.sum(x, axis).shape)
     np.testing.assert_array_equal(_expand(g, x, axis), np.broadcast_to(np.expand_dims(g, axis), shape))
+
+
+@numba.njit
+def _reduce_kept(x, axis):
+    return (sum_reduce(x, axis, True), max_reduce(x, axis, True), min_reduce(x, axis, True),
+            prod_reduce(x, axis, True))
+
+
+@numba.njit
+def _extremum(g, x, axis):
+    m = max_reduce(x, axis, True)
+    return m, extremum_adjoint(g, x, m, axis, True), extremum_mask(x, m, axis, True)
+
+
+# consecutive axes (one block), the whole array, and axes with a kept one between
+TUPLE_AXES = [((4, 3, 5), (0, 1)), ((4, 3, 5), (1, 2)), ((4, 3, 5), (0, 1, 2)), ((4, 3, 5), (-1, -2)),
+              ((4, 3, 5), (0, 2)), ((2, 3, 4, 5), (1, 3)),
+              ((1000, 5), (1,)), ((3, 1, 4), (1,))]
+
+
+@pytest.mark.parametrize("shape, axis", TUPLE_AXES)
+def test_reductions_over_axis_tuples_keep_dims_as_numpy(shape, axis):
+    x = R.uniform(0.5, 1.5, size=shape)
+    got = _reduce_kept(x, axis)
+    want = [np.sum(x, axis, keepdims=True), np.max(x, axis, keepdims=True, initial=-np.inf),
+            np.min(x, axis, keepdims=True, initial=np.inf), np.prod(x, axis, keepdims=True)]
+    for name, g, w in zip(("sum", "max", "min", "prod"), got, want):
+        assert g.shape == w.shape, name
+        np.testing.assert_allclose(g, w, rtol=1e-12, err_msg=name)
+    g = R.normal(size=want[0].shape)
+    np.testing.assert_array_equal(_expand(g.reshape(np.sum(x, axis).shape), x, axis), np.broadcast_to(g, shape))
+
+
+@numba.njit
+def _sum_prod_kept(x, axis):
+    return sum_reduce(x, axis, True), prod_reduce(x, axis, True)
+
+
+@pytest.mark.parametrize("shape, axis", [((6, 0, 2), (0, 1)), ((6, 0, 2), (1,)), ((0, 3), (1,))])
+def test_empty_blocks_give_the_identity(shape, axis):
+    total, product = _sum_prod_kept(np.ones(shape), axis)
+    np.testing.assert_array_equal(total, np.sum(np.ones(shape), axis, keepdims=True))
+    np.testing.assert_array_equal(product, np.prod(np.ones(shape), axis, keepdims=True))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, (0, 1), (1, 2), (0, 2), None])
+def test_max_and_min_propagate_nan_as_numpy(axis):
+    x = R.normal(size=(4, 3, 5))
+    x[1, 2, 3] = x[3, 0, 0] = np.nan
+    got = _reduce_all(x, axis)
+    np.testing.assert_array_equal(got[1], np.max(x, axis))
+    np.testing.assert_array_equal(got[2], np.min(x, axis))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, (0, 1), (1, 2), (0, 2)])
+def test_extremum_adjoint_shares_among_ties(axis):
+    x = np.round(R.normal(size=(6, 4, 5)))  # integers: many ties
+    m = np.max(x, axis, keepdims=True)
+    g = R.normal(size=m.shape)
+    hit = x == m
+    count = np.sum(hit, axis, keepdims=True)
+    got_m, adjoint, mask = _extremum(g, x, axis)
+    np.testing.assert_array_equal(got_m, m)
+    np.testing.assert_allclose(mask, hit / count, rtol=1e-15)
+    np.testing.assert_allclose(adjoint, hit * g / count, rtol=1e-15)
+    np.testing.assert_allclose(np.sum(adjoint, axis, keepdims=True), g, rtol=1e-12)  # nothing lost or added
 
 
 @pytest.mark.parametrize("gshape, lshape", [((1000, 5, 2), (5, 2)), ((1000, 5, 2), (1000, 5, 1)),
