@@ -139,6 +139,7 @@ class _Transform:
         self._ir = None
         self._compiled: dict[str, Callable] = {}
         self.defs: tuple | None = None  # the pytree structure of each argument, when specialized
+        self.leaf_counts: tuple | None = None  # and how many leaves each has
         self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
         self._specialized: dict[tuple, _Transform] = {}
 
@@ -174,6 +175,10 @@ class _Transform:
             return self, args  # plain arrays and numbers: no flattening (a loop: cheaper than all(genexpr))
         flat, defs = [], []
         for a in args:
+            if type(a) in _LEAF_TYPES:
+                flat.append(a)
+                defs.append(LEAF)
+                continue
             leaves, treedef = tree_flatten(a)
             flat += leaves
             defs.append(treedef)
@@ -185,7 +190,8 @@ class _Transform:
             found = self._specialized[defs] = copy.copy(self)
             found._generated, found._ir, found._compiled, found._specialized, found.defs = None, None, {}, {}, defs
             found.__dict__.pop("_checked_ranks", None)
-            offsets = np.cumsum([0] + [d.num_leaves for d in defs])
+            found.leaf_counts = tuple(d.num_leaves for d in defs)
+            offsets = np.cumsum([0, *found.leaf_counts])
             found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
         return found, tuple(flat)
 
@@ -193,9 +199,11 @@ class _Transform:
         """Gradients of the differentiated leaves, rebuilt into the structure of each argnum."""
         if self.defs is None:
             return tuple(flat_grads)
+        if self.leaf_counts is None:  # num_leaves walks the tree: once per structure
+            self.leaf_counts = tuple(d.num_leaves for d in self.defs)
         out, k = [], 0
         for i in self.argnums:
-            n = self.defs[i].num_leaves
+            n = self.leaf_counts[i]
             out.append(tree_unflatten(self.defs[i], flat_grads[k:k + n]))
             k += n
         return tuple(out)
@@ -683,7 +691,7 @@ class _Batched(_Transform):
         if found is None:
             found = self._specialized[key] = copy.copy(self)
             found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
-            found._kernels, found.defs, found.batched = {}, defs, leaf_batched
+            found._kernels, found.defs, found.batched, found.leaf_counts = {}, defs, leaf_batched, None
         return found
 
     def generate(self, fn_ir) -> Generated:

@@ -7,7 +7,7 @@ import s2sad
 from helpers import assert_close
 from pytree_functions import (Affine, Layer, dataclass_layers, logistic_loss_dict, mlp_loss, mlp_loss_with_aux,
                               mlp_predict, namedtuple_layer, nested_mix, tree_output, with_none)
-from s2sad.tree import tree_leaves, tree_map, tree_structure
+from s2sad.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 from seed_functions import B0, INPUTS, TARGETS, W0, logistic_loss
 
 R = np.random.default_rng(3)
@@ -116,6 +116,20 @@ def test_same_structure_compiles_once_new_structure_compiles_anew():
     assert len(only.vjp_fn.signatures) == 1
     grad(mlp_params([3, 5, 4, 2]), x)  # three layers: a new structure, new code
     assert len(specialized) == 2
+
+
+@pytest.mark.parametrize("tree", [
+    [{'W': 1.0, 'b': 2.0}, {'W': 3.0, 'b': 4.0}], ((1.0,), [], {}, None, (2.0, [3.0])), {3: 1.0, 1: (2.0, None)},
+    {1.5: 1.0, 0.5: 2.0},  # float keys: the recursive builder (nan and inf do not print back)
+    Layer(np.ones(2), 1.0), [Affine(W=1.0, b=[2.0, 3.0])],  # namedtuples and registered classes, nested too
+])
+def test_unflatten_rebuilds_what_flatten_took_apart(tree):
+    leaves, treedef = tree_flatten(tree)
+    rebuilt = tree_unflatten(treedef, [2 * leaf for leaf in leaves])
+    assert tree_structure(rebuilt) == treedef and type(rebuilt) is type(tree)
+    assert all(np.all(a == 2 * b) for a, b in zip(tree_leaves(rebuilt), leaves))
+    with pytest.raises(ValueError, match="leaves"):
+        tree_unflatten(treedef, leaves + [0.0])
 
 
 def test_bad_leaves_and_int_leaves_are_named():
