@@ -153,7 +153,8 @@ _BUILDERS: dict[PyTreeDef, Callable | None] = {}
 def _builder(treedef: PyTreeDef) -> Callable | None:
     """A function rebuilding a tree of this structure from its list of leaves, written out once per
     structure (`lambda leaves: [{'W': leaves[0], 'b': leaves[1]}]`); None for structures holding
-    namedtuples or registered classes, which the recursive builder handles."""
+    namedtuples, registered classes or dicts with keys other than strings, which the recursive
+    builder handles."""
     if treedef not in _BUILDERS:
         count = iter(range(treedef.num_leaves))
 
@@ -186,9 +187,10 @@ def _nodes(t: PyTreeDef):
 
 
 def _literal_keys(t: PyTreeDef) -> bool:
-    """Whether a dict node's keys are strings, ints or None: what repr() writes back as the same key
-    (not floats: nan and inf print as names)."""
-    return t.kind != "dict" or all(type(k) in (str, int, bool, type(None)) for k in t.aux)
+    """Whether a dict node's keys are all strings. Builders are cached by structure, and structures
+    compare keys by value: {1: x} and {True: x}, or {1: x} and {1.0: x}, would share one builder and
+    one key type. Strings equal only themselves (and repr() writes them back)."""
+    return t.kind != "dict" or all(type(k) is str for k in t.aux)
 
 
 def tree_leaves(tree) -> list:

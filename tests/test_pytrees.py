@@ -120,7 +120,7 @@ def test_same_structure_compiles_once_new_structure_compiles_anew():
 
 @pytest.mark.parametrize("tree", [
     [{'W': 1.0, 'b': 2.0}, {'W': 3.0, 'b': 4.0}], ((1.0,), [], {}, None, (2.0, [3.0])), {3: 1.0, 1: (2.0, None)},
-    {1.5: 1.0, 0.5: 2.0},  # float keys: the recursive builder (nan and inf do not print back)
+    {1.5: 1.0, 0.5: 2.0},  # keys other than strings: the recursive builder
     Layer(np.ones(2), 1.0), [Affine(W=1.0, b=[2.0, 3.0])],  # namedtuples and registered classes, nested too
 ])
 def test_unflatten_rebuilds_what_flatten_took_apart(tree):
@@ -130,6 +130,13 @@ def test_unflatten_rebuilds_what_flatten_took_apart(tree):
     assert all(np.all(a == 2 * b) for a, b in zip(tree_leaves(rebuilt), leaves))
     with pytest.raises(ValueError, match="leaves"):
         tree_unflatten(treedef, leaves + [0.0])
+
+
+def test_equal_structures_with_keys_of_other_types_keep_their_own_keys():
+    for tree in ({1: 2.0}, {True: 2.0}, {1.0: 2.0}):  # equal as structures: 1 == True == 1.0
+        leaves, treedef = tree_flatten(tree)
+        (key,) = tree_unflatten(treedef, leaves)
+        assert type(key) is type(next(iter(tree)))
 
 
 def test_bad_leaves_and_int_leaves_are_named():
