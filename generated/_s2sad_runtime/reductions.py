@@ -549,6 +549,37 @@ def _ol_sum_expand(g, x, axis=None, keepdims=False):
     return impl
 
 
+def sum_expand_view(g, x, axis=None, keepdims=False):
+    """`sum_expand`'s values as a read-only view shaped like `x`, stride 0 along the summed axes: for
+    a value only read (codegen.views), nothing is copied. A float for scalar `x`, as sum_expand."""
+    if not isinstance(x, np.ndarray):
+        return float(np.sum(g))
+    g = np.reshape(np.asarray(g, dtype=np.float64), _kept_shape(x, axis))
+    return np.broadcast_to(g, x.shape)
+
+
+@overload(sum_expand_view)
+def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
+    if _is_scalar_type(x) or not (isinstance(x, types.Array) and x.ndim > 0):
+        return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
+    if _is_scalar_type(g):
+        return lambda g, x, axis=None, keepdims=False: np.broadcast_to(np.float64(g), x.shape)
+    if not (isinstance(g, types.Array) and g.dtype == types.float64):
+        return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
+    N = x.ndim
+
+    def impl(g, x, axis=None, keepdims=False):
+        red = _red_flags(N, axis)
+        kept = _shape_arr(x)
+        for i in range(N):
+            if red[i]:
+                kept[i] = 1
+        if kept.prod() != g.size:
+            raise ValueError("sum_expand: g does not have the reduced shape")
+        return np.broadcast_to(np.ascontiguousarray(g).reshape(to_fixed_tuple(kept, N)), x.shape)
+    return impl
+
+
 def reduce_count(x, axis=None):
     """How many entries of `x` each result of a reduction over `axis` combines, as a float."""
     if not isinstance(x, np.ndarray):
