@@ -56,7 +56,8 @@ def _sum(x, axis):
 def test_integer_sums_stay_exact():
     x = np.full((3, 40), 2 ** 53 + 1, dtype=np.int64)  # a float accumulator would round each term
     assert _sum(x, 1).tolist() == [40 * (2 ** 53 + 1)] * 3
-    assert _sum(x[:, :2], 1).tolist() == [2 * (2 ** 53 + 1)] * 3  # a short run: the other loop order
+    assert _sum(x[:, :2], 1).tolist() == [2 * (2 ** 53 + 1)] * 3  # runs of 2 and 3 have loops of their own
+    assert _sum(x[:, :3], 1).tolist() == [3 * (2 ** 53 + 1)] * 3
 
 
 def test_empty_arrays_sum_to_zeros_and_have_no_maximum():
