@@ -520,10 +520,8 @@ def _ol_sum_reduce(x, axis=None, keepdims=False):
 def sum_expand(g, x, axis=None, keepdims=False):
     """Adjoint of sum_reduce: `g` (shaped like the sum) copied back along the reduced axes, as a float array
     shaped like `x` (a float for scalar `x`)."""
-    if not isinstance(x, np.ndarray):
-        return float(np.sum(g))
-    g = np.reshape(np.asarray(g, dtype=np.float64), _kept_shape(x, axis))
-    return np.broadcast_to(g, x.shape).astype(np.float64)
+    view = sum_expand_view(g, x, axis, keepdims)
+    return view.copy() if isinstance(view, np.ndarray) else view
 
 
 @overload(sum_expand)
