@@ -4,7 +4,7 @@ numba compiles `np.exp(a)` over an array to a loop calling the C library's scala
 element, which LLVM cannot turn into SIMD code: over 10^4 float64s, 43 us against NumPy's 8.4 us
 (log 36 against 8.4, log1p 55 against 10, tanh 98 against 17). Here each function is arithmetic
 only (a rational approximation after range reduction, with the exponent set through the float's
-bits), so the loop over them vectorizes: exp 11 us, log 14 us, log1p 21 us, tanh 17 us, within 2 ulp of NumPy
+bits), so the loop over them vectorizes: exp 11 us, log 14 us, log1p 21 us, tanh 12 us, within 2 ulp of NumPy
 (numba's own calls are within 1-3 ulp of it too).
 
 The approximations are Cephes' (Stephen L. Moshier's public-domain library, as in scipy.special),
@@ -58,14 +58,21 @@ def _pow2(n):
 
 
 @njit(inline="always")
-def exp_real(x):
-    """exp(x) = 2**n * exp(r), |r| <= ln(2)/2, exp(r) by Cephes' Pade form 1 + 2 r P / (Q - r P)."""
-    xc = min(max(x, -746.0), 710.0)  # keeps n in int64's range; the selects below fix the ends
-    n = np.floor(_LOG2E * xc + 0.5)
-    r = (xc - n * _LN2_HI) - n * _LN2_LO
+def _exp_parts(x):
+    """(n, r P, Q) with exp(x) = 2**n * (Q + r P) / (Q - r P), |r| <= ln(2)/2: Cephes' Pade form, for x
+    within [-746, 710]."""
+    n = np.floor(_LOG2E * x + 0.5)
+    r = (x - n * _LN2_HI) - n * _LN2_LO
     rr = r * r
     rp = r * ((_EXP_P[0] * rr + _EXP_P[1]) * rr + _EXP_P[2])
     q = ((_EXP_Q[0] * rr + _EXP_Q[1]) * rr + _EXP_Q[2]) * rr + _EXP_Q[3]
+    return n, rp, q
+
+
+@njit(inline="always")
+def exp_real(x):
+    """exp(x) = 2**n * exp(r), exp(r) = 1 + 2 r P / (Q - r P) (`_exp_parts`)."""
+    n, rp, q = _exp_parts(min(max(x, -746.0), 710.0))  # keeps n in int64's range; the selects below fix the ends
     half = np.floor(0.5 * n)  # 2**n in two factors: each stays a normal float down to subnormal results
     result = (1.0 + 2.0 * (rp / (q - rp))) * _pow2(half) * _pow2(n - half)
     result = np.inf if x > _EXP_OVER else result
@@ -137,13 +144,20 @@ _TANH_Q = (1.12811678491632931402e2, 2.23548839060100448583e3, 4.844063053251254
 @njit(inline="always")
 def tanh_real(x):
     """Cephes: x + x**3 P(x**2)/Q(x**2) below 0.625, else 1 - 2 / (exp(2|x|) + 1), with x's sign
-    (odd: also -0.0 for -0.0; nan stays nan)."""
+    (odd: also -0.0 for -0.0; nan stays nan).
+
+    With exp(2|x|) = 2**n (Q + rP) / (Q - rP), the second is 1 - 2 (Q - rP) / (2**n (Q + rP) + Q - rP), so
+    both are `base + num / den` and one division serves either: divisions set the loop's pace (three
+    of them: 14.9 -> 10.2 us over 64 x 128, same 2 ulp)."""
     z = abs(x)
     s = x * x
-    small = x + x * s * (((_TANH_P[0] * s + _TANH_P[1]) * s + _TANH_P[2])
-                         / (((s + _TANH_Q[0]) * s + _TANH_Q[1]) * s + _TANH_Q[2]))
-    large = 1.0 - 2.0 / (exp_real(2.0 * min(z, 22.0)) + 1.0)  # tanh(22) rounds to 1
-    return np.copysign(small if z < 0.625 else large, x)
+    n, rp, q = _exp_parts(2.0 * min(z, 22.0))  # tanh(22) rounds to 1
+    below = q - rp
+    small = z < 0.625
+    base = x if small else 1.0
+    num = x * s * ((_TANH_P[0] * s + _TANH_P[1]) * s + _TANH_P[2]) if small else -2.0 * below
+    den = ((s + _TANH_Q[0]) * s + _TANH_Q[1]) * s + _TANH_Q[2] if small else _pow2(n) * (q + rp) + below
+    return x if x != x else np.copysign(base + num / den, x)
 
 
 # ---------------------------------------------------------------- the functions generated code calls
