@@ -9,6 +9,7 @@ from s2sad.runtime import (
     mean_adjoint,
     range_last,
     sum_adjoint,
+    sum_all,
     unbroadcast,
     zeros_like_adj,
 )
@@ -194,6 +195,29 @@ def test_unbroadcast_scalar_cases(impl):
     assert np.all(f == 1.5)
     f0 = unb(2.0, np.zeros(()))
     assert f0.shape == () and f0 == 2.0
+
+
+_nb_sum_all = numba.njit(lambda x: sum_all(x))
+
+
+@pytest.mark.parametrize("x", [
+    np.linspace(-1.0, 2.0, 10_001),  # four partial sums, and a tail of one
+    np.arange(12.0).reshape(3, 4),
+    np.asfortranarray(np.arange(35.0).reshape(5, 7) ** 1.5),  # F order: summed through its transpose
+    np.arange(100.0).reshape(10, 10)[:, ::3],  # neither: numba's np.sum
+    np.arange(7, dtype=np.float32) / 3,
+    np.zeros(0),
+], ids=["long", "C", "F", "strided", "float32", "empty"])
+def test_sum_all_matches_numpy(x):
+    got = _nb_sum_all(x)
+    assert isinstance(got, float)  # float32 sums come back boxed as floats, as numba's np.sum does
+    np.testing.assert_allclose(got, np.sum(x), rtol=1e-6 if x.dtype == np.float32 else 1e-13)
+
+
+def test_sum_all_of_integers_and_bools_is_exact_int64():
+    big = np.full(10_000, 2**40, dtype=np.int64) + np.arange(10_000)  # a sum past 2**53: floats would round
+    assert _nb_sum_all(big) == int(big.sum()) and isinstance(_nb_sum_all(big), int)
+    assert _nb_sum_all(np.ones(37, dtype=bool)) == 37
 
 
 def test_unbroadcast_incompatible_raises(impl):

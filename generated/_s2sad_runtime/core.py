@@ -31,6 +31,7 @@ __all__ = [
     "matmul_adjoint_a",
     "matmul_adjoint_b",
     "mean_axis",
+    "sum_all",
     "sum_axis",
     "broadcast_like",
     "add_at",
@@ -258,7 +259,7 @@ def _ol_unbroadcast(g, like):
     g_arr, l_arr = isinstance(g, types.Array), isinstance(like, types.Array)
     if _is_scalar_type(like):
         if g_arr:
-            return lambda g, like: float(np.sum(g))
+            return lambda g, like: float(sum_all(g))
         return lambda g, like: g
     if not (l_arr and (g_arr or _is_scalar_type(g))):
         raise TypingError(f"unbroadcast: unsupported types {g}, {like}")
@@ -273,13 +274,51 @@ def _ol_unbroadcast(g, like):
     return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like)
 
 
+LONG_RUN = 16  # runs this long are summed in four partial sums
+
+
+@njit(inline="always")  # called per run: a call of its own cost 1.5-4x over short runs
+def run_sum(xf, base, n, total):
+    """total + the sum of xf[base:base + n], in a register; a long run in four partial sums side by
+    side (4x faster over 10^4 entries than numba's np.sum, which adds in one chain; slower over runs
+    of 10). Integer sums stay exact: `total` sets the type."""
+    r = 0
+    if n >= LONG_RUN:
+        s1 = s2 = s3 = 0 * total
+        while r + 4 <= n:
+            total, s1 = total + xf[base + r], s1 + xf[base + r + 1]
+            s2, s3 = s2 + xf[base + r + 2], s3 + xf[base + r + 3]
+            r += 4
+        total = (total + s1) + (s2 + s3)
+    while r < n:
+        total += xf[base + r]
+        r += 1
+    return total
+
+
+def sum_all(x):
+    """np.sum(x), the sum of every entry; compiled, contiguous arrays go through `run_sum`."""
+    return np.sum(x)
+
+
+@overload(sum_all)
+def _ol_sum_all(x):
+    if not (isinstance(x, types.Array) and x.ndim > 0 and x.layout in "CF"):
+        return lambda x: np.sum(x)
+    exact = isinstance(x.dtype, (types.Integer, types.Boolean))
+    zero = np.int64(0) if exact else as_dtype(x.dtype).type(0)  # NumPy sums ints and bools as int64
+    if x.layout == "C":
+        return lambda x: run_sum(x.reshape(x.size), 0, x.size, zero)
+    return lambda x: run_sum(x.T.reshape(x.size), 0, x.size, zero)  # F order: its transpose is C order
+
+
 @njit
 def _reduce_to(g, like):
     """Sum float array g over the axes that numpy broadcasting added to like."""
     G, L = g.ndim, like.ndim
     out = np.zeros(like.shape, g.dtype)
     if L == 0:
-        out[()] = np.sum(g)
+        out[()] = sum_all(g)
         return out
     shape = np.empty(G, np.int64)
     for i in range(G):
@@ -641,7 +680,7 @@ def _ol_sum_axis(x, axis=None):
     if _is_scalar_type(x):
         return lambda x, axis=None: x
     if _is_none_type(axis):
-        return lambda x, axis=None: np.sum(x)
+        return lambda x, axis=None: sum_all(x)
     return lambda x, axis=None: np.sum(x, axis=axis)
 
 

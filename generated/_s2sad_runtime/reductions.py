@@ -14,7 +14,8 @@ from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from .core import _gather, _is_none_type, _is_scalar_type, _scatter_add, block_offsets, merged_axes
+from .core import (_gather, _is_none_type, _is_scalar_type, _scatter_add, block_offsets, merged_axes,
+                               run_sum, sum_all)
 
 __all__ = [
     "sum_reduce",
@@ -237,13 +238,9 @@ def _block(shape, red):
     return outer, n, inner
 
 
-LONG_RUN = 16  # runs this long are summed in four partial sums
-
-
 @njit
 def _sum_runs(xf, out, outer, n):
-    """out[o] += the sum of the run xf[o*n:(o + 1)*n], in a register; a long run in four partial sums
-    side by side (4x faster over 10^4 entries, slower over runs of 10). Runs of 2 and 3 (points in the
+    """out[o] += the sum of the run xf[o*n:(o + 1)*n] (`run_sum`). Runs of 2 and 3 (points in the
     plane and in space) have loops of their own, in the same order: 4x faster than the general loop."""
     if n == 2:
         for o in range(outer):
@@ -254,20 +251,7 @@ def _sum_runs(xf, out, outer, n):
             out[o] = ((out[o] + xf[3 * o]) + xf[3 * o + 1]) + xf[3 * o + 2]
         return
     for o in range(outer):
-        base = o * n
-        total = out[o]  # in out's type: integer sums stay exact
-        r = 0
-        if n >= LONG_RUN:
-            s1 = s2 = s3 = 0 * total
-            while r + 4 <= n:
-                total, s1 = total + xf[base + r], s1 + xf[base + r + 1]
-                s2, s3 = s2 + xf[base + r + 2], s3 + xf[base + r + 3]
-                r += 4
-            total = (total + s1) + (s2 + s3)
-        while r < n:
-            total += xf[base + r]
-            r += 1
-        out[o] = total
+        out[o] = run_sum(xf, o * n, n, out[o])
 
 
 @njit
@@ -502,7 +486,7 @@ def sum_reduce(x, axis=None, keepdims=False):
 def _ol_sum_reduce(x, axis=None, keepdims=False):
     if isinstance(x, types.Array) and x.ndim > 0 and not _literal_bool(keepdims, "sum_reduce: keepdims"):
         if _is_none_type(axis):
-            return lambda x, axis=None, keepdims=False: np.sum(x)
+            return lambda x, axis=None, keepdims=False: sum_all(x)
         if isinstance(axis, types.Integer) and x.ndim == 1:
             return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
         if isinstance(axis, types.Integer):
