@@ -87,13 +87,14 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
 def compiled_text(source: str) -> str:
     """What numba compiles for a generated module: the same lines, tapes as numba lists, the
     adjoints of sums that only arithmetic reads as broadcast views (codegen.views), elementwise
-    expressions as loops (codegen.lower) and exp, log, log1p, tanh as loops that vectorize
-    (codegen.vmath)."""
+    expressions as loops (codegen.lower), exp, log, log1p, tanh as loops that vectorize
+    (codegen.vmath) and runs of elementwise lines as one loop (codegen.chains)."""
+    from s2sad.codegen.chains import fused_chains
     from s2sad.codegen.lower import elementwise_loops
     from s2sad.codegen.views import expand_views
     from s2sad.codegen.vmath import vectorized_math
 
-    return vectorized_math(elementwise_loops(expand_views(native_tapes(source))))
+    return fused_chains(vectorized_math(elementwise_loops(expand_views(native_tapes(source)))))
 
 
 def native_tapes(source: str) -> str:

@@ -1,0 +1,174 @@
+"""The text numba compiles: runs of elementwise lines as one `chain` call, which loops once.
+
+    add3_bar = log2_bar / add3                      add3_bar, b_bar = chain('def _(log2_bar, add3, ...', ...)
+    p_bar = unbroadcast(-add3_bar * sub2, p)   ->   pass
+    b_bar += unbroadcast(p_bar, b_bar)              pass
+
+Each line of generated code is a pass over memory; a run of them over arrays of one shape is one
+loop in `runtime.chains` (logistic regression's adjoint lines 36 -> 8 us over 10^4 examples). A run
+is consecutive top-level lines of a function, each `name = E`, `name = unbroadcast(E, like)`,
+`name += E` or `name += unbroadcast(E, name)` with E arithmetic on names and numbers (+ - * / **,
+unary minus, and the ufuncs `codegen.fuse` folds), holding at most one call of a math function: a
+loop holding two of `runtime.vmath`'s kernels is not vectorized (42 against 31 us as two loops). The
+run passes what it reads, in order, and returns the names read after it; whether the loop runs is
+decided by types when numba compiles and by shapes when it runs, and otherwise the lines run as
+written. Like `codegen.lower`, only the compiled text changes, line for line: the call stands on the
+run's first line and `pass` on the others.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from s2sad.codegen.fuse import _arithmetic
+from s2sad.codegen.lower import import_beside_numpy
+from s2sad.runtime.chains import KERNELS, MAX_OPERANDS, MIN_PASSES
+
+IMPORT = "from s2sad.runtime.chains import chain"
+CHEAP = {"sqrt", "abs", "negative", "square"}  # ufuncs that compile to arithmetic, not a math call
+MIN_LINES = MIN_PASSES  # lines that compute (aliases `a = b` do not count): fewer can never fuse
+
+
+def fused_chains(source: str) -> str:
+    """`source` with each run of at least MIN_LINES elementwise lines as one `chain` call."""
+    if "def " not in source:
+        return source
+    lines = source.split("\n")
+    changed = False
+    for fn in ast.parse(source).body:
+        if isinstance(fn, ast.FunctionDef):
+            for run in _runs(fn.body):
+                changed |= _replace(run, fn, lines)
+    return import_beside_numpy(lines, IMPORT) if changed else source
+
+
+def _runs(body: list[ast.stmt]) -> list[list[ast.stmt]]:
+    runs, current, calls = [], [], 0
+    for stmt in body + [None]:
+        math = _math_calls(stmt) if stmt is not None and _elementwise(stmt) and _reads_names(stmt) else None
+        if math is None or calls + math > 1:
+            if sum(not _alias(s) for s in current) >= MIN_LINES and _likely_arrays(current):
+                runs.append(current)
+            current, calls = [], 0
+            if math is None:
+                continue
+        current.append(stmt)
+        calls += math
+    return runs
+
+
+def _elementwise(stmt: ast.stmt) -> bool:
+    if stmt.lineno != stmt.end_lineno:
+        return False
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        target, value = stmt.targets[0].id, stmt.value
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name):
+        target, value = stmt.target.id, stmt.value
+    else:
+        return False
+    if _unbroadcast(value):
+        like = value.args[1]
+        if isinstance(stmt, ast.AugAssign) and like.id != target:
+            return False
+        value = value.args[0]
+    return _operations(value)
+
+
+def _unbroadcast(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "unbroadcast"
+            and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Name))
+
+
+def _operations(node: ast.AST) -> bool:
+    """Arithmetic `runtime.chains` writes per element: + - * / **, unary signs, ufuncs of one argument."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp) and not isinstance(sub.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+            return False
+        if isinstance(sub, ast.UnaryOp) and not isinstance(sub.op, (ast.USub, ast.UAdd)):
+            return False
+        if isinstance(sub, ast.Call) and (len(sub.args) != 1 or sub.keywords):
+            return False
+        if isinstance(sub, ast.Constant) and not isinstance(sub.value, (int, float)):
+            return False
+    return _arithmetic(_kernels_as_ufuncs(node))
+
+
+def _kernels_as_ufuncs(node: ast.AST) -> ast.AST:
+    """`vexp(x)` read as `np.exp(x)`, so `codegen.fuse`'s test of arithmetic applies."""
+    class Rename(ast.NodeTransformer):
+        def visit_Call(self, call):
+            self.generic_visit(call)
+            if isinstance(call.func, ast.Name) and call.func.id in KERNELS:
+                call.func = ast.Attribute(value=ast.Name(id="np", ctx=ast.Load()), attr=call.func.id[1:], ctx=ast.Load())
+            return call
+    return Rename().visit(_copy(node))
+
+
+def _copy(node: ast.AST) -> ast.AST:
+    return ast.parse(ast.unparse(node), mode="eval").body
+
+
+def _math_calls(stmt: ast.stmt) -> int:
+    return sum(1 for sub in ast.walk(stmt) if isinstance(sub, ast.Call) and not _unbroadcast(sub)
+               and not (isinstance(sub.func, ast.Attribute) and sub.func.attr in CHEAP))
+
+
+def _likely_arrays(run: list[ast.stmt]) -> bool:
+    """Whether a line of the run calls `unbroadcast` (an adjoint summed to its variable's shape) or a
+    ufunc: the text's signs of array work. Runs of plain scalar arithmetic are left as they are: each
+    run costs a compile (0.1-0.3 s at numba's -O0), and types decide the loop only when numba compiles."""
+    return any(isinstance(n, ast.Call) for s in run for n in ast.walk(s.value))
+
+
+def _reads_names(stmt: ast.stmt) -> bool:
+    """Whether the line reads a name: constants (`axis2 = 1`) stay outside runs, where numba sees them
+    as literals (an axis must be one)."""
+    return any(isinstance(n, ast.Name) for n in ast.walk(stmt.value) if not _named_call(n))
+
+
+def _named_call(name: ast.AST) -> bool:
+    return isinstance(name, ast.Name) and (name.id in KERNELS or name.id in ("np", "unbroadcast"))
+
+
+def _alias(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name)
+
+
+def _replace(run: list[ast.stmt], fn: ast.FunctionDef, lines: list[str]) -> bool:
+    operands, bound = [], set()
+    for stmt in run:
+        names = sorted((n for n in ast.walk(stmt.value) if isinstance(n, ast.Name)), key=lambda n: n.col_offset)
+        reads = [n.id for n in names if not _named_call(n)]
+        if isinstance(stmt, ast.AugAssign):
+            reads.append(stmt.target.id)
+        for name in reads:
+            if name not in bound and name not in operands:
+                operands.append(name)
+        bound.add(stmt.target.id if isinstance(stmt, ast.AugAssign) else stmt.targets[0].id)
+    if len(operands) > MAX_OPERANDS:
+        return False
+    later = _read_after(fn, run[-1].end_lineno)
+    results = [name for name in _bound_in_order(run) if name in later]
+    text = "\n".join(f"    {ast.unparse(s)}" for s in run)
+    program = f"def _({', '.join(operands)}):\n{text}\n    return ({''.join(r + ', ' for r in results)})\n"
+    call = f"chain({program!r}, {', '.join(operands)})"
+    first = run[0].lineno - 1
+    indent = lines[first][:len(lines[first]) - len(lines[first].lstrip())]
+    lines[first] = f"{indent}{''.join(r + ', ' for r in results)}= {call}" if results else f"{indent}{call}"
+    for stmt in run[1:]:
+        lines[stmt.lineno - 1] = f"{indent}pass"
+    return True
+
+
+def _bound_in_order(run: list[ast.stmt]) -> list[str]:
+    seen = []
+    for stmt in run:
+        name = stmt.target.id if isinstance(stmt, ast.AugAssign) else stmt.targets[0].id
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def _read_after(fn: ast.FunctionDef, line: int) -> set[str]:
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.lineno > line}

@@ -1,0 +1,329 @@
+"""Runs of elementwise lines as one loop: how numba runs a chain that `codegen.chains` found.
+
+Generated code names every intermediate and numba runs each line as its own pass over memory:
+logistic regression's adjoint is ten passes over (10^4,) arrays, where one loop reading each input
+once does the same work (36 -> 8 us for its adjoint's lines). `codegen.chains` hands such a run of
+lines to `chain` as the text of a function, with the names it reads and returns:
+
+    add3_bar = log2_bar / add3                               add3_bar, b_bar = chain(
+    p_bar = unbroadcast(-add3_bar * sub2, p)          ->         'def _(log2_bar, add3, sub2, p, b_bar):\\n ...',
+    b_bar += unbroadcast(p_bar, b_bar)                           log2_bar, add3, sub2, p, b_bar)
+
+Compiled, `chain` writes one loop over the elements (`_Plan.source`) when every array operand is
+float64 of one rank, and runs it when, at run time, the arrays have one shape, the ones written
+in place share no memory with the others, and each array that is not C-contiguous holds one value
+(a sum's adjoint as a stride-0 view). Otherwise it runs the lines as written. A line summing down to
+a scalar (`unbroadcast(v, scalar)`) writes `v` out and sums it after the loop (`sum_all`), so
+no line of the chain may read that sum. The results equal the lines as written up to rounding:
+the loop calls `runtime.vmath`'s kernels, as the lines do, and only sums group differently.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from s2sad.runtime.core import sum_all, unbroadcast
+from s2sad.runtime.vmath import exp_real, log1p_real, log_real, tanh_real, vexp, vlog, vlog1p, vtanh
+
+__all__ = ["chain"]
+
+KERNELS = {"vexp": "exp_real", "vlog": "log_real", "vlog1p": "log1p_real", "vtanh": "tanh_real"}
+MIN_PASSES = 3  # array lines a loop must merge to be worth its compile (two: 60% more compile time in tests)
+MAX_OPERANDS = 16  # named parameters, not *operands: numba inlines no call with star arguments
+_SLOTS = [f"_{i}" for i in range(MAX_OPERANDS)]
+_PARAMS = ", ".join(f"{slot}=None" for slot in _SLOTS)
+
+
+def chain(program: str, *operands):
+    """The results of `program` (the text of `def _(<operands>): <lines>; return <results>`) on `operands`."""
+    return _as_function(program)(*operands)
+
+
+@njit
+def _apart(a, b) -> bool:
+    """Whether the bytes arrays `a` and `b` reach are disjoint (by their extents: conservative)."""
+    return _end(a) <= _start(b) or _end(b) <= _start(a)
+
+
+@njit(inline="always")
+def _start(a):
+    at = a.ctypes.data
+    for k in range(a.ndim):
+        if a.strides[k] < 0:
+            at += (a.shape[k] - 1) * a.strides[k]
+    return at
+
+
+@njit(inline="always")
+def _end(a):
+    at = a.ctypes.data + a.itemsize
+    for k in range(a.ndim):
+        if a.strides[k] > 0:
+            at += (a.shape[k] - 1) * a.strides[k]
+    return at
+
+
+_AS_WRITTEN = {"np": np, "unbroadcast": unbroadcast, "vexp": vexp, "vlog": vlog, "vlog1p": vlog1p, "vtanh": vtanh}
+_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "exp_real": exp_real,
+         "log_real": log_real, "log1p_real": log1p_real, "tanh_real": tanh_real}
+
+
+@functools.lru_cache(maxsize=256)
+def _as_function(program: str):
+    namespace = dict(_AS_WRITTEN)
+    exec(program, namespace)  # written by codegen.chains from generated lines
+    return namespace["_"]
+
+
+# error_model: python's checks every division for zero, which stops the vectorizer (generated code
+# compiles with NumPy's model too). Not inlined, even as written: numba types an inlined overload
+# twice, which made a cold compile of logistic regression's gradient 1.5 s slower.
+@overload(chain, prefer_literal=True, jit_options={"error_model": "numpy"})
+def _ol_chain(program, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None, _8=None, _9=None,
+              _10=None, _11=None, _12=None, _13=None, _14=None, _15=None):
+    if not isinstance(program, types.StringLiteral):
+        return None
+    text = program.literal_value
+    fn = ast.parse(text).body[0]
+    operands = (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15)[:len(fn.args.args)]
+    plan = _Plan(fn, operands)
+    source = plan.source() if plan.fusable else _as_written_source(fn)
+    namespace = dict(_LOOP)
+    exec(source, namespace)
+    return namespace["impl"]
+
+
+def _as_written_source(fn: ast.FunctionDef) -> str:
+    body = "\n".join("    " + ast.unparse(s) for s in fn.body)
+    return f"def impl(program, {_PARAMS}):\n{_unpack(fn)}{body}\n"
+
+
+def _unpack(fn: ast.FunctionDef) -> str:
+    return "".join(f"    {a.arg} = {slot}\n" for a, slot in zip(fn.args.args, _SLOTS))
+
+
+class _Plan:
+    """What each name of the chain is (an array's storage, a scalar, or a sum after the loop) and the
+    loop's text; `fusable` is False where the lines must run as written."""
+
+    def __init__(self, fn: ast.FunctionDef, operand_types):
+        self.fn = fn
+        self.params = [a.arg for a in fn.args.args]
+        self.outputs = [e.id for e in fn.body[-1].value.elts]
+        self.fusable = True
+        self.arrays: list[str] = []  # array operands, C-contiguous
+        self.scalar_params: list[str] = []
+        self.uniform: list[str] = []  # array operands read as one value (stride 0 at run time)
+        self.written: set[str] = set()  # array operands written in place
+        self.prelude: list[str] = []  # scalar lines, before the loop
+        self.body: list[str] = []  # per element
+        self.after: list[str] = []  # sums, after the loop
+        self.temps: list[str] = []  # per-element values a sum needs
+        self.store: dict[int, str] = {}  # storage -> its current element value
+        self.kind: dict[str, tuple] = {}  # name -> ("array", storage) | ("scalar", var) | ("sum", var)
+        self.operand_storage: dict[int, str] = {}
+        self.counter = 0
+        self.passes = 0  # lines that compute array elements
+        self.nd = None
+        for name, t in zip(self.params, operand_types):
+            self._operand(name, t)
+        if self.nd is None:
+            self.fusable = False
+        for stmt in fn.body[:-1]:
+            if self.fusable:
+                self._statement(stmt)
+        if self.passes < MIN_PASSES:
+            self.fusable = False  # one pass over memory saves nothing, and the loop costs a compile
+
+    def fresh(self, stem: str) -> str:
+        """A name for a value of the loop, apart from the chain's own (which never start with _c_)."""
+        self.counter += 1
+        return f"_c_{stem.removeprefix('_c_')}_{self.counter}"
+
+    def _operand(self, name: str, t):
+        if isinstance(t, types.Array):
+            if t.dtype != types.float64 or t.ndim == 0 or (self.nd is not None and t.ndim != self.nd):
+                self.fusable = False
+                return
+            self.nd = t.ndim
+            storage = self.counter = self.counter + 1
+            self.operand_storage[storage] = name
+            if t.layout == "C":
+                self.arrays.append(name)
+                self.store[storage] = None  # loaded on first read
+            else:
+                self.uniform.append(name)
+                self.store[storage] = f"_c_{name}_one"
+            self.kind[name] = ("array", storage)
+        elif isinstance(t, (types.Float, types.Integer)) and not isinstance(t, types.Boolean):
+            self.kind[name] = ("scalar", name)
+            self.scalar_params.append(name)
+        else:
+            self.fusable = False
+
+    def _value(self, name: str) -> str:
+        kind = self.kind.get(name)
+        if kind is None or kind[0] == "sum":
+            raise _Unfusable(name)
+        if kind[0] == "scalar":
+            return kind[1]
+        storage = kind[1]
+        if self.store[storage] is None:  # an operand's element, loaded where first read
+            var = self.fresh(f"{self.operand_storage[storage]}_e")
+            self.body.append(f"{var} = _c_{self.operand_storage[storage]}_f[i]")
+            self.store[storage] = var
+        return self.store[storage]
+
+    def _expr(self, node: ast.AST) -> tuple[str, bool]:
+        """(element code, whether it reads an array)."""
+        if isinstance(node, ast.Name):
+            return self._value(node.id), self.kind[node.id][0] == "array"
+        if isinstance(node, ast.Constant):
+            return repr(node.value), False
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            (left, a), (right, b) = self._expr(node.left), self._expr(node.right)
+            return f"({left} {_OPS[type(node.op)]} {right})", a or b
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            operand, a = self._expr(node.operand)
+            return f"({'-' if isinstance(node.op, ast.USub) else '+'}{operand})", a
+        if isinstance(node, ast.Call) and len(node.args) == 1:
+            arg, a = self._expr(node.args[0])
+            if isinstance(node.func, ast.Name) and node.func.id in KERNELS:
+                return f"{KERNELS[node.func.id]}(np.float64({arg}))", a
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "np":
+                return f"np.{node.func.attr}({arg})", a
+        raise _Unfusable(ast.unparse(node))
+
+    def _statement(self, stmt: ast.stmt):
+        try:
+            if isinstance(stmt, ast.AugAssign):
+                self._add_into(stmt.target.id, stmt.value)
+            else:
+                self._assign(stmt.targets[0].id, stmt.value)
+        except _Unfusable:
+            self.fusable = False
+
+    def _assign(self, name: str, value: ast.AST):
+        like = None
+        if _is_unbroadcast(value):
+            value, like = value.args
+            if self.kind.get(like.id, ("sum",))[0] == "sum":
+                raise _Unfusable(like.id)
+        if isinstance(value, ast.Name) and (like is None or self.kind[like.id][0] == "array"):
+            if self.kind.get(value.id, ("sum",))[0] == "sum":
+                raise _Unfusable(value.id)
+            if self.kind[value.id][0] == "array" or like is None:
+                self.kind[name] = self.kind[value.id]  # an alias: the same array (unbroadcast hands its argument back)
+                return
+        code, reads_array = self._expr(value)
+        if like is not None and self.kind[like.id][0] == "scalar" and reads_array:
+            self.kind[name] = ("sum", self._summed(code, None))
+        elif reads_array or (like is not None and self.kind[like.id][0] == "array"):
+            self._new_array(name, code)
+        else:
+            var = self.fresh(name)
+            self.prelude.append(f"{var} = {code}")
+            self.kind[name] = ("scalar", var)
+
+    def _add_into(self, name: str, value: ast.AST):
+        summed = _is_unbroadcast(value)
+        if summed:
+            value = value.args[0]
+        code, reads_array = self._expr(value)
+        kind = self.kind.get(name)
+        if kind is None or kind[0] == "sum":
+            raise _Unfusable(name)
+        if kind[0] == "array":
+            storage = kind[1]
+            if storage in self.operand_storage:
+                if self.operand_storage[storage] in self.uniform:
+                    raise _Unfusable(name)  # a view: read-only
+                self.written.add(self.operand_storage[storage])
+            previous = self._value(name)
+            self.passes += 1
+            var = self.fresh(name)
+            self.body.append(f"{var} = {previous} + {code}")
+            self.store[storage] = var
+        elif reads_array and summed:
+            self.kind[name] = ("sum", self._summed(code, kind[1]))
+        elif reads_array:
+            self._new_array(name, f"{kind[1]} + {code}")
+        else:
+            var = self.fresh(name)
+            self.prelude.append(f"{var} = {kind[1]} + {code}")
+            self.kind[name] = ("scalar", var)
+
+    def _new_array(self, name: str, code: str):
+        self.passes += 1
+        var = self.fresh(name)
+        self.body.append(f"{var} = {code}")
+        self.counter += 1
+        self.store[self.counter] = var
+        self.kind[name] = ("array", self.counter)
+
+    def _summed(self, code: str, start: str | None) -> str:
+        self.passes += 1
+        temp = self.fresh("summed")
+        self.temps.append(temp)
+        self.body.append(f"{temp}_f[i] = {code}")
+        var = self.fresh("sum")
+        self.after.append(f"{var} = {'' if start is None else start + ' + '}sum_all({temp}_f)")
+        return var
+
+    def source(self) -> str:
+        """`impl`, the overload's implementation: the loop where the operands allow it, else the lines."""
+        first = (self.arrays + self.uniform)[0]
+        checks = [f"{first}.size > 0"] + [f"{a}.shape == {first}.shape" for a in self.arrays + self.uniform if a != first]
+        checks += [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
+        checks += [f"_apart({w}, {a})" for w in sorted(self.written) for a in self.arrays + self.uniform if a != w]
+        zero = ", ".join(["0"] * self.nd)
+        stored = {}  # storage -> output array holding it
+        for name in self.outputs:
+            kind = self.kind[name]
+            if kind[0] == "array" and kind[1] not in self.operand_storage and kind[1] not in stored:
+                stored[kind[1]] = self.fresh("_c_out")
+        body = list(self.body)
+        body += [f"{out}_f[i] = {self.store[storage]}" for storage, out in stored.items()]
+        body += [f"_c_{name}_f[i] = {self.store[self.kind[name][1]]}" for name in sorted(self.written)]
+        results = []
+        for name in self.outputs:
+            kind = self.kind[name]
+            if kind[0] != "array":
+                results.append(kind[1])
+            elif kind[1] in self.operand_storage:
+                results.append(self.operand_storage[kind[1]])
+            else:
+                results.append(stored[kind[1]])
+        fused = [
+            f"size = {first}.size",
+            *[f"_c_{a}_f = {a}.reshape(size)" for a in self.arrays],
+            *[f"_c_{u}_one = {u}[{zero}]" for u in self.uniform],
+            *[f"{o} = np.empty({first}.shape)" for o in stored.values()],
+            *[f"{o}_f = {o}.reshape(size)" for o in stored.values()],
+            *[f"{t}_f = np.empty(size)" for t in self.temps],
+            *self.prelude,
+            "for i in range(size):",
+            *[f"    {line}" for line in body],
+            *self.after,
+            f"return ({''.join(r + ', ' for r in results)})",
+        ]
+        return "\n".join([f"def impl(program, {_PARAMS}):", _unpack(self.fn).rstrip("\n"),
+                          f"    if {' and '.join(checks)}:", *[f"        {line}" for line in fused],
+                          *["    " + ast.unparse(s) for s in self.fn.body]]) + "\n"
+
+
+class _Unfusable(Exception):
+    """A line the loop cannot run (it reads a sum made in the chain, or writes into a view)."""
+
+
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%", ast.FloorDiv: "//"}
+
+
+def _is_unbroadcast(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "unbroadcast"
+            and len(node.args) == 2 and isinstance(node.args[1], ast.Name))

@@ -1,0 +1,234 @@
+"""Runs of elementwise lines as one loop (codegen/chains.py, runtime/chains.py): which lines the
+compiled text hands to `chain`, that the loop gives what the lines give as written (NumPy), when it
+falls back to them, and gradients through it against finite differences."""
+
+import ast
+
+import numba
+import numpy as np
+import pytest
+from numba import types
+
+import s2sad
+from s2sad.backend import compiled_text
+from s2sad.codegen.chains import fused_chains
+from s2sad.runtime.chains import _Plan, chain
+from s2sad.runtime.reductions import sum_expand_view
+
+pytestmark = pytest.mark.slow
+
+
+def _module(*body: str, params: str = "x, y, b") -> str:
+    return f"import numpy as np\n\n\ndef f({params}):\n" + "".join(f"    {line}\n" for line in body)
+
+
+def _calls(source: str) -> list[str]:
+    return [line.strip() for line in fused_chains(source).split("\n") if "chain(" in line]
+
+
+def _program(line: str) -> str:
+    return ast.literal_eval(ast.parse(line.split("= ", 1)[-1]).body[0].value.args[0])
+
+
+# ---------------------------------------------------------------- the rewritten text
+
+def test_a_run_becomes_one_call_line_for_line():
+    source = _module("a = x * y + b", "c = a - 1.0", "d = c * c", "e = unbroadcast(d, b)", "return c, e")
+    out = fused_chains(source).split("\n")
+    assert len(out) == len(source.split("\n"))
+    assert out[0] == "import numpy as np; from s2sad.runtime.chains import chain"
+    assert out[4].startswith("    c, e, = chain('def _(x, y, b):")
+    assert out[4].endswith("', x, y, b)")
+    assert out[5:8] == ["    pass"] * 3
+    assert out[8] == "    return c, e"
+    assert _program(out[4]).splitlines()[-1] == "    return (c, e, )"
+
+
+def test_the_run_returns_only_what_later_lines_read_and_takes_what_it_reads_first():
+    (line,) = _calls(_module("b += unbroadcast(x * y, b)", "t = b * 2.0", "s = t + y", "return s"))
+    program = _program(line)
+    assert program.startswith("def _(x, y, b):")
+    assert program.splitlines()[-1] == "    return (s, )"
+
+
+def test_a_second_math_call_starts_a_new_run():
+    source = _module("a = np.exp(x)", "c = a * y", "f = c + b", "d = np.log(c)", "e = d + y", "g = e * f",
+                     "return g")
+    assert [_program(c).splitlines()[1:-1] for c in _calls(source)] == [
+        ["    a = np.exp(x)", "    c = a * y", "    f = c + b"], ["    d = np.log(c)", "    e = d + y", "    g = e * f"]]
+    cheap = _module("a = np.sqrt(x)", "c = np.abs(a) * y", "d = c + b", "return d")
+    assert len(_calls(cheap)) == 1  # arithmetic, not calls
+
+
+def test_short_runs_and_runs_without_signs_of_arrays_stay():
+    assert _calls(_module("a = x * y", "c = unbroadcast(a, b)", "return c")) == []  # two lines: one pass saved at most
+    assert _calls(_module("a = x * y", "c = a + b", "d = c * c", "return d")) == []  # plain arithmetic: maybe scalars
+
+
+@pytest.mark.parametrize("breaker", [
+    "z = x @ y", "z = x[0]", "z = x > y", "z = f2(x)", "z = np.maximum(x, y)", "z += unbroadcast(x, y)",
+    "z = x // y", "z = 'a' * 2",
+])
+def test_other_lines_end_a_run(breaker):
+    source = _module("a = x * y", breaker, "c = a + 1.0", "d = np.exp(c)", "return d")
+    assert _calls(source) == []
+
+
+def test_lines_in_loops_stay_and_aliases_do_not_count():
+    loop = _module("for i in range(3):", "    a = x * y", "    c = a + 1.0", "    d = np.exp(c)", "return d")
+    assert fused_chains(loop) == loop
+    aliases = _module("a = x * y", "c = a", "d = np.exp(c)", "e = d", "return e")
+    assert fused_chains(aliases) == aliases
+
+
+# ---------------------------------------------------------------- the loop against the lines as written
+
+def _compiled(program: str):
+    """A numba function calling `chain` with `program` as a literal, as generated code does."""
+    params = ", ".join(a.arg for a in ast.parse(program).body[0].args.args)
+    namespace = {"chain": chain}
+    exec(f"def run({params}):\n    return chain({program!r}, {params})\n", namespace)
+    return numba.njit(namespace["run"])
+
+
+def _run(program: str, *operands):
+    return _compiled(program)(*operands), chain(program, *operands)
+
+
+def _same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13)
+
+
+FORWARD = '''def _(m, b, y):
+    t = vtanh(0.5 * (m + b))
+    p = 0.5 * (t + 1.0)
+    s = 1.0 - y
+    q = p * y + (1.0 - p) * s
+    return (t, p, s, q, )
+'''
+
+BACKWARD = '''def _(g, q, s, p, y, t, b_bar, m):
+    q_bar = g / q
+    u = q_bar
+    p_bar = unbroadcast(-u * s, p)
+    p_bar += unbroadcast(q_bar * y, p_bar)
+    a_bar = p_bar * 0.5 * (1.0 - t * t) * 0.5
+    b_bar += unbroadcast(a_bar, b_bar)
+    m_g = unbroadcast(a_bar, m)
+    return (b_bar, m_g, u, q_bar, )
+'''
+
+
+@pytest.mark.parametrize("shape", [(1000,), (30, 7), (2, 3, 4)])
+def test_the_loop_gives_the_lines_results(shape):
+    rng = np.random.default_rng(0)
+    m, y = rng.normal(size=shape), (rng.uniform(size=shape) < 0.5) * 1.0
+    got, want = _run(FORWARD, m, 0.3, y)
+    _same(got, want)
+    t, p, s, q = want
+    got, want = _run(BACKWARD, rng.normal(size=shape), q, s, p, y, t, 0.25, m)
+    _same(got, want)
+    assert np.shares_memory(got[2], got[3])  # an alias stays one array
+
+
+def test_the_loop_is_chosen_by_types():
+    fn = ast.parse(BACKWARD).body[0]
+    vec, mat = types.float64[::1], types.float64[:, ::1]
+    assert _Plan(fn, (vec,) * 6 + (types.float64, vec)).fusable
+    assert not _Plan(fn, (vec,) * 5 + (mat, types.float64, vec)).fusable  # ranks differ
+    assert not _Plan(fn, (types.int64[::1],) + (vec,) * 5 + (types.float64, vec)).fusable  # not float64
+    assert not _Plan(fn, (types.float64,) * 8).fusable  # no arrays
+
+
+def test_a_stride_0_view_is_read_as_one_value_and_a_strided_array_runs_as_written():
+    rng = np.random.default_rng(1)
+    q, s, p, y, t, m = (rng.uniform(0.5, 1.5, size=500) for _ in range(6))
+    view = numba.njit(lambda g, like: sum_expand_view(g, like, None, False))(-1.0, m)
+    _same(*_run(BACKWARD, view, q, s, p, y, t, 0.0, m))
+    strided = rng.normal(size=1000)[::2]
+    _same(*_run(BACKWARD, strided, q, s, p, y, t, 0.0, m))
+
+
+def test_arrays_of_other_shapes_run_as_written():
+    rng = np.random.default_rng(2)
+    m, y = rng.normal(size=(4, 5)), rng.normal(size=(1, 5))
+    _same(*_run(FORWARD, m, 0.1, y))
+
+
+def test_empty_arrays():
+    _same(*_run(FORWARD, np.zeros(0), 0.1, np.zeros(0)))
+
+
+ADD_INTO = '''def _(acc, x, y):
+    acc += unbroadcast(x * y, acc)
+    z = acc * 2.0
+    return (z, )
+'''
+
+
+def test_adding_into_an_operand_writes_it_in_place():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=100), rng.normal(size=100)
+    acc = rng.normal(size=100)
+    acc2 = acc.copy()
+    compiled = _compiled(ADD_INTO)
+    (z,) = compiled(acc, x, y)
+    np.testing.assert_allclose(acc, acc2 + x * y, rtol=1e-15)
+    np.testing.assert_allclose(z, 2.0 * acc, rtol=1e-15)
+
+
+def test_an_operand_written_in_place_that_shares_memory_runs_as_written():
+    program = '''def _(acc, x, y):
+    acc += unbroadcast(x * y, acc)
+    z = x * 2.0
+    return (z, )
+'''
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=100)
+    acc = rng.normal(size=100)
+    want = 2.0 * (acc + acc * y)  # x is acc: as written, z reads what += wrote
+    (z,) = _compiled(program)(acc, acc, y)
+    np.testing.assert_allclose(z, want, rtol=1e-15)
+
+
+def test_a_line_reading_a_sum_of_the_run_runs_as_written():
+    program = '''def _(x, s):
+    s += unbroadcast(x * x, s)
+    y = x * s
+    return (y, s, )
+'''
+    assert not _Plan(ast.parse(program).body[0], (types.float64[::1], types.float64)).fusable
+    x = np.arange(5.0)
+    _same(*_run(program, x, 1.0))
+
+
+def test_scalars_only_and_integer_scalars():
+    program = '''def _(n, x):
+    k = n * 2
+    y = x * k + n
+    return (k, y, )
+'''
+    got, want = _run(program, 3, np.arange(4.0))
+    assert got[0] == 6 and isinstance(got[0], int)
+    _same(got, want)
+
+
+# ---------------------------------------------------------------- gradients through it
+
+def test_a_logistic_regression_gradient_runs_through_chains_and_matches_finite_differences():
+    def loss(w, b, X, y):
+        p = 0.5 * (np.tanh(0.5 * (X @ w + b)) + 1.0)
+        return -np.sum(np.log(p * y + (1.0 - p) * (1.0 - y)))
+
+    rng = np.random.default_rng(5)
+    w, b, X = 0.3 * rng.normal(size=4), 0.1, rng.normal(size=(60, 4))
+    y = (rng.uniform(size=60) < 0.5) * 1.0
+    g = s2sad.grad(loss, argnums=(0, 1))
+    gw, gb = g(w, b, X, y)
+    assert compiled_text(g.__s2sad_transform__.generated.source).count("chain(") >= 2
+    h = 1e-6
+    fd = [(loss(w + h * e, b, X, y) - loss(w - h * e, b, X, y)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(gw, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gb, (loss(w, b + h, X, y) - loss(w, b - h, X, y)) / (2 * h), rtol=1e-6)
