@@ -17,7 +17,7 @@ from s2sad.backend import compile_function, load_module, passed_check, record_ch
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
-from s2sad.tree import LEAF, tree_flatten, tree_unflatten
+from s2sad.tree import LEAF, tree_builder, tree_flatten, tree_unflatten
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
 DEFAULT_BACKEND = "numba"
@@ -190,6 +190,7 @@ class _Transform:
             found = self._specialized[defs] = copy.copy(self)
             found._generated, found._ir, found._compiled, found._specialized, found.defs = None, None, {}, {}, defs
             found.__dict__.pop("_checked_ranks", None)
+            found.__dict__.pop("_rebuild", None)
             found.leaf_counts = tuple(d.num_leaves for d in defs)
             offsets = np.cumsum([0, *found.leaf_counts])
             found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
@@ -199,12 +200,16 @@ class _Transform:
         """Gradients of the differentiated leaves, rebuilt into the structure of each argnum."""
         if self.defs is None:
             return tuple(flat_grads)
-        if self.leaf_counts is None:  # num_leaves walks the tree: once per structure
-            self.leaf_counts = tuple(d.num_leaves for d in self.defs)
+        rebuild = self.__dict__.get("_rebuild")
+        if rebuild is None:  # once per structure: finding a builder hashes the tree, num_leaves walks it
+            if self.leaf_counts is None:
+                self.leaf_counts = tuple(d.num_leaves for d in self.defs)
+            rebuild = self._rebuild = [(tree_builder(self.defs[i]), self.defs[i], self.leaf_counts[i])
+                                       for i in self.argnums]
         out, k = [], 0
-        for i in self.argnums:
-            n = self.leaf_counts[i]
-            out.append(tree_unflatten(self.defs[i], flat_grads[k:k + n]))
+        for build, treedef, n in rebuild:
+            part = flat_grads[k:k + n]
+            out.append(build(part) if build is not None else tree_unflatten(treedef, part))
             k += n
         return tuple(out)
 
@@ -237,7 +242,10 @@ class _Transform:
     def check(self, args):
         """`args` are the leaves (after specialize); every differentiated one must be a float."""
         for i in self.flat_argnums:
-            _check_float(args[i], self.leaf_name(i), i, self.fun.__name__, self.what)
+            a = args[i]
+            if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f"):
+                continue  # the common case, before naming the leaf (which reads the generated module)
+            _check_float(a, self.leaf_name(i), i, self.fun.__name__, self.what)
 
     def leaf_name(self, i: int) -> str:
         if self.defs is None:

@@ -115,7 +115,7 @@ def tree_flatten(tree) -> tuple[list, PyTreeDef]:
 
 def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
     """The pytree of structure `treedef` whose leaves are `leaves` (in tree_flatten's order)."""
-    build = _builder(treedef)
+    build = tree_builder(treedef)
     if build is not None:
         leaves = list(leaves)
         if len(leaves) != treedef.num_leaves:
@@ -150,7 +150,7 @@ def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
 _BUILDERS: dict[PyTreeDef, Callable | None] = {}
 
 
-def _builder(treedef: PyTreeDef) -> Callable | None:
+def tree_builder(treedef: PyTreeDef) -> Callable | None:
     """A function rebuilding a tree of this structure from its list of leaves, written out once per
     structure (`lambda leaves: [{'W': leaves[0], 'b': leaves[1]}]`); None for structures holding
     namedtuples, registered classes or dicts with keys other than strings, which the recursive
