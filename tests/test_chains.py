@@ -193,6 +193,21 @@ def test_an_operand_written_in_place_that_shares_memory_runs_as_written():
     np.testing.assert_allclose(z, want, rtol=1e-15)
 
 
+def test_an_operand_written_in_place_then_rebound_keeps_what_was_written():
+    program = '''def _(acc, x, y):
+    acc += unbroadcast(x * y, acc)
+    acc = acc * 2.0 + x
+    z = acc - y
+    return (z, )
+'''
+    rng = np.random.default_rng(6)
+    acc, x, y = (rng.normal(size=50) for _ in range(3))
+    written = acc + x * y
+    (z,) = _compiled(program)(acc, x, y)
+    np.testing.assert_allclose(acc, written, rtol=1e-15)  # the caller's array holds the += ...
+    np.testing.assert_allclose(z, 2.0 * written + x - y, rtol=1e-14)  # ... and the rebound name the rest
+
+
 def test_a_line_reading_a_sum_of_the_run_runs_as_written():
     program = '''def _(x, s):
     s += unbroadcast(x * x, s)

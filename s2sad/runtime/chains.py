@@ -119,7 +119,7 @@ class _Plan:
         self.arrays: list[str] = []  # array operands, C-contiguous
         self.scalar_params: list[str] = []
         self.uniform: list[str] = []  # array operands read as one value (stride 0 at run time)
-        self.written: set[str] = set()  # array operands written in place
+        self.written: dict[str, int] = {}  # array operands written in place -> their storage
         self.prelude: list[str] = []  # scalar lines, before the loop
         self.body: list[str] = []  # per element
         self.after: list[str] = []  # sums, after the loop
@@ -183,7 +183,7 @@ class _Plan:
         """(element code, whether it reads an array)."""
         if isinstance(node, ast.Name):
             return self._value(node.id), self.kind[node.id][0] == "array"
-        if isinstance(node, ast.Constant):
+        if isinstance(node, ast.Constant) and np.isfinite(node.value):  # repr(inf) is no literal
             return repr(node.value), False
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             (left, a), (right, b) = self._expr(node.left), self._expr(node.right)
@@ -243,7 +243,7 @@ class _Plan:
             if storage in self.operand_storage:
                 if self.operand_storage[storage] in self.uniform:
                     raise _Unfusable(name)  # a view: read-only
-                self.written.add(self.operand_storage[storage])
+                self.written[self.operand_storage[storage]] = storage
             previous = self._value(name)
             self.passes += 1
             var = self.fresh(name)
@@ -289,7 +289,7 @@ class _Plan:
                 stored[kind[1]] = self.fresh("_c_out")
         body = list(self.body)
         body += [f"{out}_f[i] = {self.store[storage]}" for storage, out in stored.items()]
-        body += [f"_c_{name}_f[i] = {self.store[self.kind[name][1]]}" for name in sorted(self.written)]
+        body += [f"_c_{name}_f[i] = {self.store[storage]}" for name, storage in sorted(self.written.items())]
         results = []
         for name in self.outputs:
             kind = self.kind[name]
