@@ -19,6 +19,7 @@ run's first line and `pass` on the others.
 from __future__ import annotations
 
 import ast
+import copy
 
 from s2sad.codegen.fuse import _arithmetic
 from s2sad.codegen.lower import import_beside_numpy
@@ -101,11 +102,7 @@ def _kernels_as_ufuncs(node: ast.AST) -> ast.AST:
             if isinstance(call.func, ast.Name) and call.func.id in KERNELS:
                 call.func = ast.Attribute(value=ast.Name(id="np", ctx=ast.Load()), attr=call.func.id[1:], ctx=ast.Load())
             return call
-    return Rename().visit(_copy(node))
-
-
-def _copy(node: ast.AST) -> ast.AST:
-    return ast.parse(ast.unparse(node), mode="eval").body
+    return Rename().visit(copy.deepcopy(node))
 
 
 def _math_calls(stmt: ast.stmt) -> int:
