@@ -23,7 +23,7 @@ import copy
 
 from s2sad.codegen.fuse import _arithmetic
 from s2sad.codegen.lower import import_beside_numpy
-from s2sad.runtime.chains import KERNELS, MAX_OPERANDS, MIN_PASSES
+from s2sad.runtime.chains import KERNELS, MAX_OPERANDS, MIN_PASSES, is_unbroadcast
 
 IMPORT = "from s2sad.runtime.chains import chain"
 CHEAP = {"sqrt", "abs", "negative", "square"}  # ufuncs that compile to arithmetic, not a math call
@@ -67,17 +67,12 @@ def _elementwise(stmt: ast.stmt) -> bool:
         target, value = stmt.target.id, stmt.value
     else:
         return False
-    if _unbroadcast(value):
+    if is_unbroadcast(value):
         like = value.args[1]
         if isinstance(stmt, ast.AugAssign) and like.id != target:
             return False
         value = value.args[0]
     return _operations(value)
-
-
-def _unbroadcast(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "unbroadcast"
-            and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Name))
 
 
 def _operations(node: ast.AST) -> bool:
@@ -106,7 +101,7 @@ def _kernels_as_ufuncs(node: ast.AST) -> ast.AST:
 
 
 def _math_calls(stmt: ast.stmt) -> int:
-    return sum(1 for sub in ast.walk(stmt) if isinstance(sub, ast.Call) and not _unbroadcast(sub)
+    return sum(1 for sub in ast.walk(stmt) if isinstance(sub, ast.Call) and not is_unbroadcast(sub)
                and not (isinstance(sub.func, ast.Attribute) and sub.func.attr in CHEAP))
 
 

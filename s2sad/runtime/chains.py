@@ -210,7 +210,7 @@ class _Plan:
 
     def _assign(self, name: str, value: ast.AST):
         like = None
-        if _is_unbroadcast(value):
+        if is_unbroadcast(value):
             value, like = value.args
             if self.kind.get(like.id, ("sum",))[0] == "sum":
                 raise _Unfusable(like.id)
@@ -231,7 +231,7 @@ class _Plan:
             self.kind[name] = ("scalar", var)
 
     def _add_into(self, name: str, value: ast.AST):
-        summed = _is_unbroadcast(value)
+        summed = is_unbroadcast(value)
         if summed:
             value = value.args[0]
         code, reads_array = self._expr(value)
@@ -324,6 +324,8 @@ class _Unfusable(Exception):
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%", ast.FloorDiv: "//"}
 
 
-def _is_unbroadcast(node: ast.AST) -> bool:
+def is_unbroadcast(node: ast.AST) -> bool:
+    """`unbroadcast(E, like)` with `like` a name: the one call a chain's lines make besides ufuncs
+    (codegen.chains picks the lines by it too)."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "unbroadcast"
-            and len(node.args) == 2 and isinstance(node.args[1], ast.Name))
+            and len(node.args) == 2 and not node.keywords and isinstance(node.args[1], ast.Name))
