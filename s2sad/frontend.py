@@ -98,14 +98,24 @@ def parse_function(fn: Any) -> Parsed:
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
-    wrapper = MetadataWrapper(cst.parse_module(dedented))
-    positions = wrapper.resolve(PositionProvider)
-    node = next((n for n in wrapper.module.body if isinstance(n, cst.FunctionDef)), None)
+    positions, module = _positions(cst.parse_module(dedented))
+    node = next((n for n in module.body if isinstance(n, cst.FunctionDef)), None)
     if node is None:
         raise SourceUnavailableError(f"the source of {fn.__qualname__} is not a `def` statement")
     filename = fn.__code__.co_filename
     digest = hashlib.sha256(dedented.encode()).hexdigest()[:16]
     return Parsed(fn, node, positions, filename, firstline, indent, [ln.rstrip("\n") for ln in lines], digest)
+
+
+def _positions(module: cst.Module):
+    """Each node's place in `module`'s text, and `module` itself. The tree is ours alone, so the wrapper
+    need not copy it; and `resolve` would also run an empty batch of visitors over the whole tree,
+    which costs as much as the positions (normalize re-reads every function it inlines)."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    try:
+        return PositionProvider()._gen(wrapper), wrapper.module
+    except AttributeError:  # a libcst without that (private) step
+        return wrapper.resolve(PositionProvider), wrapper.module
 
 
 def _parse_lambda(fn: types.FunctionType, firstline: int) -> Parsed:
@@ -118,11 +128,11 @@ def _parse_lambda(fn: types.FunctionType, firstline: int) -> Parsed:
     filename = code.co_filename
     lines = linecache.getlines(filename, fn.__globals__)
     try:
-        wrapper = MetadataWrapper(cst.parse_module("".join(lines)))
+        positions, _ = _positions(cst.parse_module("".join(lines)))
     except cst.ParserSyntaxError as exc:
         raise SourceUnavailableError(f"cannot parse {filename}, which holds the lambda {fn.__qualname__} "
                                      f"({exc.message}); define the function with `def`") from None
-    positions = dict(wrapper.resolve(PositionProvider))
+    positions = dict(positions)
     params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     found = [n for n in positions if isinstance(n, cst.Lambda) and positions[n].start.line == firstline
              and _lambda_params(n) == params]

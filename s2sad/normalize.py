@@ -9,6 +9,7 @@ block, so every block has a single exit; calls to other user functions inlined.
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import types
 from dataclasses import dataclass, field
@@ -110,10 +111,29 @@ class Names:
         return name
 
 
+# Fields of libcst nodes that hold only punctuation, whitespace and comments: no walk below asks about them.
+_PUNCTUATION = frozenset({
+    "asynchronous", "colon", "comma", "comment", "dot", "empty_lines", "equal", "first_colon", "footer", "header",
+    "lbrace", "lbracket", "leading_lines", "lines_after_decorators", "lpar", "newline", "operator", "posonly_ind",
+    "rbrace", "rbracket", "rpar", "second_colon", "semicolon", "trailing_comma", "trailing_whitespace"})
+
+
+@functools.cache
+def _syntax_fields(node_type: type) -> tuple[str, ...]:
+    return tuple(f for f in node_type.__dataclass_fields__
+                 if f not in _PUNCTUATION and not f.startswith("whitespace"))
+
+
+@functools.cache
+def _is_node(value_type: type) -> bool:
+    return issubclass(value_type, cst.CSTNode)  # an ABC: isinstance on each value costs more than the lookup
+
+
 def _walk(node: cst.CSTNode, skip: tuple = ()):
     """`node` and every node under it, in source order, not going inside nodes of the types in `skip`
-    (other than `node` itself). A walk over the dataclass fields: half the time of a libcst visitor,
-    which rebuilds each node it passes, and normalize asks several such questions of every function."""
+    (other than `node` itself), nor into whitespace and punctuation. A walk over the dataclass fields:
+    a libcst visitor rebuilds each node it passes, and normalize asks several such questions of every
+    function (names, assignments, yields, returns)."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -121,12 +141,13 @@ def _walk(node: cst.CSTNode, skip: tuple = ()):
         if n is not node and isinstance(n, skip):
             continue
         children = []
-        for field in n.__dataclass_fields__:
-            value = getattr(n, field)
-            if isinstance(value, cst.CSTNode):
+        for name in _syntax_fields(type(n)):
+            value = getattr(n, name)
+            value_type = type(value)
+            if value_type is tuple or value_type is list:
+                children.extend(v for v in value if _is_node(type(v)))
+            elif _is_node(value_type):
                 children.append(value)
-            elif isinstance(value, (tuple, list)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
         stack.extend(reversed(children))
 
 
