@@ -45,31 +45,27 @@ def chain(program: str, *operands):
 
 
 @njit
-def _apart(a, b) -> bool:
-    """Whether the bytes arrays `a` and `b` reach are disjoint (by their extents: conservative)."""
-    return _end(a) <= _start(b) or _end(b) <= _start(a)
+def _apart(span_a, span_b) -> bool:
+    """Whether two byte extents, `_span`s of two arrays, are disjoint (conservative for strided arrays).
+    On extents, not arrays: compiled once, where a pair of arrays compiles once per pair of types."""
+    return span_a[1] <= span_b[0] or span_b[1] <= span_a[0]
 
 
-@njit(inline="always")
-def _start(a):
-    at = a.ctypes.data
+@njit
+def _span(a) -> tuple[int, int]:
+    """The first byte `a` reaches and one past its last."""
+    start = end = a.ctypes.data
+    end += a.itemsize
     for k in range(a.ndim):
         if a.strides[k] < 0:
-            at += (a.shape[k] - 1) * a.strides[k]
-    return at
-
-
-@njit(inline="always")
-def _end(a):
-    at = a.ctypes.data + a.itemsize
-    for k in range(a.ndim):
-        if a.strides[k] > 0:
-            at += (a.shape[k] - 1) * a.strides[k]
-    return at
+            start += (a.shape[k] - 1) * a.strides[k]
+        else:
+            end += (a.shape[k] - 1) * a.strides[k]
+    return start, end
 
 
 _AS_WRITTEN = {"np": np, "unbroadcast": unbroadcast, "vexp": vexp, "vlog": vlog, "vlog1p": vlog1p, "vtanh": vtanh}
-_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "exp_real": exp_real,
+_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "_span": _span, "exp_real": exp_real,
          "log_real": log_real, "log1p_real": log1p_real, "tanh_real": tanh_real}
 
 
@@ -280,7 +276,7 @@ class _Plan:
         first = (self.arrays + self.uniform)[0]
         checks = [f"{first}.size > 0"] + [f"{a}.shape == {first}.shape" for a in self.arrays + self.uniform if a != first]
         checks += [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
-        checks += [f"_apart({w}, {a})" for w in sorted(self.written) for a in self.arrays + self.uniform if a != w]
+        checks += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform if a != w]
         zero = ", ".join(["0"] * self.nd)
         stored = {}  # storage -> output array holding it
         for name in self.outputs:
