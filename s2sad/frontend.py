@@ -107,15 +107,18 @@ def parse_function(fn: Any) -> Parsed:
     return Parsed(fn, node, positions, filename, firstline, indent, [ln.rstrip("\n") for ln in lines], digest)
 
 
+# libcst's step that computes one provider's metadata. `MetadataWrapper.resolve` runs it too, but first
+# an empty batch of visitors over the whole tree, which costs as much as the positions themselves.
+_PROVIDER_STEP = "_gen"
+
+
 def _positions(module: cst.Module):
-    """Each node's place in `module`'s text, and `module` itself. The tree is ours alone, so the wrapper
-    need not copy it; and `resolve` would also run an empty batch of visitors over the whole tree,
-    which costs as much as the positions (normalize re-reads every function it inlines)."""
+    """Each node's place in `module`'s text, and `module` itself. The tree is ours alone, so the
+    wrapper need not copy it (normalize parses every function it inlines: this is on its hot path)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    try:
-        return PositionProvider()._gen(wrapper), wrapper.module
-    except AttributeError:  # a libcst without that (private) step
-        return wrapper.resolve(PositionProvider), wrapper.module
+    step = getattr(PositionProvider(), _PROVIDER_STEP, None)
+    positions = step(wrapper) if step is not None else wrapper.resolve(PositionProvider)
+    return positions, wrapper.module
 
 
 def _parse_lambda(fn: types.FunctionType, firstline: int) -> Parsed:

@@ -35,6 +35,15 @@ def test_unsupported_statement_is_located():
     assert "`Try` statements are not supported" in text
 
 
+def test_errors_are_located_with_libcst_public_resolve_too(monkeypatch):
+    from s2sad import frontend
+
+    monkeypatch.setattr(frontend, "_PROVIDER_STEP", "_no_such_step")  # a libcst without the private step
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(bad_functions.uses_try, backend="python")(1.0)
+    assert "`Try` statements are not supported" in _located(info, 0, "try:")
+
+
 def test_call_without_rule_suggests_custom_rules():
     with pytest.raises(s2sad.UnsupportedError) as info:
         s2sad.grad(bad_functions.calls_unknown)(1.0)
