@@ -92,3 +92,9 @@ def log1pexp_grad(x):
     custom_log1pexp_r = log1pexp_custom_lin_vjp(x, zeros_like_adj(x), log1pexp2_bar)
     x_bar += unbroadcast(custom_log1pexp_r[1], x_bar)
     return x_bar
+
+
+# numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
+# _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
+from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
+use_compiled_text(globals())

@@ -78,3 +78,9 @@ def newton_sqrt_grad(a):
     x = restore(x_tape, x)
     a_bar += unbroadcast(x_bar, a_bar)
     return a_bar
+
+
+# numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
+# _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
+from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
+use_compiled_text(globals())

@@ -289,3 +289,9 @@ def recur_hessian(x, w):
         basis = unit.reshape(np.shape(x)) if np.ndim(x) else 1.0
         hessian[:, k] = np.ravel(recur_grad_jvp_tangent(x, w, basis))
     return hessian.reshape(np.shape(x) * 2) if np.ndim(x) else float(hessian[0, 0])
+
+
+# numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
+# _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
+from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
+use_compiled_text(globals())

@@ -82,3 +82,9 @@ def recur_jvp_tangent(x, w, x_dot, w_dot):
 
 
 recur_jvp_0_1 = recur_jvp  # the name of this file: every generated module defines one
+
+
+# numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
+# _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
+from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
+use_compiled_text(globals())

@@ -41,3 +41,9 @@ def sigmoid_grad_batched(x):
 
 
 sigmoid_vmap_grad_parallel = sigmoid_grad_batched  # the name of this file: every generated module defines one
+
+
+# numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
+# _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
+from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
+use_compiled_text(globals())

@@ -8,7 +8,6 @@ import importlib.util
 import linecache
 import os
 import pickle
-import re
 import sys
 import threading
 import types
@@ -18,6 +17,7 @@ from pathlib import Path
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable, write_atomic
+from s2sad.codegen.compiled import compiled_text, native_tapes  # noqa: F401 (callers name them here)
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
@@ -82,54 +82,6 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
     if backend == "python":
         module.List = PythonTape  # tapes as plain lists when running uncompiled
     return module
-
-
-def compiled_text(source: str) -> str:
-    """What numba compiles for a generated module: the same lines, tapes as numba lists, the
-    adjoints of sums that only arithmetic reads as broadcast views (codegen.views), elementwise
-    expressions as loops (codegen.lower), exp, log, log1p, tanh as loops that vectorize
-    (codegen.vmath) and runs of elementwise lines as one loop (codegen.chains)."""
-    from s2sad.codegen.chains import fused_chains
-    from s2sad.codegen.lower import elementwise_loops
-    from s2sad.codegen.views import expand_views
-    from s2sad.codegen.vmath import vectorized_math
-
-    return fused_chains(vectorized_math(elementwise_loops(expand_views(native_tapes(source)))))
-
-
-def native_tapes(source: str) -> str:
-    """Tapes compiled as numba's own lists: `t = List()` lines become `t = []` and `x = t.pop()` lines
-    `x = tape_pop(t)`, line for line.
-
-    numba inlines push and pop on its reflected lists (about 7 ns each) where a numba.typed.List
-    goes through C helpers (20-100 ns), the difference between a loop adjoint at the speed of a
-    hand-written one and several times slower. `tape_pop` (runtime.core) is numba's pop without the
-    realloc that shrinks the list on the way down. The source keeps `List()` and `.pop()`, which read
-    (and parse back, for higher derivatives) as a tape; a tape never leaves the function that makes it."""
-    tapes = {name for _, name in _TAPE_LINE.findall(source)}
-    source = _TAPE_LINE.sub(r"\1\2 = []", source)
-    runtime_import = _RUNTIME_IMPORT.search(source)
-    if runtime_import is None:  # nothing imported from the runtime: keep list.pop
-        return source
-    popped = 0
-
-    def pop_line(m: re.Match) -> str:
-        nonlocal popped
-        if m.group(3) not in tapes:
-            return m.group(0)
-        popped += 1
-        return f"{m.group(1)}{m.group(2)} = tape_pop({m.group(3)})"
-
-    source = _POP_LINE.sub(pop_line, source)
-    if popped:
-        at = runtime_import.end()
-        source = source[:at] + "tape_pop, " + source[at:]
-    return source
-
-
-_TAPE_LINE = re.compile(r"^(\s*)(\w+) = List\(\)$", re.M)
-_POP_LINE = re.compile(r"^(\s*)(\w+) = (\w+)\.pop\(\)$", re.M)
-_RUNTIME_IMPORT = re.compile(r"^from (?:s2sad\.runtime|\.\w+) import \(", re.M)
 
 
 def _source_file(name: str, source: str) -> Path:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from s2sad.codegen.fuse import _arithmetic
+from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.codegen.lower import import_beside_numpy
 from s2sad.runtime.chains import KERNELS, MAX_OPERANDS, MIN_PASSES, is_unbroadcast
 
@@ -86,7 +86,7 @@ def _operations(node: ast.AST) -> bool:
             return False
         if isinstance(sub, ast.Constant) and not isinstance(sub.value, (int, float)):
             return False
-    return _arithmetic(_kernels_as_ufuncs(node))
+    return is_arithmetic(_kernels_as_ufuncs(node))
 
 
 def _kernels_as_ufuncs(node: ast.AST) -> ast.AST:

@@ -15,11 +15,10 @@ from __future__ import annotations
 import ast
 import re
 
+from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.codegen.prune import names_read
 
 _DEF = re.compile(r"^    ([A-Za-z_]\w*) = (.+)$")
-_UFUNCS = {"exp", "log", "tanh", "sin", "cos", "sqrt", "abs", "negative", "square", "log1p", "expm1",
-           "sinh", "cosh", "arctan", "tan", "exp2", "log2", "log10"}
 MAX_LENGTH = 110  # keep lines readable: a fold that would make a longer line is skipped
 
 
@@ -97,21 +96,7 @@ def _fusable(expr: str) -> bool:
         node = ast.parse(expr, mode="eval").body
     except SyntaxError:
         return False
-    return isinstance(node, (ast.BinOp, ast.UnaryOp)) and _arithmetic(node)
-
-
-def _arithmetic(node: ast.AST) -> bool:
-    if isinstance(node, (ast.Name, ast.Constant)):
-        return True
-    if isinstance(node, ast.BinOp):
-        return not isinstance(node.op, ast.MatMult) and _arithmetic(node.left) and _arithmetic(node.right)
-    if isinstance(node, ast.UnaryOp):
-        return isinstance(node.op, (ast.USub, ast.UAdd)) and _arithmetic(node.operand)
-    if isinstance(node, ast.Call) and not node.keywords and isinstance(node.func, ast.Attribute):
-        func = node.func
-        return (isinstance(func.value, ast.Name) and func.value.id == "np" and func.attr in _UFUNCS
-                and all(_arithmetic(a) for a in node.args))
-    return False
+    return isinstance(node, (ast.BinOp, ast.UnaryOp)) and is_arithmetic(node)
 
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2, "@": 2, "**": 3}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from s2sad.codegen.fuse import _arithmetic
+from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.runtime.fused import MAX_OPERANDS
 
 IMPORT = ("from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish, "
@@ -143,7 +143,7 @@ def _elementwise(node: ast.AST) -> bool:
     leaves = list(ast.walk(node))
     numbers = all(isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
                   for n in leaves if isinstance(n, ast.Constant))
-    return numbers and _arithmetic(node) and any(isinstance(n, ast.Name) and n.id != "np" for n in leaves)
+    return numbers and is_arithmetic(node) and any(isinstance(n, ast.Name) and n.id != "np" for n in leaves)
 
 
 def _template(node: ast.expr) -> tuple[str, list[str]]:
@@ -203,7 +203,7 @@ def _rank(node: ast.expr, ranks: dict[str, int]) -> int:
 
 def _call_rank(call: ast.Call, ranks: dict[str, int]) -> int:
     args = call.args
-    if _arithmetic(call):  # np.exp(a), np.maximum(a, b): the ufuncs codegen.fuse folds
+    if is_arithmetic(call):  # np.exp(a), np.maximum(a, b): the ufuncs codegen.fuse folds
         return max((_rank(a, ranks) for a in args), default=0)
     name = call.func.id if isinstance(call.func, ast.Name) else ""
     if name == "expand_dims_any" and len(args) == 2:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-from s2sad.codegen.fuse import _arithmetic
+from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.codegen.lower import import_beside_numpy
 
 COPY, VIEW = "sum_expand", "sum_expand_view"
@@ -95,4 +95,4 @@ def _ufunc(call: ast.Call) -> bool:
     """A NumPy ufunc as `codegen.fuse` folds it (np.exp, np.tanh, ...), whatever its arguments."""
     bare = ast.Call(func=call.func, args=[ast.Name(id="_", ctx=ast.Load()) for _ in call.args],
                     keywords=call.keywords)
-    return _arithmetic(bare)
+    return is_arithmetic(bare)
