@@ -97,4 +97,4 @@ def log1pexp_grad(x):
 # numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
 # _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
 from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
-use_compiled_text(globals())
+use_compiled_text(globals(), "_s2sad_runtime")

@@ -102,4 +102,4 @@ recur_grad_0_1 = recur_grad  # the name of this file: every generated module def
 # numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of
 # _s2sad_runtime/passes/compiled.py (fused elementwise loops, vectorized exp/log/tanh); this file stays the source
 from ._s2sad_runtime.passes.compiled import use_compiled_text  # noqa: E402
-use_compiled_text(globals())
+use_compiled_text(globals(), "_s2sad_runtime")

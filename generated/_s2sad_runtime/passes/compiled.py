@@ -65,9 +65,10 @@ def vendored_imports(code: str, package: str) -> str:
     return re.sub(r"(^|; )from s2sad\.runtime(\.\w+)? import", rf"\1from .{package}\2 import", code, flags=re.M)
 
 
-def use_compiled_text(namespace: dict, package: str = "_s2sad_runtime") -> None:
+def use_compiled_text(namespace: dict, package: str) -> None:
     """Rebind the numba functions of a module that `s2sad build` wrote (its `globals()`) to the same
-    functions compiled from the module's compiled text, as `s2sad.grad` compiles them.
+    functions compiled from the module's compiled text, as `s2sad.grad` compiles them; `package` is
+    the runtime copy beside it, which the text's imports name.
 
     The file stays the readable source (what a reader, or a further transformation, sees); numba gets
     the rewritten lines, which keep their line numbers, so tracebacks and numba's disk cache still
