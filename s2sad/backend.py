@@ -107,6 +107,58 @@ def _checks_file(source: str, stem: str) -> Path | None:
     return None if folder is None else folder / f"{module_name(source, stem)}.checked"
 
 
+def inferred_return_type(dispatcher, args: tuple):
+    """numba's type for what `dispatcher` returns on `args`, from type inference alone: the function
+    itself is neither lowered nor optimized (the helpers it calls are compiled, as typing needs).
+    None where inference fails or numba's compiler pipeline is not the one this was written for.
+
+    `grad` checks once that the output is a scalar; compiling and running the primal for that cost
+    1.2 s of logistic regression's 12 s cold first call and 3.9 s of an MLP's 15 s."""
+    import numba
+    from numba.core import compiler, errors
+
+    try:
+        argtypes = tuple(numba.typeof(a) for a in args)
+        flags = compiler.Flags()
+        flags.nrt = True
+        flags.error_model = "numpy"
+        typing, target = dispatcher.targetdescr.typing_context, dispatcher.targetdescr.target_context
+        typing.refresh()
+        return compiler.compile_extra(typing, target, dispatcher.py_func, argtypes, None, flags, {},
+                                      pipeline_class=_typing_pipeline())
+    except (errors.NumbaError, AttributeError, ImportError, TypeError, ValueError):
+        return None
+
+
+@functools.cache
+def _typing_pipeline():
+    """A numba compiler that stops after type inference and returns the inferred return type (the
+    pipeline API numba documents for custom compilers, plus its early-completion exception)."""
+    from numba.core.compiler import CompilerBase, DefaultPassBuilder, _EarlyPipelineCompletion
+    from numba.core.compiler_machinery import FunctionPass, register_pass
+    from numba.core.typed_passes import NopythonTypeInference
+
+    @register_pass(mutates_CFG=False, analysis_only=True)
+    class ReturnInferredType(FunctionPass):
+        _name = "s2sad_return_inferred_type"
+
+        def __init__(self):
+            FunctionPass.__init__(self)
+
+        def run_pass(self, state):
+            raise _EarlyPipelineCompletion(state.return_type)
+
+    class TypingOnly(CompilerBase):
+        def define_pipelines(self):
+            pm = DefaultPassBuilder.define_untyped_pipeline(self.state)
+            pm.add_pass(NopythonTypeInference, "nopython frontend")
+            pm.add_pass(ReturnInferredType, "return the inferred type")
+            pm.finalize()
+            return [pm]
+
+    return TypingOnly
+
+
 def passed_check(source: str, stem: str, key: str) -> bool:
     """Has a check keyed `key` (one line) passed for the compiled module of `source`, in any process?
 

@@ -69,17 +69,40 @@ def doubled(x):
     return 2.0 * x
 
 
+def doubled_with_aux(x):
+    return 2.0 * x, x * x
+
+
 def test_the_scalar_output_check_runs_once_per_argument_ranks_across_processes(tmp_path, monkeypatch):
-    """grad checks that the output is a scalar by running the primal; a file beside the cached module
-    remembers the ranks it passed for, so a later process (here: a new grad object) loads no primal."""
+    """grad checks that the output is a scalar from numba's type of the primal's result (running the
+    primal only to name a wrong output); a file beside the cached module remembers the ranks it passed
+    for, so a later process (here: a new grad object) loads no primal."""
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
     first = s2sad.grad(doubled)
     assert first(3.0) == 2.0
-    assert "primal" in first.__s2sad_transform__._compiled
+    assert not first.__s2sad_transform__._compiled["primal"].signatures  # typed, never compiled
     assert [p.suffix for p in tmp_path.glob("s2sad_gen_doubled_*.checked")] == [".checked"]
     later = s2sad.grad(doubled)
     assert later(5.0) == 2.0
     assert "primal" not in later.__s2sad_transform__._compiled
     with pytest.raises(TypeError, match=r"requires a scalar output.*shape \(3,\)"):
         later(np.ones(3))  # other ranks: checked, and refused
+    with_aux = s2sad.grad(doubled_with_aux, has_aux=True)
+    assert with_aux(3.0) == (2.0, 9.0)
+    assert not with_aux.__s2sad_transform__._compiled["primal"].signatures
     assert cache_info()["files"] == len([p for p in tmp_path.rglob("*") if p.is_file()])  # cleared with the rest
+
+
+def test_the_scalar_output_check_runs_the_primal_where_numba_typing_alone_is_unavailable(tmp_path, monkeypatch):
+    from s2sad import backend
+
+    def missing():
+        raise AttributeError("numba without this compiler pipeline")
+
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(backend, "_typing_pipeline", missing)
+    g = s2sad.grad(doubled)
+    assert g(3.0) == 2.0
+    assert g.__s2sad_transform__._compiled["primal"].signatures  # checked the old way: compiled and run
+    with pytest.raises(TypeError, match=r"requires a scalar output.*shape \(3,\)"):
+        g(np.ones(3))
