@@ -116,6 +116,7 @@ def inferred_return_type(dispatcher, args: tuple):
     1.2 s of logistic regression's 12 s cold first call and 3.9 s of an MLP's 15 s."""
     import numba
     from numba.core import compiler, errors
+    from numba.core.compiler_lock import global_compiler_lock
 
     try:
         argtypes = tuple(numba.typeof(a) for a in args)
@@ -123,9 +124,10 @@ def inferred_return_type(dispatcher, args: tuple):
         flags.nrt = True
         flags.error_model = "numpy"
         typing, target = dispatcher.targetdescr.typing_context, dispatcher.targetdescr.target_context
-        typing.refresh()
-        return compiler.compile_extra(typing, target, dispatcher.py_func, argtypes, None, flags, {},
-                                      pipeline_class=_typing_pipeline())
+        with global_compiler_lock:  # as a dispatcher compiles: other threads may be typing too
+            typing.refresh()
+            return compiler.compile_extra(typing, target, dispatcher.py_func, argtypes, None, flags, {},
+                                          pipeline_class=_typing_pipeline())
     except (errors.NumbaError, AttributeError, ImportError, TypeError, ValueError):
         return None
 
