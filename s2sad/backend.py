@@ -17,7 +17,7 @@ from pathlib import Path
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable, write_atomic
-from s2sad.codegen.compiled import compiled_text, native_tapes  # noqa: F401 (callers name them here)
+from s2sad.codegen.compiled import compiled_text
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")

@@ -10,7 +10,7 @@ import pytest
 from numba import types
 
 import s2sad
-from s2sad.backend import compiled_text
+from s2sad.codegen.compiled import compiled_text
 from s2sad.codegen.chains import fused_chains
 from s2sad.runtime.chains import _Plan, chain
 from s2sad.runtime.reductions import sum_expand_view

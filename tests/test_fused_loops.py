@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.backend import compiled_text
+from s2sad.codegen.compiled import compiled_text
 from s2sad.codegen.lower import elementwise_loops, rank_bounds
 from s2sad.runtime.core import unbroadcast
 from s2sad.runtime.fused import (MAX_OPERANDS, ewise, ewise_into, ewise_into_finish, ewise_into_plan,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.backend import compiled_text, native_tapes
+from s2sad.codegen.compiled import compiled_text, native_tapes
 from helpers import RTOL_FD, assert_close, fd_grad
 
 

@@ -411,7 +411,7 @@ def test_restore_of_taped_arrays_keeps_their_references_right():
         numba.njit(lambda: restore([1.0][:0], 2.0))()
 
 
-# ---- tape_pop: numba's pop without the shrinking realloc (backend.native_tapes calls it) -------------
+# ---- tape_pop: numba's pop without the shrinking realloc (codegen.compiled.native_tapes calls it) --
 
 import contextlib  # noqa: E402
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.backend import compiled_text
+from s2sad.codegen.compiled import compiled_text
 from s2sad.codegen.views import expand_views
 from s2sad.runtime.reductions import sum_expand, sum_expand_view
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.backend import compiled_text
+from s2sad.codegen.compiled import compiled_text
 from s2sad.codegen.vmath import vectorized_math
 from s2sad.runtime.vmath import vexp, vlog, vlog1p, vtanh
 

@@ -223,7 +223,7 @@ def _ol_zeros_like_adj(x):
                 out.append(zeros_like_adj(e))
             return out
         return tape_of_zeros
-    if isinstance(x, types.List):  # a tape compiled as numba's own list (see backend.native_tapes)
+    if isinstance(x, types.List):  # a tape compiled as numba's own list (see codegen.compiled.native_tapes)
         return lambda x: [zeros_like_adj(e) for e in x]
     raise TypingError(f"zeros_like_adj: unsupported type {x}")
 
@@ -479,7 +479,7 @@ def restore(tape, current):
 
 
 def tape_pop(tape):
-    """`tape.pop()` as compiled code calls it (backend.native_tapes rewrites `x = t.pop()` lines)."""
+    """`tape.pop()` as compiled code calls it (codegen.compiled.native_tapes rewrites `x = t.pop()` lines)."""
     return tape.pop()
 
 
