@@ -45,7 +45,8 @@ def test_rewrites_top_level_expressions_line_for_line():
     assert lines[2] == "import numpy as np; from s2sad.runtime.fused import " \
                        "ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish, ewise_sum, ewise_sum_plan"
     assert "    t = ewise('_0 * _1 + _2', ewise_plan(a, b, c), a, b, c)" in lines
-    assert "    u = sum_reduce(ewise('np.exp(_0 - _1)', ewise_plan(a, b), a, b), axis=1)" in lines
+    # exp stays outside the loop (codegen.vmath's kernel vectorizes), its argument goes in
+    assert "    u = sum_reduce(np.exp(ewise('_0 - _1', ewise_plan(a, b), a, b)), axis=1)" in lines
     assert "    a_bar = ewise_into_finish(a_bar, ewise_into('_0 * 2.0', ewise_into_plan(a_bar, t), t))" in lines
     assert "    a_bar = ewise_into_finish(a_bar, ewise_into('-_0', ewise_into_plan(a_bar, u), u))" in lines
     assert "    return (a_bar, ewise('_0 * _1', ewise_plan(t, c), t, c))" in lines
@@ -74,6 +75,19 @@ def test_leaves_expressions_over_fewer_than_three_axes_alone():
     mixed = _module("a = expand_dims_any(x[:, :], 1)", "p = y * 2.0", "q = a * p", "return q")
     lines = elementwise_loops(mixed).split("\n")
     assert "    p = y * 2.0" in lines and "    q = ewise('_0 * _1', ewise_plan(a, p), a, p)" in lines
+
+
+def test_adds_into_two_dimensional_arrays_in_one_loop():
+    """`x += unbroadcast(E, x)` builds E, then adds it: one loop from 2-d on (the expression alone
+    stays numba's at 2-d)."""
+    module = _module("v = expand_dims_any(x[:], 1)", "g = v * y", "s = x[:, :]", "s_bar = zeros_like_adj(s)",
+                     "s_bar -= unbroadcast(g * y, s_bar)", "return s_bar")
+    lines = elementwise_loops(module).split("\n")
+    assert "    g = v * y" in lines
+    assert "    s_bar = ewise_into_finish(s_bar, ewise_into('-(_0 * _1)', ewise_into_plan(s_bar, g, y), g, y))" in lines
+    one_d = _module("v = expand_dims_any(x, 1)", "s = x[:]", "s_bar = zeros_like_adj(s)",
+                    "s_bar += unbroadcast(s * 2.0, s_bar)", "return s_bar")
+    assert elementwise_loops(one_d) == one_d
 
 
 def test_rank_bounds_read_from_the_text():

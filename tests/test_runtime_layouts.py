@@ -143,7 +143,11 @@ def test_extremum_adjoint_shares_among_ties(axis):
 @pytest.mark.parametrize("gshape, lshape", [((1000, 5, 2), (5, 2)), ((1000, 5, 2), (1000, 5, 1)),
                                             ((7, 3, 40), (3, 1)), ((2, 3, 4, 5), (3, 1, 5)),
                                             ((2, 3, 4, 5), (2, 1, 4, 1)), ((0, 3), (3,)),
-                                            ((50, 7, 3), (50, 7, 1)), ((200, 25, 10), (200, 25, 1))])
+                                            ((50, 7, 3), (50, 7, 1)), ((200, 25, 10), (200, 25, 1)),
+                                            # down the columns: four rows at a time (and the rows left
+                                            # over), or, from ROW_BLOCK on, a row at a time
+                                            ((1001, 5), (1, 5)), ((3, 2), (2,)), ((9, 16), (16,)),
+                                            ((128, 64), (1, 64)), ((5, 300, 4), (5, 1, 4))])
 def test_unbroadcast_sums_what_broadcasting_added(gshape, lshape):
     g = R.normal(size=gshape)
     added = len(gshape) - len(lshape)

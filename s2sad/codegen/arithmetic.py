@@ -6,6 +6,15 @@ import ast
 
 UFUNCS = {"exp", "log", "tanh", "sin", "cos", "sqrt", "abs", "negative", "square", "log1p", "expm1",
           "sinh", "cosh", "arctan", "tan", "exp2", "log2", "log10"}
+VECTORIZED = {"exp": "vexp", "log": "vlog", "log1p": "vlog1p", "tanh": "vtanh"}  # runtime.vmath's, by NumPy name
+
+
+def vectorized_call(node: ast.AST) -> bool:
+    """Whether `node` is `np.exp(x)`, `np.log(x)`, `np.log1p(x)` or `np.tanh(x)`: a call codegen.vmath
+    points at runtime.vmath's kernels, whose loops vectorize."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in VECTORIZED
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "np" and len(node.args) == 1
+            and not isinstance(node.args[0], ast.Starred) and not node.keywords)
 
 
 def is_arithmetic(node: ast.AST) -> bool:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import ast
 
+from s2sad.codegen.arithmetic import VECTORIZED
 from s2sad.codegen.lower import import_beside_numpy
 
-VECTORIZED = {"exp": "vexp", "log": "vlog", "log1p": "vlog1p", "tanh": "vtanh"}
 REPLACED = {**VECTORIZED, "sum": "sum_all"}
 IMPORTS = {"from s2sad.runtime.vmath import ": sorted(VECTORIZED.values()), "from s2sad.runtime.core import ": ["sum_all"]}
 

