@@ -208,6 +208,64 @@ def test_an_operand_written_in_place_then_rebound_keeps_what_was_written():
     np.testing.assert_allclose(z, 2.0 * written + x - y, rtol=1e-14)  # ... and the rebound name the rest
 
 
+SINK = '''def _(g, e, acc, bias_bar):
+    d = g * e
+    acc += unbroadcast(d, acc)
+    bias_bar -= unbroadcast(d * 2.0, bias_bar)
+    bias_bar += unbroadcast(e, bias_bar)
+    return (acc, bias_bar, )
+'''
+
+
+@pytest.mark.parametrize("sink_shape", [(30, 1), (1, 7), (7,), (30, 7), (1,)])
+def test_an_operand_only_summed_into_may_be_narrower_than_the_loop(sink_shape):
+    """A bias's adjoint, (30, 1) under (30, 7) arrays: summed down after the loop, in the caller's array."""
+    fn = ast.parse(SINK).body[0]
+    mat = types.float64[:, ::1]
+    sink_type = types.Array(types.float64, len(sink_shape), "C")
+    assert _Plan(fn, (mat, mat, mat, sink_type)).fusable
+    rng = np.random.default_rng(7)
+    g, e, acc = (rng.normal(size=(30, 7)) for _ in range(3))
+    bias_bar = rng.normal(size=sink_shape)
+    want_acc, want_bias = acc + g * e, bias_bar.copy()
+    want_bias -= unbroadcast_np(2.0 * g * e - e, sink_shape)
+    got_acc, got_bias = _compiled(SINK)(g, e, acc, bias_bar)
+    np.testing.assert_allclose(acc, want_acc, rtol=1e-14)
+    np.testing.assert_allclose(bias_bar, want_bias, rtol=1e-12, atol=1e-12)  # written in place
+    assert got_bias is bias_bar or np.shares_memory(got_bias, bias_bar)
+
+
+def unbroadcast_np(value, shape):
+    lead = value.ndim - len(shape)
+    summed = value.sum(axis=tuple(range(lead))) if lead else value
+    return summed.sum(axis=tuple(k for k, n in enumerate(shape) if n == 1), keepdims=True).reshape(shape)
+
+
+def test_a_sink_that_does_not_fit_raises_as_written_and_a_repeated_value_stays_as_written():
+    rng = np.random.default_rng(8)
+    g, e, acc = (rng.normal(size=(30, 7)) for _ in range(3))
+    with pytest.raises(ValueError, match="unbroadcast"):
+        _compiled(SINK)(g, e, acc, np.zeros((3, 1)))
+    repeated = '''def _(x, y, s, b_bar):
+    z = x * y
+    w = z + x
+    s += unbroadcast(w, s)
+    b_bar += unbroadcast(2.0, b_bar)
+    return (s, b_bar, )
+'''
+    mat = types.float64[:, ::1]
+    assert not _Plan(ast.parse(repeated).body[0], (mat, mat, mat, types.float64[:, ::1])).fusable
+    b_bar = np.zeros((30, 1))
+    _compiled(repeated)(g, e, acc, b_bar)
+    np.testing.assert_allclose(b_bar, np.full((30, 1), 2.0))  # as written: 2.0 once (a loop would add it 7 times)
+
+
+def test_subtracting_lines_join_a_run():
+    source = _module("a = x * y", "b -= unbroadcast(a, b)", "c = a * 2.0", "d = np.exp(c)", "return b, d")
+    (line,) = _calls(source)
+    assert "    b -= unbroadcast(a, b)" in _program(line).splitlines()
+
+
 def test_a_line_reading_a_sum_of_the_run_runs_as_written():
     program = '''def _(x, s):
     s += unbroadcast(x * x, s)

@@ -12,7 +12,9 @@ lines to `chain` as the text of a function, with the names it reads and returns:
 Compiled, `chain` writes one loop over the elements (`_Plan.source`) when every array operand is
 float64 of one rank, and runs it when, at run time, the arrays have one shape, the ones written
 in place share no memory with the others, and each array that is not C-contiguous holds one value
-(a sum's adjoint as a stride-0 view). Otherwise it runs the lines as written. A line summing down to
+(a sum's adjoint as a stride-0 view). An operand the lines only add into (`b_bar += unbroadcast(g, b_bar)`,
+or -=) may be narrower, as a bias's adjoint is: the loop then writes what it adds to a scratch array,
+summed down into the operand after the loop. Otherwise it runs the lines as written. A line summing down to
 a scalar (`unbroadcast(v, scalar)`) writes `v` out and sums it after the loop (`sum_all`), so
 no line of the chain may read that sum. The results equal the lines as written up to rounding:
 the loop calls `runtime.vmath`'s kernels, as the lines do, and only sums group differently.
@@ -64,8 +66,21 @@ def _span(a) -> tuple[int, int]:
     return start, end
 
 
+@njit
+def _sums_into(shape, loop_shape) -> bool:
+    """Whether an array of `shape` is what `unbroadcast` sums an array of `loop_shape` down to (as many
+    axes or fewer, each of size 1 or the loop's)."""
+    lead = len(loop_shape) - len(shape)
+    if lead < 0:
+        return False
+    for k in range(len(shape)):
+        if shape[k] != 1 and shape[k] != loop_shape[lead + k]:
+            return False
+    return True
+
+
 _AS_WRITTEN = {"np": np, "unbroadcast": unbroadcast, "vexp": vexp, "vlog": vlog, "vlog1p": vlog1p, "vtanh": vtanh}
-_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "_span": _span, "exp_real": exp_real,
+_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "_span": _span, "_sums_into": _sums_into, "exp_real": exp_real,
          "log_real": log_real, "log1p_real": log1p_real, "tanh_real": tanh_real}
 
 
@@ -126,6 +141,8 @@ class _Plan:
         self.counter = 0
         self.passes = 0  # lines that compute array elements
         self.nd = None
+        self.sinks = _sinks(fn) & set(self.params)  # array operands only summed into: any shape they broadcast to
+        self.sink_arrays: list[str] = []  # those of them that are C-contiguous float64 arrays
         for name, t in zip(self.params, operand_types):
             self._operand(name, t)
         if self.nd is None:
@@ -142,6 +159,13 @@ class _Plan:
         return f"_c_{stem.removeprefix('_c_')}_{self.counter}"
 
     def _operand(self, name: str, t):
+        if isinstance(t, types.Array) and name in self.sinks and t.dtype == types.float64 and t.layout == "C":
+            self.sink_arrays.append(name)  # its rank is checked against the loop's when it runs
+            storage = self.counter = self.counter + 1
+            self.operand_storage[storage] = name
+            self.store[storage] = None
+            self.kind[name] = ("array", storage)
+            return
         if isinstance(t, types.Array):
             if t.dtype != types.float64 or t.ndim == 0 or (self.nd is not None and t.ndim != self.nd):
                 self.fusable = False
@@ -198,7 +222,7 @@ class _Plan:
     def _statement(self, stmt: ast.stmt):
         try:
             if isinstance(stmt, ast.AugAssign):
-                self._add_into(stmt.target.id, stmt.value)
+                self._add_into(stmt.target.id, stmt.value, isinstance(stmt.op, ast.Sub))
             else:
                 self._assign(stmt.targets[0].id, stmt.value)
         except _Unfusable:
@@ -226,14 +250,18 @@ class _Plan:
             self.prelude.append(f"{var} = {code}")
             self.kind[name] = ("scalar", var)
 
-    def _add_into(self, name: str, value: ast.AST):
+    def _add_into(self, name: str, value: ast.AST, subtract: bool = False):
         summed = is_unbroadcast(value)
         if summed:
             value = value.args[0]
         code, reads_array = self._expr(value)
+        if subtract:
+            code = f"(-{code})"
         kind = self.kind.get(name)
         if kind is None or kind[0] == "sum":
             raise _Unfusable(name)
+        if name in self.sink_arrays and not reads_array:
+            raise _Unfusable(name)  # a value the loop repeats: summed into a narrower sink, counted once per element
         if kind[0] == "array":
             storage = kind[1]
             if storage in self.operand_storage:
@@ -276,7 +304,9 @@ class _Plan:
         first = (self.arrays + self.uniform)[0]
         checks = [f"{first}.size > 0"] + [f"{a}.shape == {first}.shape" for a in self.arrays + self.uniform if a != first]
         checks += [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
-        checks += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform if a != w]
+        checks += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform
+                   + self.sink_arrays if a != w]
+        checks += [f"_sums_into({a}.shape, {first}.shape)" for a in self.sink_arrays]
         zero = ", ".join(["0"] * self.nd)
         stored = {}  # storage -> output array holding it
         for name in self.outputs:
@@ -295,9 +325,12 @@ class _Plan:
                 results.append(self.operand_storage[kind[1]])
             else:
                 results.append(stored[kind[1]])
+        sinks = [a for a in self.sink_arrays if a in self.written]
         fused = [
             f"size = {first}.size",
             *[f"_c_{a}_f = {a}.reshape(size)" for a in self.arrays],
+            *[f"_c_{a}_in_place = {a}.shape == {first}.shape" for a in sinks],
+            *[f"_c_{a}_f = {a}.reshape(size) if _c_{a}_in_place else np.zeros(size)" for a in sinks],
             *[f"_c_{u}_one = {u}[{zero}]" for u in self.uniform],
             *[f"{o} = np.empty({first}.shape)" for o in stored.values()],
             *[f"{o}_f = {o}.reshape(size)" for o in stored.values()],
@@ -306,11 +339,25 @@ class _Plan:
             "for i in range(size):",
             *[f"    {line}" for line in body],
             *self.after,
+            *[f"if not _c_{a}_in_place:\n            {a} += unbroadcast(_c_{a}_f.reshape({first}.shape), {a})" for a in sinks],
             f"return ({''.join(r + ', ' for r in results)})",
         ]
         return "\n".join([f"def impl(program, {_PARAMS}):", _unpack(self.fn).rstrip("\n"),
                           f"    if {' and '.join(checks)}:", *[f"        {line}" for line in fused],
                           *["    " + ast.unparse(s) for s in self.fn.body]]) + "\n"
+
+
+def _sinks(fn: ast.FunctionDef) -> set[str]:
+    """Names the chain only adds into, each line `x += unbroadcast(E, x)` (or -=) with x not in E: such
+    an operand may be narrower than the loop (a bias's adjoint), summed down after it."""
+    sinks, other = set(), set()
+    for stmt in fn.body[:-1]:
+        if isinstance(stmt, ast.AugAssign) and is_unbroadcast(stmt.value) and stmt.value.args[1].id == stmt.target.id:
+            sinks.add(stmt.target.id)
+            other.update(n.id for n in ast.walk(stmt.value.args[0]) if isinstance(n, ast.Name))
+        else:
+            other.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name))
+    return sinks - other
 
 
 class _Unfusable(Exception):

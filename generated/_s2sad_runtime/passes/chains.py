@@ -8,7 +8,7 @@
 Each line of generated code is a pass over memory; a run of them over arrays of one shape is one
 loop in `runtime.chains` (logistic regression's adjoint lines 36 -> 8 us over 10^4 examples). A run
 is consecutive top-level lines of a function, each `name = E`, `name = unbroadcast(E, like)`,
-`name += E` or `name += unbroadcast(E, name)` with E arithmetic on names and numbers (+ - * / **,
+`name += E` or `name += unbroadcast(E, name)` (or -=) with E arithmetic on names and numbers (+ - * / **,
 unary minus, and the ufuncs `codegen.fuse` folds), holding at most one call of a math function: a
 loop holding two of `runtime.vmath`'s kernels is not vectorized (42 against 31 us as two loops). The
 run passes what it reads, in order, and returns the names read after it; whether the loop runs is
@@ -64,7 +64,7 @@ def _elementwise(stmt: ast.stmt) -> bool:
         return False
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
         target, value = stmt.targets[0].id, stmt.value
-    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name):
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Add, ast.Sub)) and isinstance(stmt.target, ast.Name):
         target, value = stmt.target.id, stmt.value
     else:
         return False
