@@ -14,7 +14,7 @@ from numba.np.numpy_support import as_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from s2sad.runtime.core import (_gather, _is_none_type, _is_scalar_type, _scatter_add, block_offsets, merged_axes,
-                               run_sum, sum_all)
+                               run_sum, sum_all, unbroadcast)
 
 __all__ = [
     "sum_reduce",
@@ -765,6 +765,67 @@ def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
     def impl(g, x, out, axis=None, keepdims=False):
         return _extremum_share(_flat_of(g), x, _flat_of(out), _red_flags(N, axis)).reshape(x.shape)
     return impl
+
+
+def extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
+    """`target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)`; returns target.
+    What `codegen.into` makes of that line in compiled text: compiled, each group's share is added
+    where it lands when target is a float64 array shaped like x, without the adjoint array between."""
+    target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)
+    return target
+
+
+@njit
+def _as_written_into(target, g, x, out, axis, keepdims):
+    target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)
+    return target
+
+
+@overload(extremum_adjoint_into)
+def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
+    def as_written(target, g, x, out, axis=None, keepdims=False):
+        return _as_written_into(target, g, x, out, axis, keepdims)
+
+    if not (isinstance(target, types.Array) and isinstance(x, types.Array) and target.ndim == x.ndim
+            and target.dtype == types.float64 and target.layout == "C"):
+        return as_written
+    N = x.ndim
+
+    def impl(target, g, x, out, axis=None, keepdims=False):
+        red = _red_flags(N, axis)
+        outer, n, inner = _block(_shape_arr(x), red)
+        if target.shape != x.shape or n < 0:
+            return _as_written_into(target, g, x, out, axis, keepdims)
+        gf, of = _flat_of(g), _flat_of(out)
+        if gf.size != outer * inner or of.size != outer * inner:
+            raise ValueError("extremum adjoint: g or out does not have the reduced shape")
+        _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
+        return target
+    return impl
+
+
+@njit
+def _share_block_into(gf, xf, of, result, outer, n, inner):
+    """result += gf[group] / k on the k entries of each group equal to of[group] (`_share_block`, added)."""
+    if inner == 1:  # the last axis reduced: each group is one run of memory
+        for o in range(outer):
+            base, m, k = o * n, of[o], 0.0
+            for r in range(n):
+                k += 1.0 if xf[base + r] == m else 0.0
+            share = gf[o] / k if k > 0 else 0.0
+            for r in range(n):
+                result[base + r] += share if xf[base + r] == m else 0.0
+        return
+    for o in range(outer):
+        base = o * n * inner
+        for i in range(inner):
+            m, k = of[o * inner + i], 0.0
+            for r in range(n):
+                k += 1.0 if xf[base + r * inner + i] == m else 0.0
+            share = gf[o * inner + i] / k if k > 0 else 0.0
+            for r in range(n):
+                at = base + r * inner + i
+                result[at] += share if xf[at] == m else 0.0
 
 
 @njit

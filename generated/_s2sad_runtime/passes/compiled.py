@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .chains import fused_chains
+from .into import added_in_place
 from .lower import elementwise_loops
 from .views import expand_views
 from .vmath import vectorized_math
@@ -18,10 +19,11 @@ from .vmath import vectorized_math
 
 def compiled_text(source: str) -> str:
     """What numba compiles for a generated module: the same lines, tapes as numba lists, the
-    adjoints of sums that only arithmetic reads as broadcast views (codegen.views), elementwise
-    expressions as loops (codegen.lower), exp, log, log1p, tanh as loops that vectorize
-    (codegen.vmath) and runs of elementwise lines as one loop (codegen.chains)."""
-    return fused_chains(vectorized_math(elementwise_loops(expand_views(native_tapes(source)))))
+    adjoints of sums that only arithmetic reads as broadcast views (codegen.views), a max's adjoint
+    added in one pass (codegen.into), elementwise expressions as loops (codegen.lower), exp, log,
+    log1p, tanh as loops that vectorize (codegen.vmath) and runs of elementwise lines as one loop
+    (codegen.chains)."""
+    return fused_chains(vectorized_math(elementwise_loops(added_in_place(expand_views(native_tapes(source))))))
 
 
 def native_tapes(source: str) -> str:
