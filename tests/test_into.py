@@ -54,7 +54,7 @@ def _into(target, g, x, out, axis, keepdims):
 
 
 @pytest.mark.parametrize("shape, axis, keepdims", [((1000, 5), 1, True), ((40, 5), 0, True), ((4, 6, 5), 1, False),
-                                                    ((30,), 0, True), ((3, 4, 5), (0, 2), False)])
+                                                    ((30,), 0, True), ((3, 4, 5), (0, 2), False), ((4, 5), None, False)])
 def test_the_call_adds_what_the_line_adds_ties_shared(shape, axis, keepdims):
     rng = np.random.default_rng(5)
     x = rng.integers(0, 3, size=shape) * 1.0  # many ties: each group's share split between them
