@@ -280,6 +280,12 @@ def _extremum_block_for(largest: bool):
     def block(xf, out, outer, n, inner):
         for o in range(outer):
             base = o * n * inner
+            if inner == 1 and n < 8:  # a short run: one running value (rows of 5: 4.0 -> 3.2 us per 1000)
+                m0 = xf[base]
+                for r in range(1, n):
+                    m0 = pick(xf[base + r], m0)
+                out[o] = m0
+                continue
             if inner == 1:  # the last axis reduced: one run of memory, four running values side by side
                 m0 = m1 = m2 = m3 = xf[base]
                 r = 1
