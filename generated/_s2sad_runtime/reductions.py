@@ -313,31 +313,6 @@ _min_block = _extremum_block_for(False)
 
 
 @njit
-def _share_block(gf, xf, of, result, outer, n, inner):
-    """result = gf[group] / k on the k entries of each group equal to of[group], else 0 (flat, like xf)."""
-    if inner == 1:  # the last axis reduced: each group is one run of memory
-        for o in range(outer):
-            base, m, k = o * n, of[o], 0
-            for r in range(n):
-                k += xf[base + r] == m
-            share = gf[o] / k if k > 0 else 0.0
-            for r in range(n):
-                result[base + r] = share if xf[base + r] == m else 0.0
-        return result
-    for o in range(outer):
-        base = o * n * inner
-        for i in range(inner):
-            m, k = of[o * inner + i], 0
-            for r in range(n):
-                k += xf[base + r * inner + i] == m
-            share = gf[o * inner + i] / k if k > 0 else 0.0
-            for r in range(n):
-                at = base + r * inner + i
-                result[at] = share if xf[at] == m else 0.0
-    return result
-
-
-@njit
 def _extremum_share(gf, x, of, red):
     """gf (flat, one entry per group) shared equally by the entries of each group of x equal to its
     value in `of`; flat like x."""
@@ -347,7 +322,9 @@ def _extremum_share(gf, x, of, red):
         return _ext_adjoint(gf, _flat(x), of, grp, groups)
     if gf.size != outer * inner or of.size != outer * inner:
         raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-    return _share_block(gf, _flat(x), of, np.empty(x.size), outer, n, inner)
+    result = np.zeros(x.size)
+    _share_block_into(gf, _flat(x), of, result, outer, n, inner)
+    return result
 
 
 @njit
@@ -813,7 +790,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
 
 @njit
 def _share_block_into(gf, xf, of, result, outer, n, inner):
-    """result += gf[group] / k on the k entries of each group equal to of[group] (`_share_block`, added)."""
+    """result += gf[group] / k on the k entries of each group equal to of[group] (flat, like xf)."""
     if inner == 1:  # the last axis reduced: each group is one run of memory
         for o in range(outer):
             base, m, k = o * n, of[o], 0.0
