@@ -68,7 +68,7 @@ def _span(a) -> tuple[int, int]:
 
 
 @njit
-def _sums_into(shape, loop_shape) -> bool:
+def _sums_down_to(shape, loop_shape) -> bool:
     """Whether an array of `shape` is what `unbroadcast` sums an array of `loop_shape` down to (as many
     axes or fewer, each of size 1 or the loop's)."""
     lead = len(loop_shape) - len(shape)
@@ -81,7 +81,7 @@ def _sums_into(shape, loop_shape) -> bool:
 
 
 _AS_WRITTEN = {"np": np, "unbroadcast": unbroadcast, "vexp": vexp, "vlog": vlog, "vlog1p": vlog1p, "vtanh": vtanh}
-_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "_span": _span, "_sums_into": _sums_into, "exp_real": exp_real,
+_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "_span": _span, "_sums_down_to": _sums_down_to, "exp_real": exp_real,
          "log_real": log_real, "log1p_real": log1p_real, "tanh_real": tanh_real}
 
 
@@ -307,7 +307,7 @@ class _Plan:
         checks += [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
         checks += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform
                    + self.sink_arrays if a != w]
-        checks += [f"_sums_into({a}.shape, {first}.shape)" for a in self.sink_arrays]
+        checks += [f"_sums_down_to({a}.shape, {first}.shape)" for a in self.sink_arrays]
         zero = ", ".join(["0"] * self.nd)
         stored = {}  # storage -> output array holding it
         for name in self.outputs:
