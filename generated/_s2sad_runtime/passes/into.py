@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 
 from .lower import import_beside_numpy
+from ..chains import is_unbroadcast
 
 IMPORT = "from s2sad.runtime.reductions import extremum_adjoint_into"
 
@@ -44,9 +45,7 @@ def _added_extremum_adjoint(stmt: ast.AST) -> ast.Call | None:
             and stmt.lineno == stmt.end_lineno):
         return None
     call = stmt.value
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "unbroadcast"
-            and len(call.args) == 2 and not call.keywords and isinstance(call.args[1], ast.Name)
-            and call.args[1].id == stmt.target.id):
+    if not (is_unbroadcast(call) and call.args[1].id == stmt.target.id):
         return None
     adjoint = call.args[0]
     if (isinstance(adjoint, ast.Call) and isinstance(adjoint.func, ast.Name) and adjoint.func.id == "extremum_adjoint"
