@@ -151,6 +151,45 @@ def test_a_stride_0_view_is_read_as_one_value_and_a_strided_array_runs_as_writte
     _same(*_run(BACKWARD, strided, q, s, p, y, t, 0.0, m))
 
 
+SOFTMAX_BAR = '''def _(g_rows, p, x_bar, m_bar):
+    s_bar = g_rows * p
+    x_bar += unbroadcast(s_bar, x_bar)
+    m_bar -= unbroadcast(s_bar, m_bar)
+    return (x_bar, m_bar, )
+'''
+
+
+@pytest.mark.parametrize("shape", [(40, 5), (7, 33), (3, 4, 6), (1, 9), (9, 1)])
+def test_a_view_holding_one_value_per_row_runs_by_rows(shape):
+    """A logsumexp's adjoint: `g[:, None] * p` reads g as a stride-0 view along the last axis."""
+    fn = ast.parse(SOFTMAX_BAR).body[0]
+    nd = len(shape)
+    c, view = types.Array(types.float64, nd, "C"), types.Array(types.float64, nd, "A", readonly=True)
+    assert "for _c_r0 in range" in _Plan(fn, (view, c, c, c)).source()
+    assert "for _c_r0 in range" not in _Plan(fn, (c, c, c, c)).source()  # no view: one flat loop
+    rng = np.random.default_rng(11)
+    g = rng.normal(size=shape[:-1])
+    p, x_bar = rng.uniform(size=shape), rng.normal(size=shape)
+    m_bar = rng.normal(size=shape[:-1] + (1,))
+    rows = numba.njit(lambda g, like: sum_expand_view(g, like, nd - 1, False))(g, p)
+    assert rows.strides[-1] == 0 or shape[-1] == 1
+    want_x, want_m = x_bar + g[..., None] * p, m_bar - (g[..., None] * p).sum(axis=-1, keepdims=True)
+    got_x, got_m = _compiled(SOFTMAX_BAR)(rows, p, x_bar, m_bar)
+    np.testing.assert_allclose(x_bar, want_x, rtol=1e-14)  # in place
+    np.testing.assert_allclose(m_bar, want_m, rtol=1e-13, atol=1e-13)
+    assert got_x is x_bar or np.shares_memory(got_x, x_bar)
+
+
+def test_a_view_varying_along_the_last_axis_runs_as_written():
+    rng = np.random.default_rng(12)
+    p, x_bar, m_bar = rng.uniform(size=(6, 4)), rng.normal(size=(6, 4)), rng.normal(size=(6, 1))
+    columns = np.broadcast_to(rng.normal(size=(1, 4)), (6, 4))  # strides (0, 8): one value per column
+    want_x, want_m = x_bar + columns * p, m_bar - (columns * p).sum(axis=1, keepdims=True)
+    _compiled(SOFTMAX_BAR)(columns, p, x_bar, m_bar)
+    np.testing.assert_allclose(x_bar, want_x, rtol=1e-14)
+    np.testing.assert_allclose(m_bar, want_m, rtol=1e-13)
+
+
 def test_arrays_of_other_shapes_run_as_written():
     rng = np.random.default_rng(2)
     m, y = rng.normal(size=(4, 5)), rng.normal(size=(1, 5))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 
 import numpy as np
 from numba import njit, types
@@ -300,13 +301,41 @@ class _Plan:
         return var
 
     def source(self) -> str:
-        """`impl`, the overload's implementation: the loop where the operands allow it, else the lines."""
+        """`impl`, the overload's implementation: the loop where the operands allow it, else the lines.
+
+        Two loops where a view may vary along leading axes (nd >= 2): the flat loop where every view
+        holds one value, and a loop by rows of the last axis where each view holds one value per row
+        (`g[:, None] * p`, a softmax's adjoint, as `codegen.views` leaves it: strides (8, 0))."""
         first = (self.arrays + self.uniform)[0]
-        checks = [f"{first}.size > 0"] + [f"{a}.shape == {first}.shape" for a in self.arrays + self.uniform if a != first]
-        checks += [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
-        checks += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform
+        shaped = [f"{first}.size > 0"] + [f"{a}.shape == {first}.shape" for a in self.arrays + self.uniform if a != first]
+        shaped += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform
                    + self.sink_arrays if a != w]
-        checks += [f"_sums_down_to({a}.shape, {first}.shape)" for a in self.sink_arrays]
+        shaped += [f"_sums_down_to({a}.shape, {first}.shape)" for a in self.sink_arrays]
+        flat = shaped + [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
+        branches = [(flat, self._fused(first, rows=False))]
+        if self.uniform and self.nd >= 2:
+            last = self.nd - 1
+            by_rows = shaped + [f"({a}.strides[{last}] == 0 or {a}.shape[{last}] == 1)" for a in self.uniform]
+            branches.append((by_rows, self._fused(first, rows=True)))
+        lines = [f"def impl(program, {_PARAMS}):", _unpack(self.fn).rstrip("\n")]
+        for k, (checks, fused) in enumerate(branches):
+            lines += [f"    {'if' if k == 0 else 'elif'} {' and '.join(checks)}:", *[f"        {line}" for line in fused]]
+        return "\n".join(lines + ["    " + ast.unparse(s) for s in self.fn.body]) + "\n"
+
+    def _rows_head(self, first: str, body: list[str]) -> tuple[list[str], str]:
+        """(loops over the leading axes, each view's value for the row, then the loop along the row;
+        the indent of its body)."""
+        lead = [f"_c_r{k}" for k in range(self.nd - 1)]
+        head = [f"inner = {first}.shape[{self.nd - 1}]", "base = 0"]
+        head += ["    " * k + f"for {r} in range({first}.shape[{k}]):" for k, r in enumerate(lead)]
+        ind = "    " * len(lead)
+        head += [f"{ind}_c_{u}_one = {u}[{', '.join(lead)}, 0]" for u in self.uniform]
+        head += [f"{ind}{a}_r = {a}[base:base + inner]" for a in sorted(set(_FLAT.findall("\n".join(body))))]
+        return head + [f"{ind}for j in range(inner):"], ind + "    "
+
+    def _fused(self, first: str, rows: bool) -> list[str]:
+        """The lines that run the chain as one loop over the flat index i, or (rows) by rows of the
+        last axis, each array's row a slice read at j."""
         zero = ", ".join(["0"] * self.nd)
         stored = {}  # storage -> output array holding it
         for name in self.outputs:
@@ -326,25 +355,31 @@ class _Plan:
             else:
                 results.append(stored[kind[1]])
         sinks = [a for a in self.sink_arrays if a in self.written]
-        fused = [
+        if rows:
+            loop_head, body_indent = self._rows_head(first, body)
+            body = [_FLAT.sub(r"\1_r[j]", line) for line in body]
+        else:
+            loop_head, body_indent = ["for i in range(size):"], "    "
+        return [
             f"size = {first}.size",
             *[f"_c_{a}_f = {a}.reshape(size)" for a in self.arrays],
             *[f"_c_{a}_in_place = {a}.shape == {first}.shape" for a in sinks],
             *[f"_c_{a}_f = {a}.reshape(size) if _c_{a}_in_place else np.zeros(size)" for a in sinks],
-            *[f"_c_{u}_one = {u}[{zero}]" for u in self.uniform],
+            *([] if rows else [f"_c_{u}_one = {u}[{zero}]" for u in self.uniform]),
             *[f"{o} = np.empty({first}.shape)" for o in stored.values()],
             *[f"{o}_f = {o}.reshape(size)" for o in stored.values()],
             *[f"{t}_f = np.empty(size)" for t in self.temps],
             *self.prelude,
-            "for i in range(size):",
-            *[f"    {line}" for line in body],
+            *loop_head,
+            *[f"{body_indent}{line}" for line in body],
+            *([body_indent[:-4] + "base += inner"] if rows else []),
             *self.after,
             *[f"if not _c_{a}_in_place:\n            {a} += unbroadcast(_c_{a}_f.reshape({first}.shape), {a})" for a in sinks],
             f"return ({''.join(r + ', ' for r in results)})",
         ]
-        return "\n".join([f"def impl(program, {_PARAMS}):", _unpack(self.fn).rstrip("\n"),
-                          f"    if {' and '.join(checks)}:", *[f"        {line}" for line in fused],
-                          *["    " + ast.unparse(s) for s in self.fn.body]]) + "\n"
+
+
+_FLAT = re.compile(r"\b(\w+_f)\[i\]")  # an array of the loop read or written at the flat index
 
 
 def _sinks(fn: ast.FunctionDef) -> set[str]:
