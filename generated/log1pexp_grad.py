@@ -65,13 +65,12 @@ def log1pexp_custom_lin_vjp(x, x_dot, out_dot_bar):
     out_dot = log1pexp_jvp_out2
     # adjoint sweep -----------------------------------------------------------
     out_dot_bar = copy_adj(out_dot_bar)
-    x_dot_bar = zeros_like_adj(x_dot)
     # out, out_dot = rule((x,), (x_dot,))
     log1pexp_jvp_out2_bar = copy_adj(out_dot_bar)
     # return log1pexp(x), (1.0 - 1.0 / (1.0 + np.exp(x))) * x_dot
     mul_bar = log1pexp_jvp_out2_bar
     # (x,), (x_dot,) = primals, tangents
-    x_dot_bar += unbroadcast(mul_bar * sub, x_dot_bar)
+    x_dot_bar = unbroadcast(mul_bar * sub, x_dot)
     return out_dot, x_dot_bar
 
 

@@ -9,7 +9,7 @@ Regenerate: s2sad build (configured in [tool.s2sad]), or s2sad build demo:loss -
 import math
 import numpy as np
 from numba import njit
-from ._s2sad_runtime import (matmul_adjoint_b, sum_expand, unbroadcast, zeros_like_adj)
+from ._s2sad_runtime import (matmul_adjoint_b, sum_expand, unbroadcast)
 
 
 @njit(cache=True, error_model="numpy")
@@ -56,7 +56,6 @@ def loss_grad(W, b, inputs, targets):
     sum2 = np.sum(log2)
     # adjoint sweep -----------------------------------------------------------
     neg_bar = 1.0
-    b_bar = zeros_like_adj(b)
     # return -np.sum(np.log(label_probs))
     log2_bar = sum_expand(unbroadcast(-neg_bar, sum2), log2, None, False)
     label_probs_bar = log2_bar / label_probs
@@ -72,7 +71,7 @@ def loss_grad(W, b, inputs, targets):
     add_bar = mul_bar * 0.5 * (1.0 - tanh2 * tanh2) / 2
     # preds = sigmoid(inputs @ W + b)
     matmul_bar = add_bar
-    b_bar += unbroadcast(add_bar, b_bar)
+    b_bar = unbroadcast(add_bar, b)
     matmul_g = unbroadcast(matmul_bar, matmul)
     W_bar = unbroadcast(matmul_adjoint_b(matmul_g, inputs, W), W)
     return W_bar, b_bar

@@ -241,6 +241,70 @@ def test_reading_the_primal_in_between_does_not_keep_the_zeros():
         lines[1], "    a_bar = unbroadcast(einsum_into('ij,i->j', x, a, g_bar), a)"]
 
 
+SHARED = ["    a_bar = zeros_like_adj(a)", "    s_bar = g_bar * w", "    a_bar += unbroadcast(s_bar, a_bar)",
+          "    m_bar -= unbroadcast(s_bar, m_bar)", "    a_bar += unbroadcast(q * 2.0, a_bar)"]
+OWN_SHARED = OWN | {"s_bar", "t_bar", "m_bar"}
+
+
+def test_a_first_contribution_naming_a_new_array_shares_it_while_nothing_else_sees_a_change():
+    want = [SHARED[1], "    a_bar = unbroadcast(s_bar, a)", *SHARED[3:]]
+    assert start_from_first_contribution(SHARED, OWN_SHARED, {"a_bar"}) == want  # s_bar is last read before a_bar changes
+    via_view = ["    a_bar = zeros_like_adj(a)", "    s_bar = sum_expand(g_bar, x)", "    t_bar = s_bar",
+                "    a_bar += unbroadcast(reshape_like(s_bar, a), a_bar)", "    y = t_bar * 2.0", "    a_bar -= unbroadcast(q, a_bar)"]
+    assert start_from_first_contribution(via_view, OWN_SHARED)[2] == "    a_bar = unbroadcast(reshape_like(s_bar, a), a)"
+
+
+def test_two_first_contributions_of_one_array_share_it_once():
+    """a_bar takes s_bar's array; t_bar then would share it with a_bar, which changes later."""
+    lines = ["    a_bar = zeros_like_adj(a)", "    t_bar = zeros_like_adj(t)", "    s_bar = g_bar * w",
+             "    a_bar += unbroadcast(s_bar, a_bar)", "    t_bar += unbroadcast(s_bar, t_bar)", "    a_bar += unbroadcast(q, a_bar)"]
+    assert start_from_first_contribution(lines, OWN_SHARED) == [
+        lines[1], lines[2], "    a_bar = unbroadcast(s_bar, a)", *lines[4:]]
+
+
+def sum_of_copies(v):
+    c = np.copy(v)
+    return v + c + (v + c)
+
+
+def test_two_adjoints_from_one_sum_against_finite_differences(backend):
+    """The adjoint of `v + c` goes to v_bar and c_bar: at most one of them may take its array."""
+    v, u = np.random.default_rng(10).normal(size=(2, 3))
+    _, pullback = s2sad.vjp(sum_of_copies, v, backend=backend)
+    assert_close(pullback(u)[0], fd_grad(lambda v: np.dot(u, sum_of_copies(v)), (v,), 0))
+
+
+@pytest.mark.parametrize("why, lines, returned", [
+    ("read after a_bar changes", SHARED + ["    y = s_bar * 2.0"], set()),
+    ("an alias bound earlier, read after", SHARED[:2] + ["    t_bar = s_bar"] + SHARED[2:] + ["    y = t_bar * 2.0"], set()),
+    ("changed in place later", SHARED[:3] + ["    s_bar += unbroadcast(q, s_bar)"], set()),
+    ("returned with a_bar", SHARED, {"a_bar", "s_bar"}),
+    ("not made by the sweep", ["    a_bar = zeros_like_adj(a)", "    a_bar += unbroadcast(g_bar, a_bar)"], set()),
+    ("a primal value's memory", ["    a_bar = zeros_like_adj(a)", "    s_bar = reshape_like(x, a)",
+                                 "    a_bar += unbroadcast(s_bar, a_bar)"], set()),
+    ("bound in a loop", ["    a_bar = zeros_like_adj(a)", "    for i in range(3):", "        s_bar = g_bar * i",
+                         "    a_bar += unbroadcast(s_bar, a_bar)"], set()),
+])
+def test_a_first_contribution_that_others_may_still_see_keeps_the_zeros(why, lines, returned):
+    assert start_from_first_contribution(lines, OWN_SHARED, returned) == lines, why
+
+
+def logsumexp_rows(x, b):
+    z = x * b[None, :]
+    m = np.max(z, axis=1, keepdims=True)
+    return np.sum(np.log(np.sum(np.exp(z - m), axis=1)) + np.squeeze(m, axis=1)) + np.sum(np.max(b) * z)
+
+
+def test_shared_first_contributions_in_a_logsumexp_against_finite_differences(backend):
+    rng = np.random.default_rng(9)
+    x, b = rng.normal(size=(6, 4)), rng.normal(size=4)
+    text = s2sad.source(logsumexp_rows)
+    assert "m_bar = zeros_like_adj" not in text  # its first contribution is the squeezed sum's adjoint
+    g = s2sad.grad(logsumexp_rows, argnums=(0, 1), backend=backend)(x, b)
+    for k in range(2):
+        assert_close(g[k], fd_grad(logsumexp_rows, (x, b), k))
+
+
 def test_a_negated_contribution_is_summed_first_then_subtracted():
     assert negate_after_summing(["    a_bar += unbroadcast(-g_bar, a_bar)"]) == ["    a_bar -= unbroadcast(g_bar, a_bar)"]
     assert negate_after_summing(["        m = unbroadcast(-g_bar, like)"]) == ["        m = -unbroadcast(g_bar, like)"]

@@ -179,11 +179,13 @@ def negate_after_summing(lines: list[str]) -> list[str]:
 _ZEROS = re.compile(r"^    ([A-Za-z_]\w*) = zeros_like_adj\(([A-Za-z_]\w*)\)$")
 
 
-def start_from_first_contribution(lines: list[str], droppable: set[str]) -> list[str]:
+def start_from_first_contribution(lines: list[str], droppable: set[str], returned: set[str] = frozenset()) -> list[str]:
     """`x_bar = zeros_like_adj(x)` ... `x_bar += unbroadcast(T, x_bar)`, with nothing reading `x_bar`
     or changing `x` in between, becomes `x_bar = unbroadcast(T, x)`: no pass writing zeros and one
-    reading them. Only where T is arithmetic (`g * y`, `-g`) or a helper that allocates, a new array
-    `x_bar` may own: a bare name or a view could be changed through `x_bar` later."""
+    reading them. Where T is arithmetic (`g * y`, `-g`) or a helper that allocates, `x_bar` owns a new
+    array. Where T may hand back memory of other adjoints (`g`, `reshape_like(g, x)`), `x_bar` shares it,
+    so only where none of them is changed in place later, nor read once `x_bar` is (`_may_share`, on
+    the lines as rewritten so far: two adjoints that took one array share it with each other)."""
     out = list(lines)
     for i, line in enumerate(lines):
         zeros = _ZEROS.match(line)
@@ -195,13 +197,75 @@ def start_from_first_contribution(lines: list[str], droppable: set[str]) -> list
             later = lines[j]
             if later.startswith(first) and later.endswith(f", {bar})"):
                 contribution = later[len(first):-len(f", {bar})")]
-                if _is_arithmetic(contribution) and bar not in names_read([contribution]):
+                if bar not in names_read([contribution]) and (
+                        _is_arithmetic(contribution) or _may_share(contribution, bar, [k or "" for k in out], j, droppable, returned)):
                     out[i] = None
                     out[j] = f"    {bar} = unbroadcast({contribution}, {like})"
                 break
             if bar in names_read([later]) or _rebinds(later, like):
                 break
     return [line for line in out if line is not None]
+
+
+# helpers whose result may be (a view of) their first argument; the others' arguments give shapes only
+_VIEW_CALLS = {"unbroadcast", "reshape_like", "squeeze_any", "expand_dims_any", "sum_expand_view"}
+
+
+def _memory_of(text: str) -> set[str] | None:
+    """The names whose arrays an expression's value may share memory with: none for arithmetic or an
+    allocating helper, the first argument's for a helper that may hand it back, every name read for
+    anything else; None where the text does not parse."""
+    import ast
+
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def sources(n) -> set[str]:
+        if isinstance(n, ast.Name):
+            return {n.id}
+        if isinstance(n, ast.Constant) or isinstance(n, (ast.BinOp, ast.UnaryOp)):
+            return set()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            if n.func.id in _NEW_ARRAY_CALLS | {"zeros_like_adj", "copy_adj", "sum_expand"}:
+                return set()
+            if n.func.id in _VIEW_CALLS and n.args:
+                return sources(n.args[0])
+        return {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
+
+    return sources(node)
+
+
+def _may_share(contribution: str, bar: str, lines: list[str], j: int, droppable: set[str], returned: set[str]) -> bool:
+    """Whether `bar` may take line j's contribution's memory. The names that may share it (bound from
+    it, or it from them, closed over all the lines) must be locals of the sweep bound by top-level
+    lines only, none changed in place after line j, none read once `bar` is, and none returned."""
+    memory = _memory_of(contribution)
+    if not memory:
+        return memory is not None  # a new array
+    bound: list[tuple[int, str, set[str] | None]] = []
+    for k, line in enumerate(lines):
+        bind = _BIND.match(line.split("#", 1)[0])
+        if bind:
+            bound.append((k, bind.group(1), _memory_of(bind.group(2))))
+    group, grew = set(memory), True
+    while grew:
+        grew = False
+        for k, name, sources in bound:
+            if k == j:
+                continue
+            linked = name in group or sources is None or bool(sources & group)
+            if linked and not ({name} | (sources or set())) <= group:
+                group |= {name} | (sources or set())
+                grew = True
+    if any(name in group and (sources is None or lines[k][4:5] == " ") for k, name, sources in bound):
+        return False  # bound from something unparsed, or in a loop or branch
+    if not group <= droppable or not group <= {name for _, name, _ in bound} or group & returned:
+        return False  # a parameter, a primal value, a tape's: not the sweep's to share
+    changed_at = next((k for k in range(j + 1, len(lines)) if _changed(lines[k]) == bar), len(lines))
+    return not any(_changed(lines[k]) in group or (k >= changed_at and names_read([lines[k]]) & group)
+                   for k in range(j + 1, len(lines)))
 
 
 _LOOP_TARGET = re.compile(r"^\s*for (.*?) in ")

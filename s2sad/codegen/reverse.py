@@ -400,7 +400,7 @@ class ReverseGen:
         own = (set(self._bars.values()) | self.template_locals) - set(fn.params) - {seed}
         adjoint.lines = drop_dead_adjoints(adjoint.lines, own, set(adjoints))
         adjoint.lines = share_unchanged_adjoints(adjoint.lines, own, set(adjoints))
-        adjoint.lines = start_from_first_contribution(adjoint.lines, own)
+        adjoint.lines = start_from_first_contribution(adjoint.lines, own, set(adjoints))
         outputs = fn.outputs[1 if gradient else 0:n_outputs]
         if gradient:
             roots = names_read_first(adjoint.lines) | set(outputs) | self.popped()

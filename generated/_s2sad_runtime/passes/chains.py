@@ -124,7 +124,12 @@ def _named_call(name: ast.AST) -> bool:
 
 
 def _alias(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name)
+    """`a = b`, or `a = unbroadcast(b, like)` (which hands b back where the shapes agree, as
+    `runtime.chains` assumes): no pass over memory of its own."""
+    if not isinstance(stmt, ast.Assign):
+        return False
+    value = stmt.value.args[0] if is_unbroadcast(stmt.value) else stmt.value
+    return isinstance(value, ast.Name)
 
 
 def _replace(run: list[ast.stmt], fn: ast.FunctionDef, lines: list[str]) -> bool:
