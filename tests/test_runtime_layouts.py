@@ -126,6 +126,27 @@ def test_max_and_min_propagate_nan_as_numpy(axis):
     np.testing.assert_array_equal(got[2], np.min(x, axis))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("shape, axis", [((6, 40), 1), ((6, 40), 0), ((3, 4, 9), 1)])
+def test_max_and_min_of_other_dtypes_match_numpy(dtype, shape, axis):
+    x = (R.normal(size=shape) * 10).astype(dtype)
+    got = _reduce_all(x, axis)
+    for g, w in ((got[1], np.max(x, axis)), (got[2], np.min(x, axis))):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("where", [0, 37, 98, 99])
+def test_a_nan_anywhere_in_a_long_row_wins(where):
+    """Rows of 100 run vectorized, with a remainder: a nan in either part, or first, decides the row."""
+    x = R.normal(size=(3, 100))
+    x[1, where] = np.nan
+    got = _reduce_all(x, 1)
+    np.testing.assert_array_equal(got[1], np.max(x, 1))
+    np.testing.assert_array_equal(got[2], np.min(x, 1))
+    assert np.isnan(got[1][1]) and np.isnan(got[2][1]) and not np.isnan(got[1][[0, 2]]).any()
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, (0, 1), (1, 2), (0, 2)])
 def test_extremum_adjoint_shares_among_ties(axis):
     x = np.round(R.normal(size=(6, 4, 5)))  # integers: many ties

@@ -9,7 +9,8 @@ result's rank, so it must be a constant (it is, in generated code).
 import numpy as np
 from numba import njit, types
 from numba.core.errors import TypingError
-from numba.extending import overload
+from llvmlite import ir
+from numba.extending import intrinsic, overload
 from numba.np.numpy_support import as_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
@@ -268,42 +269,62 @@ def _sum_block(xf, out, outer, n, inner):
                 out[row + i] += xf[at + i]
 
 
+def _extremum_pick(largest: bool):
+    """pick(m, v): the larger (smaller) of two values, nan if either is nan, as NumPy's max (min).
+
+    For two float64s, LLVM's `maximum`/`minimum` (also -0.0 below 0.0): as a compare and a select, a
+    running maximum stays scalar code; as this intrinsic LLVM vectorizes it, reductions included
+    (rows of 1000: 42 -> 19 us per 100 rows; of 100: 48 -> 34 us per 1000)."""
+    name = "llvm.maximum" if largest else "llvm.minimum"
+
+    @intrinsic
+    def ieee(typingctx, m, v):
+        def codegen(context, builder, signature, args):
+            double = ir.DoubleType()
+            fn = builder.module.declare_intrinsic(name, [double], ir.FunctionType(double, [double, double]))
+            return builder.call(fn, args)
+        return types.float64(types.float64, types.float64), codegen
+
+    def pick(m, v):
+        raise NotImplementedError("compiled only")
+
+    @overload(pick, inline="always")
+    def _ol_pick(m, v):
+        if m == types.float64 and v == types.float64:
+            return lambda m, v: ieee(m, v)
+        if largest:
+            return lambda m, v: v if (v > m or v != v) else m
+        return lambda m, v: v if (v < m or v != v) else m
+
+    return pick
+
+
 def _extremum_block_for(largest: bool):
     """The max (largest) or min loop: out[o*inner + i] = extremum over r of xf[(o*n + r)*inner + i],
-    nan where any entry is nan (as NumPy); n > 0. `largest` is a constant of the compiled loop."""
-    @njit(inline="always")
-    def pick(v, m):
-        return v if ((v > m if largest else v < m) or v != v) else m
+    nan where any entry is nan (as NumPy); n > 0. `largest` is a constant of the compiled loop. Rows
+    are slices, so each loop's index starts at 0: LLVM vectorizes no loop indexed `base + r`."""
+    pick = _extremum_pick(largest)
+
+    @njit
+    def run(row):
+        m = row[0]
+        for r in range(1, row.size):
+            m = pick(m, row[r])
+        return m
 
     @njit
     def block(xf, out, outer, n, inner):
         for o in range(outer):
             base = o * n * inner
-            if inner == 1 and n < 8:  # a short run: one running value (rows of 5: 4.0 -> 3.2 us per 1000)
-                m0 = xf[base]
-                for r in range(1, n):
-                    m0 = pick(xf[base + r], m0)
-                out[o] = m0
+            if inner == 1:  # the last axis reduced: one run of memory
+                out[o] = run(xf[base:base + n])
                 continue
-            if inner == 1:  # the last axis reduced: one run of memory, four running values side by side
-                m0 = m1 = m2 = m3 = xf[base]
-                r = 1
-                while r + 4 <= n:
-                    m0, m1 = pick(xf[base + r], m0), pick(xf[base + r + 1], m1)
-                    m2, m3 = pick(xf[base + r + 2], m2), pick(xf[base + r + 3], m3)
-                    r += 4
-                while r < n:
-                    m0 = pick(xf[base + r], m0)
-                    r += 1
-                out[o] = pick(pick(m1, m0), pick(m3, m2))
-                continue
-            row = o * inner
-            for i in range(inner):
-                out[row + i] = xf[base + i]
+            row = out[o * inner:(o + 1) * inner]
+            row[:] = xf[base:base + inner]
             for r in range(1, n):
-                at = base + r * inner
+                entries = xf[base + r * inner:base + (r + 1) * inner]
                 for i in range(inner):
-                    out[row + i] = pick(xf[at + i], out[row + i])
+                    row[i] = pick(row[i], entries[i])
     return block
 
 
@@ -790,14 +811,14 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
 @njit
 def _share_block_into(gf, xf, of, result, outer, n, inner):
     """result += gf[group] / k on the k entries of each group equal to of[group] (flat, like xf)."""
-    if inner == 1:  # the last axis reduced: each group is one run of memory
+    if inner == 1:  # the last axis reduced: each group is one run of memory (slices: loops from 0 vectorize)
         for o in range(outer):
-            base, m, k = o * n, of[o], 0.0
+            row, into, m, k = xf[o * n:(o + 1) * n], result[o * n:(o + 1) * n], of[o], 0
             for r in range(n):
-                k += 1.0 if xf[base + r] == m else 0.0
+                k += row[r] == m  # an integer count: LLVM does not reorder a float sum
             share = gf[o] / k if k > 0 else 0.0
             for r in range(n):
-                result[base + r] += share if xf[base + r] == m else 0.0
+                into[r] += share if row[r] == m else 0.0
         return
     for o in range(outer):
         base = o * n * inner
