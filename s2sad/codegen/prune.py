@@ -15,6 +15,8 @@ The adjoint-sweep passes touch top-level lines only: a line in a loop or branch 
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 
 from s2sad import ir
@@ -211,28 +213,27 @@ def start_from_first_contribution(lines: list[str], droppable: set[str], returne
 _VIEW_CALLS = {"unbroadcast", "reshape_like", "squeeze_any", "expand_dims_any", "sum_expand_view"}
 
 
-def _memory_of(text: str) -> set[str] | None:
+@functools.lru_cache(maxsize=4096)
+def _memory_of(text: str) -> frozenset[str]:
     """The names whose arrays an expression's value may share memory with: none for arithmetic or an
     allocating helper, the first argument's for a helper that may hand it back, every name read for
-    anything else; None where the text does not parse."""
-    import ast
-
+    anything else."""
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
-        return None
+        return frozenset(names_read([text]))
 
-    def sources(n) -> set[str]:
+    def sources(n) -> frozenset[str]:
         if isinstance(n, ast.Name):
-            return {n.id}
-        if isinstance(n, ast.Constant) or isinstance(n, (ast.BinOp, ast.UnaryOp)):
-            return set()
+            return frozenset([n.id])
+        if isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp)):
+            return frozenset()
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             if n.func.id in _NEW_ARRAY_CALLS | {"zeros_like_adj", "copy_adj", "sum_expand"}:
-                return set()
+                return frozenset()
             if n.func.id in _VIEW_CALLS and n.args:
                 return sources(n.args[0])
-        return {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
+        return frozenset(m.id for m in ast.walk(n) if isinstance(m, ast.Name))
 
     return sources(node)
 
@@ -243,24 +244,18 @@ def _may_share(contribution: str, bar: str, lines: list[str], j: int, droppable:
     lines only, none changed in place after line j, none read once `bar` is, and none returned."""
     memory = _memory_of(contribution)
     if not memory:
-        return memory is not None  # a new array
-    bound: list[tuple[int, str, set[str] | None]] = []
-    for k, line in enumerate(lines):
-        bind = _BIND.match(line.split("#", 1)[0])
-        if bind:
-            bound.append((k, bind.group(1), _memory_of(bind.group(2))))
+        return True  # a new array
+    bound = [(k, bind.group(1), _memory_of(bind.group(2))) for k, line in enumerate(lines)
+             if k != j and (bind := _BIND.match(line.split("#", 1)[0]))]
     group, grew = set(memory), True
-    while grew:
+    while grew:  # what shares memory with the contribution, in either direction
         grew = False
-        for k, name, sources in bound:
-            if k == j:
-                continue
-            linked = name in group or sources is None or bool(sources & group)
-            if linked and not ({name} | (sources or set())) <= group:
-                group |= {name} | (sources or set())
+        for _, name, sources in bound:
+            if (name in group or sources & group) and not ({name} | sources) <= group:
+                group |= {name} | sources
                 grew = True
-    if any(name in group and (sources is None or lines[k][4:5] == " ") for k, name, sources in bound):
-        return False  # bound from something unparsed, or in a loop or branch
+    if any(name in group and lines[k][4:5] == " " for k, name, _ in bound):
+        return False  # bound in a loop or branch
     if not group <= droppable or not group <= {name for _, name, _ in bound} or group & returned:
         return False  # a parameter, a primal value, a tape's: not the sweep's to share
     changed_at = next((k for k in range(j + 1, len(lines)) if _changed(lines[k]) == bar), len(lines))
@@ -280,8 +275,6 @@ def _rebinds(line: str, name: str) -> bool:
 
 
 def _is_arithmetic(text: str) -> bool:
-    import ast
-
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:

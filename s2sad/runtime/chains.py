@@ -12,7 +12,8 @@ lines to `chain` as the text of a function, with the names it reads and returns:
 Compiled, `chain` writes one loop over the elements (`_Plan.source`) when every array operand is
 float64 of one rank, and runs it when, at run time, the arrays have one shape, the ones written
 in place share no memory with the others, and each array that is not C-contiguous holds one value
-(a sum's adjoint as a stride-0 view). An operand the lines only add into (`b_bar += unbroadcast(g, b_bar)`,
+(a sum's adjoint as a stride-0 view), or one value per row of the last axis (a row sum's adjoint,
+`g[:, None] * p`: then the loop runs by rows). An operand the lines only add into (`b_bar += unbroadcast(g, b_bar)`,
 or -=) may be narrower, as a bias's adjoint is: the loop then writes what it adds to a scratch array,
 summed down into the operand after the loop. Otherwise it runs the lines as written. A line summing down to
 a scalar (`unbroadcast(v, scalar)`) writes `v` out and sums it after the loop (`sum_all`), so
