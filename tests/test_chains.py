@@ -180,6 +180,27 @@ def test_a_view_holding_one_value_per_row_runs_by_rows(shape):
     assert got_x is x_bar or np.shares_memory(got_x, x_bar)
 
 
+@pytest.mark.parametrize("by_rows", [False, True])
+def test_operands_named_like_the_loops_own_variables_keep_their_values(by_rows):
+    """A scalar `i` or an array `size` from the user's code is an operand like any other."""
+    program = '''def _(g, size, i, j, base, inner):
+    t = g * size * i
+    u = t + j * base
+    inner += unbroadcast(u * size, inner)
+    return (inner, t, )
+'''
+    rng = np.random.default_rng(13)
+    size, base = rng.normal(size=(5, 6)), 0.5
+    g = numba.njit(lambda g, like: sum_expand_view(g, like, 1, False))(rng.normal(size=5), size) if by_rows \
+        else rng.normal(size=(5, 6))
+    inner = rng.normal(size=(5, 6))
+    want_t = g * size * 3.0
+    want_inner = inner + (want_t + 2.0 * base) * size
+    got_inner, got_t = _compiled(program)(g, size, 3.0, 2.0, base, inner)
+    np.testing.assert_allclose(got_t, want_t, rtol=1e-14)
+    np.testing.assert_allclose(inner, want_inner, rtol=1e-14)
+
+
 def test_a_view_varying_along_the_last_axis_runs_as_written():
     rng = np.random.default_rng(12)
     p, x_bar, m_bar = rng.uniform(size=(6, 4)), rng.normal(size=(6, 4)), rng.normal(size=(6, 1))

@@ -198,7 +198,7 @@ class _Plan:
         storage = kind[1]
         if self.store[storage] is None:  # an operand's element, loaded where first read
             var = self.fresh(f"{self.operand_storage[storage]}_e")
-            self.body.append(f"{var} = _c_{self.operand_storage[storage]}_f[i]")
+            self.body.append(f"{var} = _c_{self.operand_storage[storage]}_f[_c_i]")
             self.store[storage] = var
         return self.store[storage]
 
@@ -297,7 +297,7 @@ class _Plan:
         self.passes += 1
         temp = self.fresh("summed")
         self.temps.append(temp)
-        self.body.append(f"{temp}_f[i] = {code}")
+        self.body.append(f"{temp}_f[_c_i] = {code}")
         var = self.fresh("sum")
         self.after.append(f"{var} = {'' if start is None else start + ' + '}sum_all({temp}_f)")
         return var
@@ -328,16 +328,17 @@ class _Plan:
         """(loops over the leading axes, each view's value for the row, then the loop along the row;
         the indent of its body)."""
         lead = [f"_c_r{k}" for k in range(self.nd - 1)]
-        head = [f"inner = {first}.shape[{self.nd - 1}]", "base = 0"]
+        head = [f"_c_inner = {first}.shape[{self.nd - 1}]", "_c_base = 0"]
         head += ["    " * k + f"for {r} in range({first}.shape[{k}]):" for k, r in enumerate(lead)]
         ind = "    " * len(lead)
         head += [f"{ind}_c_{u}_one = {u}[{', '.join(lead)}, 0]" for u in self.uniform]
-        head += [f"{ind}{a}_r = {a}[base:base + inner]" for a in sorted(set(_FLAT.findall("\n".join(body))))]
-        return head + [f"{ind}for j in range(inner):"], ind + "    "
+        head += [f"{ind}{a}_r = {a}[_c_base:_c_base + _c_inner]" for a in sorted(set(_FLAT.findall("\n".join(body))))]
+        return head + [f"{ind}for _c_j in range(_c_inner):"], ind + "    "
 
     def _fused(self, first: str, rows: bool) -> list[str]:
-        """The lines that run the chain as one loop over the flat index i, or (rows) by rows of the
-        last axis, each array's row a slice read at j."""
+        """The lines that run the chain as one loop over the flat index _c_i, or (rows) by rows of the
+        last axis, each array's row a slice read at _c_j. The loop's own names start with _c_, as
+        `fresh` names do: the chain's operands (a scalar `i`, an array `size`) keep theirs."""
         zero = ", ".join(["0"] * self.nd)
         stored = {}  # storage -> output array holding it
         for name in self.outputs:
@@ -345,8 +346,8 @@ class _Plan:
             if kind[0] == "array" and kind[1] not in self.operand_storage and kind[1] not in stored:
                 stored[kind[1]] = self.fresh("_c_out")
         body = list(self.body)
-        body += [f"{out}_f[i] = {self.store[storage]}" for storage, out in stored.items()]
-        body += [f"_c_{name}_f[i] = {self.store[storage]}" for name, storage in sorted(self.written.items())]
+        body += [f"{out}_f[_c_i] = {self.store[storage]}" for storage, out in stored.items()]
+        body += [f"_c_{name}_f[_c_i] = {self.store[storage]}" for name, storage in sorted(self.written.items())]
         results = []
         for name in self.outputs:
             kind = self.kind[name]
@@ -359,29 +360,29 @@ class _Plan:
         sinks = [a for a in self.sink_arrays if a in self.written]
         if rows:
             loop_head, body_indent = self._rows_head(first, body)
-            body = [_FLAT.sub(r"\1_r[j]", line) for line in body]
+            body = [_FLAT.sub(r"\1_r[_c_j]", line) for line in body]
         else:
-            loop_head, body_indent = ["for i in range(size):"], "    "
+            loop_head, body_indent = ["for _c_i in range(_c_size):"], "    "
         return [
-            f"size = {first}.size",
-            *[f"_c_{a}_f = {a}.reshape(size)" for a in self.arrays],
+            f"_c_size = {first}.size",
+            *[f"_c_{a}_f = {a}.reshape(_c_size)" for a in self.arrays],
             *[f"_c_{a}_in_place = {a}.shape == {first}.shape" for a in sinks],
-            *[f"_c_{a}_f = {a}.reshape(size) if _c_{a}_in_place else np.zeros(size)" for a in sinks],
+            *[f"_c_{a}_f = {a}.reshape(_c_size) if _c_{a}_in_place else np.zeros(_c_size)" for a in sinks],
             *([] if rows else [f"_c_{u}_one = {u}[{zero}]" for u in self.uniform]),
             *[f"{o} = np.empty({first}.shape)" for o in stored.values()],
-            *[f"{o}_f = {o}.reshape(size)" for o in stored.values()],
-            *[f"{t}_f = np.empty(size)" for t in self.temps],
+            *[f"{o}_f = {o}.reshape(_c_size)" for o in stored.values()],
+            *[f"{t}_f = np.empty(_c_size)" for t in self.temps],
             *self.prelude,
             *loop_head,
             *[f"{body_indent}{line}" for line in body],
-            *([body_indent[:-4] + "base += inner"] if rows else []),
+            *([body_indent[:-4] + "_c_base += _c_inner"] if rows else []),
             *self.after,
             *[f"if not _c_{a}_in_place:\n            {a} += unbroadcast(_c_{a}_f.reshape({first}.shape), {a})" for a in sinks],
             f"return ({''.join(r + ', ' for r in results)})",
         ]
 
 
-_FLAT = re.compile(r"\b(\w+_f)\[i\]")  # an array of the loop read or written at the flat index
+_FLAT = re.compile(r"\b(\w+_f)\[_c_i\]")  # an array of the loop read or written at the flat index
 
 
 def _sinks(fn: ast.FunctionDef) -> set[str]:
