@@ -13,6 +13,7 @@ import numpy as np
 
 from s2sad import gencache, rules, synthesize
 from s2sad.custom import _Custom
+from s2sad.entry import entry_function
 from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.frontend import unwrap
@@ -191,6 +192,7 @@ class _Transform:
             found._generated, found._ir, found._compiled, found._specialized, found.defs = None, None, {}, {}, defs
             found.__dict__.pop("_checked_ranks", None)
             found.__dict__.pop("_rebuild", None)
+            found.__dict__.pop("_entries", None)
             found.leaf_counts = tuple(d.num_leaves for d in defs)
             offsets = np.cumsum([0, *found.leaf_counts])
             found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
@@ -273,6 +275,7 @@ class _Reverse(_Transform):
         if key not in self._specialized:
             found = copy.copy(self)
             found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
+            found.__dict__.pop("_entries", None)
             found.recompute_libm = True
             self._specialized[key] = found
         return self._specialized[key]
@@ -384,6 +387,18 @@ class _Reverse(_Transform):
                 f"{shape}. Use vmap({self.what}(f)) for per-example gradients, jacrev(f) for the Jacobian, "
                 "or reduce the output (e.g. .sum()) first.")
 
+    def entry_for(self, specialized: "_Reverse", kind: str, args: tuple, leaves: tuple) -> Callable | None:
+        """The entry function (s2sad.entry) for calls structured like `args`, which has just passed
+        every check of `specialized`; None where the general path must run on every call."""
+        if self.backend == "python" or len(args) != len(self.params):
+            return None  # the python backend checks the output on every call; defaults need binding
+        key = (kind, specialized.defs,
+               tuple([(type(a), a.ndim) if type(a) is np.ndarray else type(a) for a in leaves]))
+        entries = self.__dict__.setdefault("_entries", {})
+        if key not in entries:
+            entries[key] = entry_function(specialized, kind, leaves)
+        return entries[key]
+
     def grads(self, result, start: int | None = None):
         """The gradients in `result` from index `start` on (default: after the outputs a vjp returns
         first), in the structure of the argnums."""
@@ -455,14 +470,24 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     `argnums` is a tuple), or `(gradient, aux)` when `has_aux=True`.
     """
     rev = _Reverse(fun, argnums, has_aux, backend, "grad")
+    entry = None  # for calls structured like the last one: its checks and flattening written out (s2sad.entry)
 
     @functools.wraps(rev.fun)
     def grad_fun(*args, **kwargs):
-        r, args = rev.specialize(rev.bind(args, kwargs))
-        r.check(args)
-        result = r.gradient(args)  # (gradient leaves..., aux leaves...)
+        nonlocal entry
+        if entry is not None and not kwargs:
+            g = entry(args)
+            if g is not None:
+                return g
+        r, leaves = rev.specialize(rev.bind(args, kwargs))
+        r.check(leaves)
+        result = r.gradient(leaves)  # (gradient leaves..., aux leaves...)
         g = r.grads(result, 0)
-        return (g, unflatten(r.generated.fn.output_shape[1], list(result[len(r.flat_argnums):]))) if has_aux else g
+        if has_aux:
+            return g, unflatten(r.generated.fn.output_shape[1], list(result[len(r.flat_argnums):]))
+        if not kwargs:
+            entry = rev.entry_for(r, "grad", args, leaves)
+        return g
 
     grad_fun.__s2sad_transform__ = rev
     return grad_fun
@@ -472,14 +497,23 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
                    backend: str = DEFAULT_BACKEND) -> Callable:
     """Like `grad`, but returns `(value, grad)`, or `((value, aux), grad)` with `has_aux`."""
     rev = _Reverse(fun, argnums, has_aux, backend, "value_and_grad")
+    entry = None  # as in grad
 
     @functools.wraps(rev.fun)
     def value_and_grad_fun(*args, **kwargs):
-        r, args = rev.specialize(rev.bind(args, kwargs))
-        r.check(args)
-        result = r.scalar_vjp(args)
-        value = (result[0], r.aux(result)) if has_aux else result[0]
-        return value, r.grads(result)
+        nonlocal entry
+        if entry is not None and not kwargs:
+            out = entry(args)
+            if out is not None:
+                return out
+        r, leaves = rev.specialize(rev.bind(args, kwargs))
+        r.check(leaves)
+        result = r.scalar_vjp(leaves)
+        if has_aux:
+            return (result[0], r.aux(result)), r.grads(result)
+        if not kwargs:
+            entry = rev.entry_for(r, "value_and_grad", args, leaves)
+        return result[0], r.grads(result)
 
     value_and_grad_fun.__s2sad_transform__ = rev
     return value_and_grad_fun

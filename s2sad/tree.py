@@ -12,7 +12,7 @@ generated code (and numba) only ever sees the leaves: s2sad specializes the code
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -156,28 +156,35 @@ def tree_builder(treedef: PyTreeDef) -> Callable | None:
     namedtuples, registered classes or dicts with keys other than strings, which the recursive
     builder handles."""
     if treedef not in _BUILDERS:
-        count = iter(range(treedef.num_leaves))
-
-        def expr(t: PyTreeDef) -> str | None:
-            if t.kind == "leaf":
-                return f"leaves[{next(count)}]"
-            if t.kind == "none":
-                return "None"
-            if t.kind not in ("tuple", "list", "dict"):
-                return None
-            parts = [expr(c) for c in t.children]
-            if None in parts:
-                return None
-            if t.kind == "dict":
-                return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(t.aux, parts)) + "}"
-            if t.kind == "list":
-                return "[" + ", ".join(parts) + "]"
-            return "(" + "".join(f"{p}, " for p in parts) + ")"
-
-        body = expr(treedef)
-        keys_print_back = all(_literal_keys(t) for t in _nodes(treedef))
-        _BUILDERS[treedef] = eval(f"lambda leaves: {body}") if body and keys_print_back else None  # noqa: S307
+        body = builder_expression(treedef, (f"leaves[{i}]" for i in range(treedef.num_leaves)))
+        _BUILDERS[treedef] = eval(f"lambda leaves: {body}") if body else None  # noqa: S307
     return _BUILDERS[treedef]
+
+
+def builder_expression(treedef: PyTreeDef, leaves: Iterator[str]) -> str | None:
+    """A Python expression building a tree of this structure from the expressions `leaves` (in
+    tree_flatten's order); None where the structure holds a node no literal spells (a namedtuple, a
+    registered class, a dict with keys other than strings)."""
+    if not all(_literal_keys(t) for t in _nodes(treedef)):
+        return None
+
+    def expr(t: PyTreeDef) -> str | None:
+        if t.kind == "leaf":
+            return next(leaves)
+        if t.kind == "none":
+            return "None"
+        if t.kind not in ("tuple", "list", "dict"):
+            return None
+        parts = [expr(c) for c in t.children]
+        if None in parts:
+            return None
+        if t.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(t.aux, parts)) + "}"
+        if t.kind == "list":
+            return "[" + ", ".join(parts) + "]"
+        return "(" + "".join(f"{p}, " for p in parts) + ")"
+
+    return expr(treedef)
 
 
 def _nodes(t: PyTreeDef):
