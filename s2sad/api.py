@@ -580,6 +580,26 @@ def _weighted_sum(fun) -> types.FunctionType:
                                imports="from s2sad.runtime import sum_axis")
 
 
+def _plain(values: tuple) -> bool:
+    for v in values:
+        if type(v) is not float and type(v) is not np.ndarray:
+            return False
+    return True
+
+
+def _flat_pairs(primals: tuple, tangents: tuple) -> tuple[list, list]:
+    """The leaves of the primals and of the tangents; ValueError where a tangent's structure differs."""
+    flat_primals, flat_tangents = [], []
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        p_leaves, p_def = tree_flatten(p)
+        t_leaves, t_def = tree_flatten(t)
+        if p_def != t_def:
+            raise ValueError(f"tangent {i} has structure {t_def}, but its primal has structure {p_def}")
+        flat_primals += p_leaves
+        flat_tangents += t_leaves
+    return flat_primals, flat_tangents
+
+
 def _float_positions(primals) -> tuple[int, ...]:
     """Which primals carry tangents: floats and float arrays (ints and bools are constants)."""
     return tuple(i for i, p in enumerate(primals)
@@ -597,28 +617,27 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
-    flat_primals, flat_tangents = [], []
-    for i, (p, t) in enumerate(zip(primals, tangents)):
-        p_leaves, p_def = tree_flatten(p)
-        t_leaves, t_def = tree_flatten(t)
-        if p_def != t_def:
-            raise ValueError(f"tangent {i} has structure {t_def}, but its primal has structure {p_def}")
-        flat_primals += p_leaves
-        flat_tangents += t_leaves
+    if _plain(primals) and _plain(tangents):
+        flat_primals, flat_tangents = primals, tangents  # floats and arrays: nothing to flatten (the common case)
+    else:
+        flat_primals, flat_tangents = _flat_pairs(primals, tangents)
     positions = _float_positions(flat_primals)
     for i in positions:
-        if np.shape(flat_tangents[i]) != np.shape(flat_primals[i]):
-            raise ValueError(f"tangent leaf {i} has shape {np.shape(flat_tangents[i])}, but its primal has shape "
-                             f"{np.shape(flat_primals[i])}")
+        p, t = flat_primals[i], flat_tangents[i]
+        if not (type(p) is float and type(t) is float) and np.shape(t) != np.shape(p):
+            raise ValueError(f"tangent leaf {i} has shape {np.shape(t)}, but its primal has shape {np.shape(p)}")
     if not positions:
         raise TypeError("jvp needs at least one float primal to differentiate, but every primal is an int or a bool "
                         "(those are constants); pass floats, e.g. 3.0 or x.astype(float)")
     fwd, args = _forward(fun, tuple(range(len(primals))), backend).specialize(primals)
     for i in positions:
-        _check_float(flat_primals[i], fwd.ir.params[i], i, fwd.fun.__name__, "jvp")
+        p = flat_primals[i]
+        if type(p) is not float and not (type(p) is np.ndarray and p.dtype.kind == "f"):
+            _check_float(p, fwd.ir.params[i], i, fwd.fun.__name__, "jvp")  # (naming the leaf lowers the function)
     if fwd.flat_argnums != positions:  # ints among the leaves are constants: differentiate the float ones
         fwd = fwd.with_wrt(positions)
-    result = fwd.jvp_fn(*args, *(_as_float(flat_tangents[i]) for i in positions))
+    moved = [flat_tangents[i] for i in positions]
+    result = fwd.jvp_fn(*args, *(t if type(t) is float else _as_float(t) for t in moved))
     fn = fwd.generated.fn
     n = len(fn.outputs)
     return unflatten(fn.output_shape, list(result[:n])), unflatten(fn.output_shape, list(result[n:]))

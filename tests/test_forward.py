@@ -76,6 +76,12 @@ def test_jvp_checks_its_arguments():
         s2sad.jvp(np.tanh, (1.0, 2.0), (1.0,))
     with pytest.raises(ValueError, match=r"tangent leaf 0 has shape \(2,\)"):
         s2sad.jvp(np.tanh, (np.zeros(3),), (np.zeros(2),))
+    with pytest.raises(ValueError, match=r"tangent leaf 0 has shape \(2,\), but its primal has shape \(\)"):
+        s2sad.jvp(np.tanh, (1.0,), (np.zeros(2),))  # floats and arrays skip flattening, not the checks
+    with pytest.raises(TypeError, match="complex"):
+        s2sad.jvp(np.tanh, (np.zeros(2, complex),), (np.zeros(2),))
+    out, t = s2sad.jvp(np.tanh, (0.5,), (2,))  # an int tangent of a float primal
+    assert t == pytest.approx(2.0 * (1.0 - np.tanh(0.5) ** 2), rel=1e-12)
 
 
 def test_forward_source_is_readable():
