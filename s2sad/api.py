@@ -470,37 +470,36 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     `argnums` is a tuple), or `(gradient, aux)` when `has_aux=True`.
     """
     rev = _Reverse(fun, argnums, has_aux, backend, "grad")
-    entry = None  # for calls structured like the last one: its checks and flattening written out (s2sad.entry)
 
-    @functools.wraps(rev.fun)
-    def grad_fun(*args, **kwargs):
-        nonlocal entry
-        if entry is not None and not kwargs:
-            g = entry(args)
-            if g is not None:
-                return g
-        r, leaves = rev.specialize(rev.bind(args, kwargs))
-        r.check(leaves)
+    def general(r: _Reverse, leaves: tuple):
         result = r.gradient(leaves)  # (gradient leaves..., aux leaves...)
         g = r.grads(result, 0)
-        if has_aux:
-            return g, unflatten(r.generated.fn.output_shape[1], list(result[len(r.flat_argnums):]))
-        if not kwargs:
-            entry = rev.entry_for(r, "grad", args, leaves)
-        return g
+        return (g, unflatten(r.generated.fn.output_shape[1], list(result[len(r.flat_argnums):]))) if has_aux else g
 
-    grad_fun.__s2sad_transform__ = rev
-    return grad_fun
+    return _behind_entry(rev, general)
 
 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    backend: str = DEFAULT_BACKEND) -> Callable:
     """Like `grad`, but returns `(value, grad)`, or `((value, aux), grad)` with `has_aux`."""
     rev = _Reverse(fun, argnums, has_aux, backend, "value_and_grad")
-    entry = None  # as in grad
+
+    def general(r: _Reverse, leaves: tuple):
+        result = r.scalar_vjp(leaves)
+        value = (result[0], r.aux(result)) if has_aux else result[0]
+        return value, r.grads(result)
+
+    return _behind_entry(rev, general)
+
+
+def _behind_entry(rev: _Reverse, general: Callable) -> Callable:
+    """The public function of `rev` (grad or value_and_grad): the entry function written for the last
+    call's structure (s2sad.entry) where it fits, else `general(specialized, leaves)` after the
+    general path's binding, flattening and checks."""
+    entry = None
 
     @functools.wraps(rev.fun)
-    def value_and_grad_fun(*args, **kwargs):
+    def transformed(*args, **kwargs):
         nonlocal entry
         if entry is not None and not kwargs:
             out = entry(args)
@@ -508,15 +507,13 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
                 return out
         r, leaves = rev.specialize(rev.bind(args, kwargs))
         r.check(leaves)
-        result = r.scalar_vjp(leaves)
-        if has_aux:
-            return (result[0], r.aux(result)), r.grads(result)
-        if not kwargs:
-            entry = rev.entry_for(r, "value_and_grad", args, leaves)
-        return result[0], r.grads(result)
+        out = general(r, leaves)
+        if not kwargs and not rev.has_aux:
+            entry = rev.entry_for(r, rev.what, args, leaves)
+        return out
 
-    value_and_grad_fun.__s2sad_transform__ = rev
-    return value_and_grad_fun
+    transformed.__s2sad_transform__ = rev
+    return transformed
 
 
 def _as_float(x):

@@ -40,7 +40,6 @@ import numpy as np
 
 from s2sad.tree import LEAF, PyTreeDef, builder_expression
 
-KINDS = ("grad", "value_and_grad")
 _BY_IDENTITY = {float: "float", int: "int", bool: "bool", np.float64: "np.float64", np.float32: "np.float32",
                 np.int64: "np.int64", np.int32: "np.int32", np.bool_: "np.bool_"}  # leaf types checked by `is`
 _DIFFERENTIABLE = (float, np.float64, np.float32)
