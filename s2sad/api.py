@@ -113,12 +113,17 @@ def _check_float(value, name: str, index: int, fname: str, what: str):
         raise TypeError(f"{what} differentiates real floats, but argument {index} (`{name}`) of {fname} is {kind}; "
                         "pass the real and imaginary parts as two float arguments (x.real, x.imag)")
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral)):
+        constant = (f"pass it in a lambda: vjp(lambda ...: {fname}(..., {name}={value!r}, ...), <the other primals>)"
+                    if what == "vjp" else "leave it out of argnums")  # vjp differentiates every primal: no argnums
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is "
-                        f"{type(value).__name__} {value!r}; pass a float (e.g. {float(value)!r}) or mark it "
-                        "non-differentiable by leaving it out of argnums")
+                        f"{type(value).__name__} {value!r}; pass a float (e.g. {float(value)!r}) or, to keep it "
+                        f"constant, {constant}")
     if isinstance(value, np.ndarray) and value.dtype.kind != "f":
+        constant = ("use jacrev or grad with argnums naming the others (vjp differentiates every primal)"
+                    if what == "vjp" else "leave it out of argnums")
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is an "
-                        f"array of dtype {value.dtype}; convert it with .astype(float) or leave it out of argnums")
+                        f"array of dtype {value.dtype}; convert it with .astype(float) or, to keep it constant, "
+                        f"{constant}")
     if not isinstance(value, (numbers.Real, np.ndarray, np.floating)):
         raise TypeError(f"argument {index} (`{name}`) of {fname} is a {type(value).__name__}; "
                         "s2sad differentiates with respect to floats and NumPy arrays")

@@ -42,6 +42,18 @@ def test_vjp_checks_cotangent_shape():
         vjp_fun(np.ones(2))
 
 
+def test_an_int_primal_of_vjp_is_refused_with_a_hint_that_works():
+    with pytest.raises(TypeError, match=r"argument 0 \(`w`\) of jitted_loss is int 2; pass a float \(e.g. 2.0\) or, "
+                                        r"to keep it constant, pass it in a lambda: vjp\(lambda ...: jitted_loss\(..., w=2, "):
+        s2sad.vjp(jitted_loss.py_func, 2, X)
+    out, vjp_fun = s2sad.vjp(lambda x: jitted_loss(w=2, x=x), X)
+    assert out == pytest.approx(jitted_loss.py_func(2, X), rel=1e-12)
+    (x_bar,) = vjp_fun(1.5)
+    assert_close(x_bar, 1.5 * fd_grad(lambda x: jitted_loss.py_func(2.0, x), (X,), 0))
+    with pytest.raises(TypeError, match="use jacrev or grad with argnums naming the others"):
+        s2sad.vjp(jitted_loss.py_func, 2.0, np.array([1, 2, 3]))
+
+
 def test_has_aux_requires_a_pair():
     with pytest.raises(TypeError, match="has_aux=True needs"):
         s2sad.grad(decorated, has_aux=True)(0.5, X)
