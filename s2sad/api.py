@@ -582,7 +582,7 @@ def _weighted_sum(fun) -> types.FunctionType:
                                imports="from s2sad.runtime import sum_axis")
 
 
-def _plain(values: tuple) -> bool:
+def _floats_and_arrays(values: tuple) -> bool:
     for v in values:
         if type(v) is not float and type(v) is not np.ndarray:
             return False
@@ -619,7 +619,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
-    if _plain(primals) and _plain(tangents):
+    if _floats_and_arrays(primals) and _floats_and_arrays(tangents):
         flat_primals, flat_tangents = primals, tangents  # floats and arrays: nothing to flatten (the common case)
     else:
         flat_primals, flat_tangents = _flat_pairs(primals, tangents)
@@ -638,8 +638,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
             _check_float(p, fwd.ir.params[i], i, fwd.fun.__name__, "jvp")  # (naming the leaf lowers the function)
     if fwd.flat_argnums != positions:  # ints among the leaves are constants: differentiate the float ones
         fwd = fwd.with_wrt(positions)
-    moved = [flat_tangents[i] for i in positions]
-    result = fwd.jvp_fn(*args, *(t if type(t) is float else _as_float(t) for t in moved))
+    carried = [flat_tangents[i] for i in positions]  # the tangents of the float primals
+    result = fwd.jvp_fn(*args, *(t if type(t) is float else _as_float(t) for t in carried))
     fn = fwd.generated.fn
     n = len(fn.outputs)
     return unflatten(fn.output_shape, list(result[:n])), unflatten(fn.output_shape, list(result[n:]))
