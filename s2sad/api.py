@@ -392,16 +392,15 @@ class _Reverse(_Transform):
                 f"{shape}. Use vmap({self.what}(f)) for per-example gradients, jacrev(f) for the Jacobian, "
                 "or reduce the output (e.g. .sum()) first.")
 
-    def entry_for(self, specialized: "_Reverse", kind: str, args: tuple, leaves: tuple) -> Callable | None:
+    def entry_for(self, specialized: "_Reverse", args: tuple, leaves: tuple) -> Callable | None:
         """The entry function (s2sad.entry) for calls structured like `args`, which has just passed
         every check of `specialized`; None where the general path must run on every call."""
         if self.backend == "python" or len(args) != len(self.params):
             return None  # the python backend checks the output on every call; defaults need binding
-        key = (kind, specialized.defs,
-               tuple([(type(a), a.ndim) if type(a) is np.ndarray else type(a) for a in leaves]))
+        key = (specialized.defs, tuple([(type(a), a.ndim) if type(a) is np.ndarray else type(a) for a in leaves]))
         entries = self.__dict__.setdefault("_entries", {})
         if key not in entries:
-            entries[key] = entry_function(specialized, kind, leaves)
+            entries[key] = entry_function(specialized, leaves)
         return entries[key]
 
     def grads(self, result, start: int | None = None):
@@ -514,7 +513,7 @@ def _behind_entry(rev: _Reverse, general: Callable) -> Callable:
         r.check(leaves)
         out = general(r, leaves)
         if not kwargs and not rev.has_aux:
-            entry = rev.entry_for(r, rev.what, args, leaves)
+            entry = rev.entry_for(r, args, leaves)
         return out
 
     transformed.__s2sad_transform__ = rev

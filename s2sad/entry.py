@@ -49,23 +49,25 @@ class _Unsupported(Exception):
     """A node or leaf the entry cannot check; the general path handles every call of this structure."""
 
 
-def entry_function(transform: Any, kind: str, leaves: tuple) -> Callable[[tuple], Any] | None:
+def entry_function(transform: Any, leaves: tuple) -> Callable[[tuple], Any] | None:
     """An entry for calls shaped like the one whose flattened arguments are `leaves`, which passed
-    every check of `transform` (a specialized _Reverse); None where a node or a leaf needs the
-    general path (a namedtuple, a registered class, an array subclass, a dict with non-string keys)."""
-    defs = transform.defs or (LEAF,) * len(leaves)
+    every check of `transform` (a specialized _Reverse of grad or value_and_grad, its `what`); None
+    where a node or a leaf needs the general path (a namedtuple, a registered class, an array
+    subclass, a dict with non-string keys)."""
     try:
-        source = "\n".join(_entry_lines(defs, leaves, set(transform.flat_argnums), transform, kind))
+        source = "\n".join(_entry_lines(transform, leaves))
     except _Unsupported:
         return None
-    fn = transform.compiled("wrapper") if kind == "grad" else transform.vjp_fn
+    fn = transform.compiled("wrapper") if transform.what == "grad" else transform.vjp_fn
     namespace = {"ndarray": np.ndarray, "np": np, "MISSING": object(), "compiled": fn,
                  "transform": transform}
     exec(compile(source, f"<s2sad entry for {transform.fun.__name__}>", "exec"), namespace)  # noqa: S102
     return namespace["entry"]
 
 
-def _entry_lines(defs: tuple, leaves: tuple, differentiated: set, transform: Any, kind: str) -> list[str]:
+def _entry_lines(transform: Any, leaves: tuple) -> list[str]:
+    defs = transform.defs or (LEAF,) * len(leaves)
+    differentiated = set(transform.flat_argnums)
     params = [f"a{i}" for i in range(len(defs))]
     body = [f"if len(args) != {len(defs)}:", "    return None", f"{''.join(p + ', ' for p in params)}= args"]
     leaf_vars: list[str] = []
@@ -76,17 +78,19 @@ def _entry_lines(defs: tuple, leaves: tuple, differentiated: set, transform: Any
         body += [f"if {_leaf_differs(var, value, i in differentiated)}:", "    return None"]
     call = ", ".join(leaf_vars)
     n = len(transform.flat_argnums)
-    if kind == "grad":
+    if transform.what == "grad":
         body += ["try:", f"    res = compiled({call})", "except MemoryError:",
                  "    raise transform.tape_error() from None"]
         outputs = [f"res[{k}]" for k in range(n)] if n > 1 else ["res"]
-    else:
+    elif transform.what == "value_and_grad":
         body += ["try:", f"    res = compiled({call}, 1.0)", "except MemoryError:",
                  "    raise transform.tape_error() from None", "except Exception:",
                  f"    transform.check_output(({call},))", "    raise", "transform.check_scalar(res[0])"]
         outputs = [f"res[{k}]" for k in range(1, n + 1)]
+    else:
+        raise _Unsupported(transform.what)  # vjp, hessian, ...: the general path
     grads = _rebuilt(transform, defs, outputs)
-    body.append(f"return {grads}" if kind == "grad" else f"return res[0], {grads}")
+    body.append(f"return {grads}" if transform.what == "grad" else f"return res[0], {grads}")
     return ["def entry(args):", *("    " + line for line in body)]
 
 

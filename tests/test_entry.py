@@ -140,4 +140,4 @@ def test_structures_no_literal_spells_get_no_entry():
     assert grad(pair) == Pair(3.0, 2.0) and grad(pair) == Pair(3.0, 2.0)
     rev = grad.__s2sad_transform__
     specialized, leaves = rev.specialize((pair,))
-    assert entry_function(specialized, "grad", leaves) is None
+    assert entry_function(specialized, leaves) is None
