@@ -206,6 +206,7 @@ class Lowerer:
     plain: frozenset = frozenset()  # custom_jvp/custom_vjp functions to inline as plain code (inside their rules)
     arg_trees: dict = field(default_factory=dict)  # parameter -> PyTreeDef of a pytree argument (top level)
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
+    nested: int = 0  # the same, counting the rest of a block after an early exit: 0 in straight-line code
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -248,7 +249,9 @@ class Lowerer:
                 rest = stmts[i + 1:]
                 if rest and not self.always_jumps(node):
                     guarded: list = []
+                    self.nested += 1
                     flags |= self.block(rest, guarded)
+                    self.nested -= 1
                     if guarded:
                         self.loc = guarded[0].loc
                         go = self.none_set(sorted(new), out)
@@ -259,10 +262,12 @@ class Lowerer:
     def branch(self, stmts, out) -> set:
         """Lower statements that run conditionally or repeatedly at run time."""
         self.branch_depth += 1
+        self.nested += 1
         try:
             return self.block(stmts, out)
         finally:
             self.branch_depth -= 1
+            self.nested -= 1
 
     @staticmethod
     def always_jumps(node) -> bool:
@@ -364,7 +369,11 @@ class Lowerer:
 
     def assign_to(self, target, value, out):
         if isinstance(target, cst.Name):
-            self.bind(target, self.value(value, out, target=self.local_var(target)), out)
+            version = None if _reads_a_tape(value) else self.new_version(target.value)
+            lowered = self.value(value, out, target=version or self.local_var(target))
+            if version and not is_tree(lowered):
+                self.scope[target.value] = version
+            self.bind(target, lowered, out)
         elif isinstance(target, (cst.Tuple, cst.List)):
             self.unpack(target, value, out)
         elif isinstance(target, cst.Subscript):
@@ -378,6 +387,14 @@ class Lowerer:
 
     def local_var(self, target: cst.Name) -> str | None:
         return self.var(target.value) if target.value not in self.trees else None
+
+    def new_version(self, user_name: str) -> str | None:
+        """A new name for rebinding `user_name` in straight-line code (no runtime branch or loop around
+        it, no early exit before it): every later read sees the new name, so the adjoint sweep finds
+        the old value still in its variable, where a name that kept one variable needs a tape."""
+        if self.nested or user_name not in self.scope:
+            return None
+        return self.names.fresh(user_name)
 
     def bind(self, target, value, out):
         """Give the name (or names, for a tuple target) `target` the atom or static tree `value`."""
@@ -405,6 +422,9 @@ class Lowerer:
             size = len(value) if is_tree(value) else "a non-tuple"
             raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
         for name, item in zip(names, value):
+            version = self.new_version(name.value) if isinstance(name, cst.Name) and not is_tree(item) else None
+            if version:
+                self.scope[name.value] = version
             self.bind(name, item, out)
 
     def unpack(self, target, value, out):
@@ -436,7 +456,10 @@ class Lowerer:
             if name not in self.locals:
                 raise self.err(node.target, f"`{name}` is not a local variable")
             v = self.var(name)
-            self.prim(out, op, (Var(v), rhs), target=v)
+            version = self.new_version(name)
+            self.prim(out, op, (Var(v), rhs), target=version or v)
+            if version:
+                self.scope[name] = version
         elif isinstance(node.target, cst.Subscript):
             base = self.array_base(node.target.value)
             index = self.index(node.target, out)
@@ -1132,6 +1155,7 @@ class Lowerer:
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain)
         callee.loc = self.loc
+        callee.nested = self.nested  # a call inside a loop or branch: the callee's code is not straight-line
         try:
             bound = _bind(fn, args, kwargs)
         except TypeError as exc:
@@ -1334,6 +1358,17 @@ def unflatten(shape, leaves: list):
 def _spelled(operator: cst.CSTNode) -> str:
     """How an operator node reads in source: `is not`, `<<`, `&=`."""
     return cst.Module([]).code_for_node(operator).strip()
+
+
+def _reads_a_tape(node) -> bool:
+    """`restore(t, x)` or `t.pop()`: a line of generated code, read again for a higher derivative. Its
+    reverse has to run in step with the tape's pushes even where nothing reads the value, so the name
+    it assigns keeps its variable (not `new_version`): the analysis then sees an overwrite."""
+    if not isinstance(node, cst.Call):
+        return False
+    f = node.func
+    return (isinstance(f, cst.Name) and f.value == "restore") or \
+        (isinstance(f, cst.Attribute) and f.attr.value == "pop" and not node.args)
 
 
 def _param_names(func: cst.FunctionDef) -> set[str]:
