@@ -595,7 +595,7 @@ class Analysis:
     def check_stores(self):
         for name, stores in self.stores.items():
             if self.aliased_at_store(name):
-                loc = stores[0].loc
+                loc, name = stores[0].loc, self.fn.spelled.get(name, name)
                 msg = (f"in-place write to `{name}`, which is an argument, another name for an array or a view "
                        "of one (a slice, reshape, transpose, ...)")
                 raise UnsupportedError(located_at(msg, loc, f"write into a new array instead: `{name} = {name}.copy()` "

@@ -140,6 +140,7 @@ class Function:
     temps: set[str] = field(default_factory=set)
     returns_tuple: bool = False
     output_shape: Any = None  # the returned structure, leaves as None (None: one value); see normalize.flatten
+    spelled: dict[str, str] = field(default_factory=dict)  # how the user spells a renamed variable (x2: x)
 
 
 def atom_vars(atoms) -> list[str]:

@@ -207,6 +207,7 @@ class Lowerer:
     arg_trees: dict = field(default_factory=dict)  # parameter -> PyTreeDef of a pytree argument (top level)
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
     nested: int = 0  # the same, counting the rest of a block after an early exit: 0 in straight-line code
+    spelled: dict = field(default_factory=dict)  # IR name -> the user's name, where the two differ
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -222,8 +223,13 @@ class Lowerer:
 
     def var(self, user_name: str) -> str:
         if user_name not in self.scope:
-            self.scope[user_name] = self.names.fresh(user_name) if self.stack[1:] else user_name
+            self.scope[user_name] = self.renamed(user_name) if self.stack[1:] else user_name
         return self.scope[user_name]
+
+    def renamed(self, user_name: str) -> str:
+        name = self.names.fresh(user_name)
+        self.spelled[name] = user_name
+        return name
 
     def emit(self, out, target, value):
         out.append(Assign(target, value, self.loc))
@@ -394,7 +400,7 @@ class Lowerer:
         the old value still in its variable, where a name that kept one variable needs a tape."""
         if self.nested or user_name not in self.scope:
             return None
-        return self.names.fresh(user_name)
+        return self.renamed(user_name)
 
     def bind(self, target, value, out):
         """Give the name (or names, for a tuple target) `target` the atom or static tree `value`."""
@@ -1153,7 +1159,7 @@ class Lowerer:
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
         parsed = parse_function(fn)
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
-        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain)
+        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled)
         callee.loc = self.loc
         callee.nested = self.nested  # a call inside a loop or branch: the callee's code is not straight-line
         try:
@@ -1426,5 +1432,5 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None)
     return ir.Function(
         name=parsed.name, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
         firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
-        temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape,
+        temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
     )

@@ -223,6 +223,12 @@ def argument_write(x):
     return np.sum(x)
 
 
+def rebound_view_write(x):
+    x = x[1:]  # a view of the argument under the argument's name (a variable of its own inside s2sad)
+    x[0] = 2.0
+    return np.sum(x)
+
+
 def view_write(x):
     y = x[:]
     y[0] = 5.0

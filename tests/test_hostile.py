@@ -51,6 +51,7 @@ CASES = [
     (H.for_else, "`for ... else` is not supported", "for i in", "flag", (1.5,)),
     (H.global_write, "in-place writes need a local array", "TABLE[0] = x", "inside the function", (1.5,)),
     (H.argument_write, "in-place write to `x`", "x[0] += 1.0", "x = x.copy()", (ONES,)),
+    (H.rebound_view_write, "in-place write to `x`", "x[0] = 2.0", "x = x.copy()", (ONES,)),
     (H.view_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),
     (H.kwargs_unpack, "`**` unpacking in a call", "**options", "one by one", (ONES,)),
     (H.star_call, "`*` unpacking in a call", "*parts", "one by one", (1.5,)),

@@ -278,7 +278,7 @@ class KernelWriter:
         known = self.shape.get(a.name)
         if isinstance(known, ShapeTuple):
             return known.dims
-        raise _unsupported(s, f"the size of this array (`{a.name}`) is only known at run time",
+        raise _unsupported(s, f"the size of this array (`{self.fn.spelled.get(a.name, a.name)}`) is only known at run time",
                            "allocate arrays with a constant size or the shape of an argument")
 
     def allocate(self, s, target: str, shape: Shape):
