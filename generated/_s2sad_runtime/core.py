@@ -137,6 +137,8 @@ def block_offsets(extents, strides):
     return out
 
 
+SPLIT_ROW = 64  # rows this long sum in four partial sums ((64, 128) -> (64, 1): 4.7 -> 2.9 us); shorter
+# ones in one chain each, which the processor overlaps from row to row (rows of 25: 6.5 against 8.7 us)
 SHORT_RUN = 4  # a broadcast last axis of 2 or 3 is looped outside the other (a loop per run of 2 costs 1.7x);
 # from 4 on, one run after the other is faster (10: 6x, 16: 5x; benchmarks/README.md, stop 17)
 
@@ -159,8 +161,13 @@ def _scatter_add(big, small, shape, sstr):
     starts = block_offsets(extents, strides)
     for r in range(starts.size):
         k, off = r * inner, starts[r]
-        if step == 0:  # in small's own type: int sums stay exact
+        if step == 0 and inner >= SPLIT_ROW:
             small[off] = run_sum(big, k, inner, small[off])
+        elif step == 0:
+            total = small[off]  # in small's own type: int sums stay exact
+            for j in range(inner):
+                total += big[k + j]
+            small[off] = total
         elif step == 1:  # a literal step: the loop vectorizes (3.4x over rows of 100)
             for j in range(inner):
                 small[off + j] += big[k + j]
