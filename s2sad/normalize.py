@@ -428,10 +428,15 @@ class Lowerer:
             size = len(value) if is_tree(value) else "a non-tuple"
             raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
         for name, item in zip(names, value):
-            version = self.new_version(name.value) if isinstance(name, cst.Name) and not is_tree(item) else None
+            self.bind_again(name, item, out)
+
+    def bind_again(self, target, value, out):
+        """`bind`, where a name bound again in straight-line code gets a new variable (`new_version`)."""
+        if isinstance(target, cst.Name) and not is_tree(value):
+            version = self.new_version(target.value)
             if version:
-                self.scope[name.value] = version
-            self.bind(name, item, out)
+                self.scope[target.value] = version
+        self.bind(target, value, out)
 
     def unpack(self, target, value, out):
         if isinstance(value, (cst.Tuple, cst.List)) and isinstance(target, (cst.Tuple, cst.List)) and \
@@ -620,7 +625,7 @@ class Lowerer:
         """A loop over a static container runs at generation time: its body is repeated per item."""
         self.loops.append(Loop(brk="", cont=""))  # sentinels: break/continue are refused below
         for item in items:
-            self.bind(node.target, item, out)
+            self.bind_again(node.target, item, out)
             if self.block(node.body.body, out):
                 raise self.err(node, "`break`, `continue` or `return` inside a loop over a tuple/list/dict is "
                                      "not supported", "loop over range(len(...)) of an array instead")
