@@ -397,7 +397,9 @@ class Lowerer:
     def new_version(self, user_name: str) -> str | None:
         """A new name for rebinding `user_name` in straight-line code (no runtime branch or loop around
         it, no early exit before it): every later read sees the new name, so the adjoint sweep finds
-        the old value still in its variable, where a name that kept one variable needs a tape."""
+        the old value still in its variable, where a name that kept one variable needs a tape. An
+        inlined helper counts from 0 even inside a caller's loop: each call binds all its names afresh
+        before reading them, so none carries a value from one iteration to the next."""
         if self.nested or user_name not in self.scope:
             return None
         return self.renamed(user_name)
@@ -1166,7 +1168,6 @@ class Lowerer:
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled)
         callee.loc = self.loc
-        callee.nested = self.nested  # a call inside a loop or branch: the callee's code is not straight-line
         try:
             bound = _bind(fn, args, kwargs)
         except TypeError as exc:

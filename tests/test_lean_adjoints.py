@@ -378,8 +378,9 @@ def test_what_does_not_fold(lines):
 
 # ------------------------------------------------------------------ rebinding in straight-line code
 # A name bound again outside any loop or branch gets a new variable (x, x2, x3...): the adjoint sweep
-# finds every old value where it was left, so no tape, no `restore`. Inside loops and branches, after
-# an early `return`, and in a helper inlined into a loop, a name keeps its one variable.
+# finds every old value where it was left, so no tape, no `restore`. Inside loops and branches and
+# after an early `return` a name keeps its one variable. A helper's own names are new at every call (it
+# binds them all before reading them), so they get new variables even where the call sits in a loop.
 
 
 def two_layers(W, x):
@@ -464,10 +465,15 @@ def test_rebinding_keeps_every_derivative_right(fun, args, backend):
         assert_close(g, fd_grad(fun, args, i), rtol=RTOL_FD)
 
 
-def test_rebinding_in_loops_branches_and_after_an_early_exit_keeps_one_variable():
+def test_rebinding_in_loops_and_after_an_early_exit_keeps_one_variable():
     after_return = code(s2sad.source(rebind_after_early_return))
     assert "y2 =" not in after_return  # the lines after `return` run only where it did not
+    around = code(s2sad.source(rebind_around_a_loop))  # s, s2 = sin(s); the loop keeps s2; s3 = cos(s2)
+    assert "s2 = np.sin(s)" in around and "s3 = np.cos(s2)" in around and "s4" not in around
     in_helper = code(s2sad.source(rebind_in_a_helper_inside_a_loop))
-    assert "List()" in in_helper  # u is carried from one iteration to the next: it needs its tape
+    # the helper's u (u2) is bound three times per call: u2, u3, u4, untaped; only the loop-carried u
+    # keeps a tape
+    assert in_helper.count("List()") == 1 and "u_tape = List()" in in_helper
+    assert "u3 = u2 + mul" in in_helper and "u4 = u3 * 0.99" in in_helper
     straight = code(s2sad.source(rebind_in_place))
     assert "y2 = " in straight and "y3 = " in straight
