@@ -207,6 +207,34 @@ def test_damaged_files_are_detected_and_recompiled(fresh_cache, tmp_path, monkey
         assert result == good and disk_stats(dispatcher) == (1, 0)
 
 
+def saved_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest() + "\n" + text
+
+
+def test_compiled_text_is_saved_used_and_remade_when_damaged(fresh_cache, tmp_path, monkeypatch):
+    from s2sad.codegen.compiled import compiled_text
+
+    f = user_module(tmp_path, monkeypatch, LOOP).f
+    good, _ = grad_and_dispatcher(f)
+    (py,) = fresh_cache.glob("s2sad_gen_*.py")
+    (saved,) = fresh_cache.glob("s2sad_gen_*.compiled")
+    expected = saved_text(compiled_text(py.read_text()))
+    assert saved.read_text() == expected
+
+    saved.write_text(saved_text(compiled_text(py.read_text()) + "\nSAVED_TEXT_WAS_USED = True\n"))
+    forget_loaded_modules(monkeypatch)
+    result, dispatcher = grad_and_dispatcher(f)  # a warm process: the rewrite passes do not run
+    assert result == good and dispatcher.py_func.__globals__.get("SAVED_TEXT_WAS_USED") is True
+
+    for damage in (truncate, flip_bytes):
+        saved.write_text(expected)
+        damage(saved)
+        forget_loaded_modules(monkeypatch)
+        result, dispatcher = grad_and_dispatcher(f)
+        assert result == good and "SAVED_TEXT_WAS_USED" not in dispatcher.py_func.__globals__
+        assert saved.read_text() == expected, damage  # made again from the source, and saved again
+
+
 SUM = """
 import numpy as np
 
@@ -348,21 +376,24 @@ def test_edits_to_function_callee_or_rule_make_new_modules(fresh_cache, tmp_path
         assert new, "an edit reused an old module"
         seen |= new
 
-    package = tmp_path / "package"  # a copy of s2sad's rules and runtime, to edit one rule
-    for sub in ("rules", "runtime"):
+    package = tmp_path / "package"  # a copy of s2sad's rules, runtime and codegen passes, to edit them
+    for sub in ("rules", "runtime", "codegen"):
         shutil.copytree(backend._PACKAGE_ROOT / sub, package / sub)
     monkeypatch.setattr(backend, "_PACKAGE_ROOT", package)
     digests = []
-    for _ in range(2):
+    # a rule, then a compiled-text pass: numba's cache is keyed by the readable file, which such an edit
+    # leaves unchanged, so only the module name can keep it from loading code compiled from the old text
+    for edited in ("rules/elementwise.py", "codegen/lower.py", None):
         backend.toolchain_digest.cache_clear()
         digests.append(backend.module_name("source", "f"))
-        with open(package / "rules" / "elementwise.py", "a") as rule:
-            rule.write("\n# an edited rule\n")
+        if edited is not None:
+            with open(package / edited, "a") as rule:
+                rule.write("\n# an edit\n")
     backend.toolchain_digest.cache_clear()
     f = user_module(tmp_path, monkeypatch, LOOP).f
     forget_loaded_modules(monkeypatch)
     np.testing.assert_allclose(s2sad.grad(f, argnums=(0, 1), backend="python")(0.3, 1.1), loop_grad(0.3, 1.1))
-    assert digests[0] != digests[1]
+    assert len(set(digests)) == 3
     assert generated_names(fresh_cache) - seen, "an edited rule reused an old module"
 
 
