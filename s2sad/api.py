@@ -16,6 +16,7 @@ from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
+from s2sad.errors import TupleOutputError
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
 from s2sad.tree import LEAF, tree_builder, tree_flatten, tree_unflatten
@@ -290,10 +291,18 @@ class _Reverse(_Transform):
         if self.has_aux and not (isinstance(shape, tuple) and len(shape) == 2 and shape[0] is None):
             raise TypeError(f"has_aux=True needs {self.fun.__name__} to return a pair (value, aux)")
         if not self.has_aux and fn_ir.returns_tuple:
-            raise TypeError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
-                            "(use has_aux=True to return (value, aux))")
+            raise TupleOutputError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
+                                    "(use has_aux=True to return (value, aux))")
         kind = {"grad": "grad", "hessian": "grad", "call": "grad", "value_and_grad": "value_and_grad"}.get(self.what, "vjp")
         return vjp_module(fn_ir, self.wrt(fn_ir), kind, self.recompute_libm)
+
+    def returns_tuple(self) -> bool:
+        """Whether the function returns a tuple (has_aux aside), read from its generated module, which a
+        warm process takes from the disk cache without lowering the function again."""
+        try:
+            return self.generated.fn.returns_tuple
+        except TupleOutputError:  # only single outputs are generated (and kept on disk)
+            return True
 
     def cache_key(self) -> tuple | None:
         if not all(_printed_whole(d) for d in self.defs or ()):
@@ -531,7 +540,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
     """
     rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
     rev, args = rev.specialize(rev.bind(primals, {}))
-    if not has_aux and rev.ir.returns_tuple:
+    if not has_aux and rev.returns_tuple():
         return _tuple_vjp(fun, primals, backend)
     rev.check(args)
     out = rev.primal_fn(*args)

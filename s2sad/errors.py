@@ -15,6 +15,10 @@ class SourceUnavailableError(S2SADError, OSError):
     """The function's source text cannot be found (e.g. defined in `python -c`)."""
 
 
+class TupleOutputError(S2SADError, TypeError):
+    """A gradient (or Hessian) of a function that returns a tuple: it needs one output, or has_aux=True."""
+
+
 def located(message: str, filename: str, line: int, col: int, text: str, hint: str = "") -> str:
     """Format `message` pointing at `text` (the source line) with a caret under column `col`."""
     stripped = text.rstrip("\n")

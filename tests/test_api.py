@@ -59,6 +59,20 @@ def test_has_aux_requires_a_pair():
         s2sad.grad(decorated, has_aux=True)(0.5, X)
 
 
+def value_and_square(x):
+    return np.sum(np.sin(x)), x[0] * x[0]
+
+
+def test_grad_of_a_tuple_output_says_to_use_has_aux():
+    for transform in (s2sad.grad, s2sad.value_and_grad, s2sad.hessian):
+        with pytest.raises(TypeError, match=r"value_and_square returns a tuple; .* needs a single output "
+                                            r"\(use has_aux=True to return \(value, aux\)\)"):
+            transform(value_and_square)(X)
+    g, aux = s2sad.grad(value_and_square, has_aux=True)(X)
+    assert_close(g, np.cos(X))
+    assert aux == pytest.approx(X[0] * X[0])
+
+
 def make_scaled(scale):
     def scaled(x):
         return np.sin(x) * scale

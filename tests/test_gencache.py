@@ -204,3 +204,36 @@ def test_a_user_rule_with_a_new_template_is_generated_again(fresh_cache, tmp_pat
     monkeypatch.setattr(registry, "_BY_OBJECT", dict(before[1]))
     mod = load(tmp_path, "ruled_gc", RULED.replace("(1.0 + np.abs(x)) ** 2", "((1.0 + np.abs(x)) * (1.0 + np.abs(x)))"))
     assert checked_gradient(mod.f, X) is True
+
+
+PAIR = """
+import numpy as np
+
+
+def pair(x):
+    return np.sum(np.sin(x) * x), x[0] * x[1]
+"""
+
+
+def test_vjp_of_a_saved_module_does_not_lower_the_function(fresh_cache, tmp_path, monkeypatch):
+    load(tmp_path, "helpers_gc", HELPERS)
+    f = load(tmp_path, "user_gc", MODULE).f
+    pair = load(tmp_path, "pair_gc", PAIR).pair
+    seed = 0.7
+    out, pull = api.vjp(f, X, backend="python")  # generates and saves f's module
+    assert_close(pull(seed)[0], seed * fd_grad(f, (X,), 0))
+
+    def no_lowering(*args, **kwargs):
+        raise AssertionError("the function was lowered again")
+
+    with monkeypatch.context() as later:  # a new process: nothing held in memory, and vjp must not lower f
+        later.setattr(api, "_MEMO", {})  # to learn that it returns one value
+        later.setattr(api, "normalize", no_lowering)
+        again, pull = api.vjp(f, X, backend="python")
+        assert again == out
+        assert_close(pull(seed)[0], seed * fd_grad(f, (X,), 0))
+
+    (value, second), pull = api.vjp(pair, X, backend="python")  # a tuple: generated through a weighted sum
+    assert (value, second) == pair(X)
+    weighted = lambda x: 0.5 * pair(x)[0] - 2.0 * pair(x)[1]  # noqa: E731
+    assert_close(pull((0.5, -2.0))[0], fd_grad(weighted, (X,), 0))
