@@ -225,6 +225,8 @@ def test_unbroadcast_incompatible_raises(impl):
         impl["unb"](np.ones((4, 3)), np.ones((3, 4)))
     with pytest.raises(ValueError):
         impl["unb"](np.ones((2, 4, 3)), np.ones((2, 3)))
+    with pytest.raises(ValueError):  # vectors: only (n,) -> (1,) reduces
+        impl["unb"](np.ones(5), np.ones(3))
 
 
 # ---------------------------------------------------------------------------

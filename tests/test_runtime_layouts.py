@@ -53,6 +53,23 @@ def _sum(x, axis):
     return sum_reduce(x, axis)
 
 
+@numba.njit
+def _sums_by_constant_axes(x3, x2):
+    last = 2  # a constant through a name, as generated code passes it
+    return (sum_reduce(x3, axis=2), sum_reduce(x3, axis=-1), sum_reduce(x3, axis=last), sum_reduce(x3, axis=1),
+            sum_reduce(x3, axis=0), sum_reduce(x2, axis=1), sum_reduce(x2, axis=0), sum_reduce(x2[:, 1:], axis=1))
+
+
+def test_sums_by_constant_axes_match_numpy():
+    """A constant axis compiles only the branch it takes (the last axis: s2sad's loops; any other:
+    numba's np.sum); both must agree with NumPy, as the runtime-axis path above does."""
+    x3, x2 = R.normal(size=(6, 5, 40)), R.normal(size=(7, 9))
+    want = [x3.sum(2), x3.sum(-1), x3.sum(2), x3.sum(1), x3.sum(0), x2.sum(1), x2.sum(0), x2[:, 1:].sum(1)]
+    for k, (g, w) in enumerate(zip(_sums_by_constant_axes(x3, x2), want)):
+        assert g.shape == w.shape, k
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=str(k))
+
+
 def test_integer_sums_stay_exact():
     x = np.full((3, 40), 2 ** 53 + 1, dtype=np.int64)  # a float accumulator would round each term
     assert _sum(x, 1).tolist() == [40 * (2 ** 53 + 1)] * 3

@@ -78,7 +78,8 @@ def merged_axes(shape, sstr):
     GMM's (n, K, d) -> (K, d) sum becomes (n, K*d) with strides (0, 1): two plain loops instead of
     an index per element."""
     st = np.empty((1, shape.size), np.int64)
-    st[0, :] = sstr
+    for j in range(shape.size):  # a loop, not `st[0, :] = sstr`: numba's slice assignment compiles a
+        st[0, j] = sstr[j]  # shape-mismatch message through its string formatting (1 s of a cold compile)
     extents, strides, m = merged_axes_rows(shape, st)
     return extents[:m], strides[0, :m]
 
@@ -305,9 +306,12 @@ def _ol_unbroadcast(g, like):
         return lambda g, like: unbroadcast(g.astype(np.float64), like)
     if g.ndim < like.ndim:
         raise TypingError("unbroadcast: adjoint has fewer dims than target")
+    if g.ndim == 1 and like.ndim == 1:  # the one broadcast there is (1,) -> (n,): no general reduction to compile
+        return lambda g, like: g if g.shape == like.shape else _sum_to_one(g, like.shape)
+    # _reduce_to takes the shape alone: like's layout and dtype would only multiply its compilations
     if g.ndim != like.ndim:
-        return lambda g, like: _reduce_to(g, like)
-    return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like)
+        return lambda g, like: _reduce_to(g, like.shape)
+    return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like.shape)
 
 
 LONG_RUN = 16  # runs this long are summed in four partial sums
@@ -349,10 +353,18 @@ def _ol_sum_all(x):
 
 
 @njit
-def _reduce_to(g, like):
-    """Sum float array g over the axes that numpy broadcasting added to like."""
-    G, L = g.ndim, like.ndim
-    out = np.zeros(like.shape, g.dtype)
+def _sum_to_one(g, like_shape):
+    """unbroadcast of a vector g to a vector of shape like_shape, which must then be (1,)."""
+    if like_shape[0] != 1:
+        raise ValueError("unbroadcast: shapes are not broadcast-compatible")
+    return np.full(1, sum_all(g), g.dtype)
+
+
+@njit
+def _reduce_to(g, like_shape):
+    """Sum float array g over the axes that numpy broadcasting added to an array of shape like_shape."""
+    G, L = g.ndim, len(like_shape)
+    out = np.zeros(like_shape, g.dtype)
     if L == 0:
         out[()] = sum_all(g)
         return out
@@ -362,7 +374,7 @@ def _reduce_to(g, like):
     sstr = np.zeros(G, np.int64)
     s = 1
     for i in range(L - 1, -1, -1):
-        n = like.shape[i]
+        n = like_shape[i]
         if n != 1:
             if n != g.shape[G - L + i]:
                 raise ValueError("unbroadcast: shapes are not broadcast-compatible")

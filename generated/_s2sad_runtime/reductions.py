@@ -321,7 +321,8 @@ def _extremum_block_for(largest: bool):
                 out[o] = run(xf[base:base + n])
                 continue
             row = out[o * inner:(o + 1) * inner]
-            row[:] = xf[base:base + inner]
+            for i in range(inner):  # not `row[:] = ...`: numba compiles a shape-mismatch message for that
+                row[i] = xf[base + i]
             for r in range(1, n):
                 entries = xf[base + r * inner:base + (r + 1) * inner]
                 for i in range(inner):
@@ -486,7 +487,7 @@ def sum_reduce(x, axis=None, keepdims=False):
     return np.sum(x, axis=axis, keepdims=keepdims)
 
 
-@overload(sum_reduce)
+@overload(sum_reduce, prefer_literal=True)
 def _ol_sum_reduce(x, axis=None, keepdims=False):
     if isinstance(x, types.Array) and x.ndim > 0 and not _literal_bool(keepdims, "sum_reduce: keepdims"):
         if _is_none_type(axis):
@@ -496,10 +497,22 @@ def _ol_sum_reduce(x, axis=None, keepdims=False):
         if isinstance(axis, types.Integer):
             N, M, dt = x.ndim, x.ndim - 1, _reduce_dtype(x.dtype, SUM)
 
+            def along_last(x, axis=None, keepdims=False):
+                red = _red_flags(N, axis)  # numba's sum along the last axis runs 4-14x slower than this
+                out, shape = _reduce(x, red, SUM, False, np.zeros(_n_kept(x, red), dt))
+                return out.reshape(to_fixed_tuple(shape, M))
+
+            # a constant axis (prefer_literal) compiles one of the two ways, not both: numba's np.sum with
+            # an axis alone took 4-5 s of GMM's cold compile, and GMM sums only along the last axis
+            if isinstance(axis, types.IntegerLiteral):
+                if axis.literal_value in (-1, N - 1):
+                    return along_last
+                return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
+
             def by_axis(x, axis=None, keepdims=False):
                 if axis != -1 and axis != N - 1:
                     return np.sum(x, axis=axis)
-                red = _red_flags(N, axis)  # numba's sum along the last axis runs 4-14x slower than this
+                red = _red_flags(N, axis)
                 out, shape = _reduce(x, red, SUM, False, np.zeros(_n_kept(x, red), dt))
                 return out.reshape(to_fixed_tuple(shape, M))
             return by_axis
