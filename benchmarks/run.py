@@ -3,7 +3,8 @@
 
     .venv/bin/python benchmarks/run.py                 # full sizes; rewrites the README table and results.png
     .venv/bin/python benchmarks/run.py --quick         # small sizes, fewer repetitions
-    .venv/bin/python benchmarks/run.py --only rosen    # workloads whose name contains "rosen" (README untouched)
+    .venv/bin/python benchmarks/run.py --only rosen    # workloads whose name contains "rosen" (README and
+                                                       # results.json untouched; numbers in results-only.json)
 
 For each workload: every gradient (s2sad, hand adjoint, JAX, autograd) is checked against the hand
 adjoint, and the hand adjoint against central finite differences of the primal, before anything is
@@ -489,7 +490,9 @@ def main(argv=None) -> None:
     results["targets"] = targets(results)
     text = markdown(results)
     print(text)
-    (HERE / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    # a partial run keeps its numbers apart: results.json stays the full run the README table shows
+    (HERE / ("results-only.json" if args.only else "results.json")).write_text(json.dumps(results, indent=1),
+                                                                               encoding="utf-8")
     if not args.only:
         progress(plot(results, HERE / "results.png"))
         update_readme(text + "\n\n![gradient / primal per workload](benchmarks/results.png)")
