@@ -493,25 +493,19 @@ def _ol_sum_reduce(x, axis=None, keepdims=False):
             return lambda x, axis=None, keepdims=False: sum_all(x)
         if isinstance(axis, types.Integer) and x.ndim == 1:
             return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
-        if isinstance(axis, types.Integer):
+        last = isinstance(axis, types.IntegerLiteral) and axis.literal_value in (-1, x.ndim - 1)
+        if isinstance(axis, types.IntegerLiteral) and not last:
+            # a constant axis (prefer_literal) compiles only the way it takes, here numba's np.sum; a
+            # constant last axis takes _reduce_impl's loops alone (GMM's every sum: numba's np.sum with an
+            # axis, compiled beside them for nothing, took 4-5 s of its cold compile)
+            return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
+        if isinstance(axis, types.Integer) and not last:
             N, M, dt = x.ndim, x.ndim - 1, _reduce_dtype(x.dtype, SUM)
-
-            def along_last(x, axis=None, keepdims=False):
-                red = _red_flags(N, axis)  # numba's sum along the last axis runs 4-14x slower than this
-                out, shape = _reduce(x, red, SUM, False, np.zeros(_n_kept(x, red), dt))
-                return out.reshape(to_fixed_tuple(shape, M))
-
-            # a constant axis (prefer_literal) compiles one of the two ways, not both: numba's np.sum with
-            # an axis alone took 4-5 s of GMM's cold compile, and GMM sums only along the last axis
-            if isinstance(axis, types.IntegerLiteral):
-                if axis.literal_value in (-1, N - 1):
-                    return along_last
-                return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
 
             def by_axis(x, axis=None, keepdims=False):
                 if axis != -1 and axis != N - 1:
                     return np.sum(x, axis=axis)
-                red = _red_flags(N, axis)
+                red = _red_flags(N, axis)  # numba's sum along the last axis runs 4-14x slower than this
                 out, shape = _reduce(x, red, SUM, False, np.zeros(_n_kept(x, red), dt))
                 return out.reshape(to_fixed_tuple(shape, M))
             return by_axis
