@@ -140,7 +140,7 @@ def block_offsets(extents, strides):
 SPLIT_ROW = 64  # rows this long sum in four partial sums ((64, 128) -> (64, 1): 4.7 -> 2.9 us); shorter
 # ones in one chain each, which the processor overlaps from row to row (rows of 25: 6.5 against 8.7 us)
 SHORT_RUN = 4  # a broadcast last axis of 2 or 3 is looped outside the other (a loop per run of 2 costs 1.7x);
-# from 4 on, one run after the other is faster (10: 6x, 16: 5x; benchmarks/README.md, stop 17)
+# from 4 on, one run after the other is faster (10: 6x, 16: 5x; benchmarks/HISTORY.md, stop 17)
 
 
 @njit
