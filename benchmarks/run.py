@@ -128,6 +128,7 @@ class Timing:
     best: float
     calls: int  # calls per batch
     rounds: int
+    samples: tuple[float, ...] = ()  # seconds per call, one per round, in round order
 
     def __str__(self):
         return fmt_time(self.median)
@@ -184,7 +185,8 @@ def measure_interleaved(calls: dict[str, tuple[Callable, tuple]], rounds: int, m
                 samples[name].append((time.perf_counter() - t0) / number)
             finally:
                 gc.enable()
-    return {name: Timing(statistics.median(s), min(s), plan[name][2], len(s)) for name, s in samples.items()}
+    return {name: Timing(statistics.median(s), min(s), plan[name][2], len(s), tuple(s))
+            for name, s in samples.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +215,7 @@ def bench_workload(w: W.Workload, rounds: int, min_batch_s: float, progress: Cal
     timings = measure_interleaved(calls, rounds, min_batch_s)
     return dict(name=w.name, label=w.label, loop=w.loop, trips=w.trips, primal_kind=prim_kind,
                 fd_rel_error=fd_err, status=status,
-                times={k: dict(median=t.median, best=t.best, calls=t.calls, rounds=t.rounds)
+                times={k: dict(median=t.median, best=t.best, calls=t.calls, rounds=t.rounds, samples=list(t.samples))
                        for k, t in timings.items()})
 
 
@@ -321,6 +323,21 @@ def ratio(times: dict, a: str, b: str) -> float | None:
     return times[a]["median"] / times[b]["median"] if a in times and b in times else None
 
 
+def ratio_spread(times: dict, a: str, b: str) -> tuple[float, float] | None:
+    """The middle half (quartiles) of a/b taken round by round: the rounds are interleaved, so one
+    round's two batches ran under the same load, and the spread shows how far the host moved a ratio."""
+    pairs = list(zip(times.get(a, {}).get("samples", ()), times.get(b, {}).get("samples", ())))
+    if len(pairs) < 8:
+        return None
+    q1, _, q3 = statistics.quantiles([x / y for x, y in pairs], n=4)
+    return q1, q3
+
+
+def fmt_spread(times: dict, a: str, b: str) -> str:
+    s = ratio_spread(times, a, b)
+    return f" (rounds' middle half {s[0]:.2f}-{s[1]:.2f})" if s else ""
+
+
 def fmt_ratio(x: float | None, bold: bool = False) -> str:
     if x is None:
         return ""
@@ -349,7 +366,8 @@ def markdown(results: dict) -> str:
     rows = results["workloads"]
     lines = [f"Machine: {results['machine']}; load average {results['load_before']:.1f} before the run, "
              f"{results['load_after']:.1f} after. {results['mode']}. Times are medians per call over interleaved "
-             "rounds (all tools in one process, pinned to one core); ratios divide medians. `primal` is `numba.njit(f)`, or s2sad's "
+             "rounds (all tools in one process, pinned to one core); ratios divide medians (the targets table adds the middle "
+             "half of the ratios taken round by round, the spread the host's noise gives them). `primal` is `numba.njit(f)`, or s2sad's "
              "generated primal compiled by numba (marked *) where numba refuses `f` as written.", "",
              "| workload | primal | s2sad grad | grad/primal | hand adjoint (njit) | **s2sad/hand** | "
              "jax.jit(jax.grad) | **s2sad/jax** | autograd |", "|" + "---|" * 9]
@@ -389,16 +407,18 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
 
     for r in rows:
         x = ratio(r["times"], "s2sad", "hand")
-        out.append((f"{r['label']}: s2sad/hand <= {TARGETS['s2sad_over_hand']}", f"{x:.2f}",
+        out.append((f"{r['label']}: s2sad/hand <= {TARGETS['s2sad_over_hand']}",
+                    f"{x:.2f}{fmt_spread(r['times'], 's2sad', 'hand')}",
                     verdict(x <= TARGETS["s2sad_over_hand"])))
     for r in rows:
         if r["loop"]:
             x = ratio(r["times"], "s2sad", "primal")
-            out.append((f"{r['label']}: grad/primal <= 3", f"{x:.2f}", verdict(x <= TARGETS["loop_grad_over_primal"])))
+            out.append((f"{r['label']}: grad/primal <= 3", f"{x:.2f}{fmt_spread(r['times'], 's2sad', 'primal')}", verdict(x <= TARGETS["loop_grad_over_primal"])))
     for r in rows:
         x = ratio(r["times"], "s2sad", "jax")
         if x is not None:
-            out.append((f"{r['label']}: faster than jax.jit(jax.grad)", f"s2sad/jax = {x:.2f}", verdict(x < 1.0)))
+            out.append((f"{r['label']}: faster than jax.jit(jax.grad)",
+                        f"s2sad/jax = {x:.2f}{fmt_spread(r['times'], 's2sad', 'jax')}", verdict(x < 1.0)))
     if results.get("overhead"):
         x = results["overhead"]["s2sad"]
         out.append(("per-call overhead <= 2 µs", f"{x * 1e6:.2f} µs", verdict(x <= TARGETS["overhead_s"])))
