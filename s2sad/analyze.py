@@ -25,7 +25,8 @@ FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
 FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array
 VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
-         "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip")  # NumPy may return a view of the operand
+         "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip",
+         "ascontiguousarray", "asfortranarray", "asarray")  # NumPy may return a view of (or) the operand
 INT_RESULTS = ("len", "int", "argmax", "argmin", "range_last", "size", "ndim")
 INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
 
@@ -597,7 +598,7 @@ class Analysis:
             if self.aliased_at_store(name):
                 loc, name = stores[0].loc, self.fn.spelled.get(name, name)
                 msg = (f"in-place write to `{name}`, which is an argument, another name for an array or a view "
-                       "of one (a slice, reshape, transpose, ...)")
+                       "of one (a slice, reshape, transpose, np.asarray, ...)")
                 raise UnsupportedError(located_at(msg, loc, f"write into a new array instead: `{name} = {name}.copy()` "
                                                             "or np.zeros(...)"))
 

@@ -235,6 +235,12 @@ def view_write(x):
     return np.sum(x * y)
 
 
+def contiguous_copy_write(x):
+    y = np.ascontiguousarray(x)  # x itself when x is already contiguous: the write would reach the argument
+    y[0] = 5.0
+    return np.sum(x * y)
+
+
 def kwargs_unpack(x):
     options = {"axis": 0}
     return np.sum(x, **options)

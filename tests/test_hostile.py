@@ -53,6 +53,7 @@ CASES = [
     (H.argument_write, "in-place write to `x`", "x[0] += 1.0", "x = x.copy()", (ONES,)),
     (H.rebound_view_write, "in-place write to `x`", "x[0] = 2.0", "x = x.copy()", (ONES,)),
     (H.view_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),
+    (H.contiguous_copy_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),
     (H.kwargs_unpack, "`**` unpacking in a call", "**options", "one by one", (ONES,)),
     (H.star_call, "`*` unpacking in a call", "*parts", "one by one", (1.5,)),
     (H.complex_literal, "`Imaginary` expressions", "1j", "real and imaginary parts", (1.5,)),

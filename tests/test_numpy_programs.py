@@ -17,6 +17,7 @@ CASES = [
     ("gmm_log_likelihood", (R.normal(size=(3, 2)), R.normal(size=3), R.normal(size=(5, 2))), 1),
     ("softmax_cross_entropy", (R.normal(size=(3, 4)), R.normal(size=(5, 3)), np.eye(4)[[0, 3, 1, 1, 2]]), 1),
     ("least_squares", (R.normal(size=(6, 3)), R.normal(size=6), 0.3), 1),
+    ("contiguous_normal_equations", (R.normal(size=(6, 3)), R.normal(size=6)), 2),
     ("gaussian_log_density", (R.normal(size=(3, 3)), R.normal(size=3), R.normal(size=3)), 1),
     ("scatter_writes", (R.normal(size=5), np.array([0, 3, 0, 1, 3])), 2),  # repeated indices: the last write wins
     ("gaussian_log_density_slogdet", (R.normal(size=(3, 3)), R.normal(size=3), R.normal(size=3)), 1),

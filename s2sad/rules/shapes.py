@@ -139,6 +139,42 @@ def full(g, out, shape, fill_value):
     return None, unbroadcast(g, fill_value)
 
 
+# ------------------------------------------------------------------ memory layouts
+# The same values, perhaps in another memory order (what numba's "'@' is faster on contiguous arrays"
+# asks for). NumPy hands back the operand itself when it already has the layout, so the result counts as
+# a view (analyze.VIEWS: no in-place writes through it). ascontiguousarray of a scalar is a 1-element array.
+
+def ascontiguousarray_tangent(g, out, x):
+    return (np.ascontiguousarray(g),)
+
+
+@defrule(np.ascontiguousarray, elementwise=False, tangent=ascontiguousarray_tangent,
+         checks=[Check("np.ascontiguousarray(a)", shapes=ND), Check("np.ascontiguousarray(np.transpose(a))", shapes=CUBE),
+                 Check("np.ascontiguousarray(a)", shapes=((),))])
+def ascontiguousarray(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def asfortranarray_tangent(g, out, x):
+    return (np.asfortranarray(g),)
+
+
+@defrule(np.asfortranarray, elementwise=False, tangent=asfortranarray_tangent,
+         checks=[Check("np.asfortranarray(a)", shapes=ND), Check("np.asfortranarray(a[::-1])", shapes=MATRIX)])
+def asfortranarray(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def asarray_tangent(g, out, x):
+    return (np.asarray(g),)
+
+
+@defrule(np.asarray, elementwise=False, tangent=asarray_tangent,
+         checks=[Check("np.asarray(a)", shapes=ND), Check("np.asarray(a)", shapes=((),))])
+def asarray(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
 # ------------------------------------------------------------------ permutations of the axes or the entries
 
 def transpose_tangent(g, out, x, axes=None):
