@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from s2sad import ir
 from s2sad.errors import UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
+from s2sad.sharing import VIEWS, check_shared_memory
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
 FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array
-VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
-         "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip",
-         "ascontiguousarray", "asfortranarray", "asarray")  # NumPy may return a view of (or) the operand
 INT_RESULTS = ("len", "int", "argmax", "argmin", "range_last", "size", "ndim")
 INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
 
@@ -656,6 +654,8 @@ def analyze_forward(fn: ir.Function, wrt: list[str]) -> Analysis:
     a = Analysis(fn, wrt)
     a.index()
     a.check_stores()
+    if not fn.generated:
+        check_shared_memory(fn)
     a.activity(fn.outputs)
     a.check_tuples()
     return a
@@ -667,6 +667,8 @@ def analyze(fn: ir.Function, wrt: list[str], recompute_libm: bool = False) -> An
     a = Analysis(fn, wrt, recompute_libm=recompute_libm)
     a.index()
     a.check_stores()
+    if not fn.generated:
+        check_shared_memory(fn)
     a.activity(fn.outputs[:1])
     a.check_tuples()
     a.find_replay()

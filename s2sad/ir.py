@@ -75,6 +75,7 @@ class Assign:
     target: str
     value: Expr
     loc: Loc | None
+    in_place: bool = False  # `x op= v` in the user's code: NumPy updates an array x in its memory
 
 
 @dataclass(eq=False)
@@ -141,6 +142,7 @@ class Function:
     returns_tuple: bool = False
     output_shape: Any = None  # the returned structure, leaves as None (None: one value); see normalize.flatten
     spelled: dict[str, str] = field(default_factory=dict)  # how the user spells a renamed variable (x2: x)
+    generated: bool = False  # s2sad's own generated code, differentiated again (it keeps its own sharing rules)
 
 
 def atom_vars(atoms) -> list[str]:

@@ -22,7 +22,7 @@ import numpy as np
 from s2sad import gencache, ir, rules
 from s2sad.backend import load_module
 from s2sad.errors import UnsupportedError, located_at
-from s2sad.frontend import Parsed, parse_function, unwrap
+from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
 
 BINOPS = {
@@ -471,6 +471,7 @@ class Lowerer:
             v = self.var(name)
             version = self.new_version(name)
             self.prim(out, op, (Var(v), rhs), target=version or v)
+            out[-1].in_place = True
             if version:
                 self.scope[name] = version
         elif isinstance(node.target, cst.Subscript):
@@ -1439,4 +1440,5 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None)
         name=parsed.name, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
         firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
+        generated=written_by_s2sad(parsed.fn),
     )

@@ -1,0 +1,207 @@
+"""Refuse programs whose arrays share memory in a way generated code cannot follow.
+
+In s2sad's IR every binding is a value. NumPy makes a slice, a reshape or a transpose a view of
+its operand, and `a += b` on an array writes into `a`'s memory, so after an in-place write every
+name sharing that memory holds the new values: a view of the array written, the array a written
+view came from, another name for the same array. Generated code would still read the values from
+before the write, and the result and its derivative would differ from NumPy's without a word.
+This pass finds an in-place write (an element or slice store, or an augmented assignment of an
+array) after which another name sharing the memory may be read, and raises a located error that
+says how to break the sharing.
+
+Only names known to be arrays take part: a store's base, a name bound to a slice or to a view
+function's result (`VIEWS`), a plain copy of one of those, and what an augmented
+assignment of one of those makes. `row = m[i]` of a 2-D `m` is a view as well, but it reads like
+an element here and is not seen. Reads are ordered by position in the program: a read in the
+other branch of an `if` counts as later, which can only refuse more, never less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from s2sad import ir
+from s2sad.errors import UnsupportedError, located_at
+from s2sad.ir import Assign, Const, Copy, For, Load, Prim, Slice, Store, Var, While
+
+VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
+         "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip",
+         "ascontiguousarray", "asfortranarray", "asarray")  # NumPy may return a view of (or) the operand
+# argument positions whose values are never read, only their shapes (a read there sees no write)
+SHAPE_ONLY = {"shape": (0,), "len": (0,), "size": (0,), "ndim": (0,), "zeros_like": (0,), "ones_like": (0,),
+              "empty_like": (0,), "zeros_like_adj": (0,), "unbroadcast": (1,), "reshape_like": (1,),
+              "broadcast_like": (1,), "sum_expand": (1,), "sum_expand_view": (1,), "sum_adjoint": (1,),
+              "mean_adjoint": (1,)}
+OPERATORS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+             "matmul": "@"}
+_BEFORE_ALL, _AFTER_ALL = -1, float("inf")  # where a parameter is bound, where the outputs are read
+
+
+def check_shared_memory(fn: ir.Function) -> None:
+    """Raise UnsupportedError at the first in-place write that a name sharing its memory reads past."""
+    program = _Program(fn)
+    for s, _, _ in ir.walk(fn.body):
+        written = program.written_through(s)
+        if written is not None:
+            program.check_write(s, written)
+
+
+def view_source(value) -> str | None:
+    """The name whose memory a right-hand side is certainly a view of (a slice, a view function), else None."""
+    if isinstance(value, Load) and any(isinstance(i, Slice) or i == Const(Ellipsis) for i in value.index):
+        return value.base.name
+    if isinstance(value, Prim) and value.rule.name in VIEWS and value.args and isinstance(value.args[0], Var):
+        return value.args[0].name
+    return None
+
+
+@dataclass
+class _Program:
+    fn: ir.Function
+    order: dict = field(default_factory=dict)  # id(stmt) -> position in a walk of the program, outer first
+    loops: dict = field(default_factory=dict)  # id(stmt) -> loops around it, outermost first
+    blocks: dict = field(default_factory=dict)  # id(stmt) -> ids of the blocks around it, outermost first
+    defs: dict = field(default_factory=dict)  # name -> [Assign]
+    uses: dict = field(default_factory=dict)  # name -> [stmt reading it]
+    parent: dict = field(default_factory=dict)  # union-find over names sharing memory
+    arrays: set = field(default_factory=set)  # names certainly bound to arrays
+
+    def __post_init__(self):
+        self._index(self.fn.body, (), ())
+        for s in self._stmts():
+            if isinstance(s, Store):
+                self.arrays.add(s.base)
+            if isinstance(s, Assign) and (source := view_source(s.value)) is not None:
+                self._share(source, s.target)
+        grown = True
+        while grown:  # plain copies and in-place updates of arrays are arrays sharing the same memory
+            grown = False
+            for s in self._stmts():
+                source = self._copied_or_updated(s)
+                if source in self.arrays and s.target not in self.arrays:
+                    self._share(source, s.target)
+                    grown = True
+
+    def _index(self, block, loops, blocks):
+        blocks = blocks + (id(block),)
+        for s in block:
+            self.order[id(s)] = len(self.order)
+            self.loops[id(s)] = loops
+            self.blocks[id(s)] = blocks
+            if isinstance(s, Assign):
+                self.defs.setdefault(s.target, []).append(s)
+            for name in set(ir.stmt_reads(s)) - _shape_reads_only(s):
+                self.uses.setdefault(name, []).append(s)
+            inner = loops + (s,) if isinstance(s, (For, While)) else loops
+            for child in ir.children(s):
+                self._index(child, inner, blocks)
+
+    def _stmts(self):
+        return (s for s, _, _ in ir.walk(self.fn.body))
+
+    @staticmethod
+    def _copied_or_updated(s) -> str | None:
+        if not isinstance(s, Assign):
+            return None
+        if isinstance(s.value, Copy) and isinstance(s.value.value, Var):
+            return s.value.value.name
+        if s.in_place and isinstance(s.value, Prim) and isinstance(s.value.args[0], Var):
+            return s.value.args[0].name
+        return None
+
+    def _find(self, name):
+        while self.parent.get(name, name) != name:
+            name = self.parent[name]
+        return name
+
+    def _share(self, a, b):
+        self.arrays.update((a, b))
+        self.parent[self._find(b)] = self._find(a)
+
+    def written_through(self, s) -> str | None:
+        """The array whose memory statement `s` writes into, if it shares that memory with another name."""
+        if isinstance(s, Store):
+            name = s.base
+        elif isinstance(s, Assign) and s.in_place and self._copied_or_updated(s) in self.arrays:
+            name = self._copied_or_updated(s)
+        else:
+            return None
+        return name if any(self._find(n) == self._find(name) and n != name for n in self.arrays) else None
+
+    def check_write(self, write, name: str) -> None:
+        # after a store its base holds the new values in generated code too, and so does the new name
+        # an augmented assignment binds; every other name sharing the memory would hold the old ones
+        current = write.base if isinstance(write, Store) else write.target
+        for other in sorted(n for n in self.arrays if self._find(n) == self._find(name) and n != current):
+            for bound in self.defs.get(other, []) + ([None] if other in self.fn.params else []):
+                for read in self.uses.get(other, []) + ([None] if other in self.fn.outputs else []):
+                    if read is not write and self._reads_after(bound, write, read) \
+                            and not self._bound_again_between(other, write, read):
+                        raise self._error(write, name, other, bound, read)
+
+    def _reads_after(self, bound, write, read) -> bool:
+        """Can `read` see the binding made at `bound` after `write` wrote into its memory, with no new
+        binding in between? None for `bound`: a parameter; None for `read`: the function's result."""
+        at_bound = _BEFORE_ALL if bound is None else self.order[id(bound)]
+        at_write = self.order[id(write)]
+        at_read = _AFTER_ALL if read is None else self.order[id(read)]
+        loops_bound = () if bound is None else self.loops[id(bound)]
+        shared = _common_prefix(self.loops[id(write)], () if read is None else self.loops[id(read)])
+        for loop in shared:
+            if not any(loop is b for b in loops_bound):  # the binding stays while the loop repeats both
+                return at_bound < self.order[id(loop)]
+        if shared:  # one pass of the innermost loop around all three, then the next: cyclic order
+            return (at_bound < at_write < at_read or at_write < at_read < at_bound
+                    or at_read < at_bound < at_write)
+        return at_bound < at_write < at_read
+
+    def _bound_again_between(self, name, write, read) -> bool:
+        """Is `name` bound anew after `write` on every way to `read` (in a block around `read`, between them)?"""
+        at_read = _AFTER_ALL if read is None else self.order[id(read)]
+        around = (id(self.fn.body),) if read is None else self.blocks[id(read)]
+        return any(self.order[id(write)] < self.order[id(d)] < at_read and self.blocks[id(d)][-1] in around
+                   for d in self.defs.get(name, []))
+
+    def _error(self, write, name, other, bound, read) -> UnsupportedError:
+        spelled = self.fn.spelled
+        user, other_user = spelled.get(name, name), spelled.get(other, other)
+        where = f" at line {bound.loc.line}" if bound is not None and bound.loc else ""
+        if bound is None:
+            how = "an argument"
+        elif view_source(bound.value) is not None:
+            how = f"a view taken{where}"
+        elif isinstance(bound.value, Copy) or bound.in_place:
+            how = f"another name for the array, bound{where}"
+        else:
+            how = f"the array a view was taken of, bound{where}"
+        later = f"line {read.loc.line}" if read is not None and read.loc else "the result"
+        kind = "augmented assignment of" if isinstance(write, Assign) else "in-place write to"
+        message = (f"{kind} `{user}` changes memory that `{other_user}` shares ({how}), and {later} reads "
+                   f"`{other_user}` afterwards: NumPy shows it the new values, generated code would not")
+        hint = f"copy the array before writing into it: `{user} = {user}.copy()`"
+        if bound is not None and view_source(bound.value) is not None:
+            text = bound.loc.text if bound.loc else ""
+            copied = f"`{text}.copy()`" if text.startswith(f"{other_user} = ") and "#" not in text else "`.copy()`"
+            hint = f"end the sharing where `{other_user}` is bound: {copied}"
+        if isinstance(write, Assign):
+            op = OPERATORS.get(write.value.rule.name, "<op>")
+            hint += f", or rebind instead of updating: `{user} = {user} {op} ...`"
+        return UnsupportedError(located_at(message, write.loc, hint))
+
+
+def _shape_reads_only(s) -> set[str]:
+    """The names statement `s` reads only for their shapes."""
+    if not (isinstance(s, Assign) and isinstance(s.value, Prim)):
+        return set()
+    positions = SHAPE_ONLY.get(s.value.rule.name, ())
+    shaped = {a.name for i, a in enumerate(s.value.args) if i in positions and isinstance(a, Var)}
+    valued = {a.name for i, a in enumerate(s.value.args) if i not in positions and isinstance(a, Var)}
+    valued |= {a.name for _, a in s.value.kwargs if isinstance(a, Var)}
+    return shaped - valued
+
+
+def _common_prefix(a: tuple, b: tuple) -> tuple:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] is b[n]:
+        n += 1
+    return a[:n]

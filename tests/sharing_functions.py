@@ -1,0 +1,120 @@
+"""Programs where NumPy arrays share memory (tests/test_sharing.py).
+
+The first group writes into memory that another name still reads afterwards: NumPy shows that name
+the new values, s2sad's generated code would show the old ones, so s2sad refuses them. The second
+group shares memory too, but no name is read after a write that changed it: s2sad takes them.
+"""
+
+import numpy as np
+
+
+# ---------------------------------------------------------------- refused
+
+
+def store_under_a_view(x):
+    acc = np.sin(x)
+    tail = acc[1:]
+    acc[0] = 2.0 * acc[0]
+    acc[1] = 3.0 * acc[1]
+    return np.sum(tail * tail)
+
+
+def augmented_under_a_transpose(m):
+    acc = np.zeros_like(m)
+    acc += m
+    mt = acc.T
+    acc *= 2.0
+    return np.sum(mt ** 3)
+
+
+def augmented_view_then_base_read(x):
+    acc = np.sin(x)
+    tail = acc[1:]
+    tail += 1.0
+    return np.sum(acc ** 2)
+
+
+def loop_reads_a_shifted_view(x):
+    y = np.zeros_like(x)
+    y[0] = x[0]
+    prev = y[:-1]
+    for i in range(x.shape[0] - 1):
+        y[i + 1] = prev[i] * 0.5 + x[i + 1]
+    return np.sum(y ** 2)
+
+
+def max_of_a_view_then_loop_writes(m):
+    acc = np.zeros_like(m)
+    acc += np.sin(m)
+    flipped = acc[::-1, :]
+    top = np.max(flipped)
+    for i in range(m.shape[0]):
+        acc[i, :] += 0.5
+    return np.sum(flipped * flipped) + top * top
+
+
+def _add_one_in_place(a):
+    a += 1.0
+    return np.sum(a)
+
+
+def helper_updates_a_viewed_array(m):
+    acc = np.sin(m)
+    mt = acc.T
+    s = _add_one_in_place(acc)
+    return s + np.sum(mt)
+
+
+def contiguous_alias_then_write(m):
+    acc = np.sin(m)
+    c = np.ascontiguousarray(acc)
+    acc[0, 0] = 0.0
+    return np.sum(c ** 2)
+
+
+# ---------------------------------------------------------------- accepted
+
+
+def rows_read_before_the_next_write(m):
+    y = np.zeros_like(m)
+    for i in range(m.shape[0] - 1):
+        row = y[i, :]
+        y[i + 1, :] = row * 0.5 + m[i, :]
+    return np.sum(y ** 2)
+
+
+def view_copied_before_the_write(x):
+    acc = np.sin(x)
+    tail = acc[1:].copy()
+    acc[0] = 2.0 * acc[0]
+    return np.sum(tail * tail) + np.sum(acc)
+
+
+def view_taken_after_the_write(x):
+    acc = np.sin(x)
+    acc[0] = 2.0 * acc[0]
+    tail = acc[1:]
+    return np.sum(tail * tail)
+
+
+def scalar_running_sums(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        t = s
+        s += x[i] * t + 1.0
+    return s
+
+
+def view_read_only_for_its_shape(x):
+    acc = np.sin(x)
+    tail = acc[1:]
+    acc[0] = 2.0
+    return np.sum(acc * acc) + np.sum(np.zeros_like(tail)) + tail.shape[0]
+
+
+def view_taken_anew_each_iteration(m):
+    acc = np.cos(m)
+    for i in range(m.shape[0]):
+        row = acc[i, :]
+        acc[i, :] = row * np.tanh(m[i, :])
+    return np.sum(acc ** 2)

@@ -1,0 +1,67 @@
+"""Arrays that share memory (s2sad/sharing.py): refused where a write would show through another
+name NumPy reads afterwards, taken (and differentiated correctly) where none does."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import s2sad
+import sharing_functions as F
+from helpers import assert_close, fd_grad
+
+R = np.random.default_rng(11)
+VECTOR, MATRIX = R.uniform(-1.0, 1.0, 5), R.uniform(-1.0, 1.0, (4, 3))
+
+REFUSED = [  # (function, argument, the write the message points at, the name it names as sharing)
+    (F.store_under_a_view, VECTOR, "acc[0] = 2.0 * acc[0]", "tail"),
+    (F.augmented_under_a_transpose, MATRIX, "acc *= 2.0", "mt"),
+    (F.augmented_view_then_base_read, VECTOR, "tail += 1.0", "acc"),
+    (F.loop_reads_a_shifted_view, VECTOR, "y[i + 1] = prev[i] * 0.5 + x[i + 1]", "prev"),
+    (F.max_of_a_view_then_loop_writes, MATRIX, "acc[i, :] += 0.5", "flipped"),
+    (F.helper_updates_a_viewed_array, MATRIX, "a += 1.0", "mt"),
+    (F.contiguous_alias_then_write, MATRIX, "acc[0, 0] = 0.0", "c"),
+]
+ACCEPTED = [
+    (F.rows_read_before_the_next_write, MATRIX),
+    (F.view_copied_before_the_write, VECTOR),
+    (F.view_taken_after_the_write, VECTOR),
+    (F.scalar_running_sums, VECTOR),
+    (F.view_read_only_for_its_shape, VECTOR),
+    (F.view_taken_anew_each_iteration, MATRIX),
+]
+
+
+def line_of(snippet: str) -> int:
+    lines, _ = inspect.findsource(F)
+    return next(i + 1 for i, text in enumerate(lines) if snippet in text)
+
+
+@pytest.mark.parametrize("fn, arg, write, other", REFUSED, ids=[c[0].__name__ for c in REFUSED])
+def test_a_write_another_name_reads_past_is_refused_where_it_is(fn, arg, write, other):
+    with np.errstate(all="ignore"):
+        fn(arg.copy())  # NumPy runs it: the refusal is about generated code, not a broken program
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(fn, backend="python")(arg)
+    header, shown, _, hint = str(info.value).splitlines()[:4]
+    assert header.startswith(f"{F.__file__}:{line_of(write)}:"), header
+    assert f"changes memory that `{other}` shares" in header and "afterwards" in header
+    assert shown.strip() == write
+    assert hint.startswith("  hint: ") and ".copy()" in hint
+
+
+def test_the_hint_repeats_the_line_that_takes_the_view():
+    with pytest.raises(s2sad.UnsupportedError, match=r"`tail = acc\[1:\]\.copy\(\)`"):
+        s2sad.grad(F.store_under_a_view, backend="python")(VECTOR)
+
+
+def test_an_augmented_assignment_hint_spells_the_rebinding():
+    with pytest.raises(s2sad.UnsupportedError, match=r"`acc = acc \* \.\.\.`"):
+        s2sad.grad(F.augmented_under_a_transpose, backend="python")(MATRIX)
+
+
+@pytest.mark.parametrize("fn, arg", ACCEPTED, ids=[c[0].__name__ for c in ACCEPTED])
+def test_sharing_no_later_read_sees_is_differentiated(fn, arg, backend):
+    value, grad = s2sad.value_and_grad(fn, backend=backend)(arg.copy())
+    assert_close(value, fn(arg.copy()), rtol=1e-12)
+    assert_close(grad, fd_grad(fn, (arg.copy(),), 0))
