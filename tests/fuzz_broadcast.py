@@ -88,6 +88,8 @@ class _Writer:
         return f"{stem}{self.count}"
 
     def assign(self, shape: Shape, expr: str, stem: str = "t") -> str:
+        if expr == self.accumulator:  # another name for it would see its later in-place updates (s2sad refuses)
+            expr = f"{expr}.copy()"
         name = self.fresh(stem)
         self.lines.append(f"    {name} = {expr}")
         self.shapes[name] = shape
@@ -97,19 +99,23 @@ class _Writer:
         return [name for name, shape in self.shapes.items() if want(shape)]
 
     # -- expressions ------------------------------------------------------------------------------
-    def elementwise(self, depth: int) -> tuple[str, Shape]:
+    def elementwise(self, depth: int, leaves: dict[str, Shape] | None = None) -> tuple[str, Shape]:
+        """An elementwise expression of `leaves` (expression -> shape; by default the names of at most 2 axes:
+        (n, m, m) blocks meet B only)."""
+        if leaves is None:
+            leaves = {name: shape for name, shape in self.shapes.items() if len(shape) <= 2}
         if depth <= 0 or self.chance(0.25):
             if self.chance(0.15):
                 return self.choice(["0.5", "2.0", "-1.5"]), SCALAR
-            name = self.choice(sorted(self.names(lambda s: len(s) <= 2)))  # (n, m, m) blocks meet B only
-            return name, self.shapes[name]
+            leaf = self.choice(sorted(leaves))
+            return leaf, leaves[leaf]
         kind = self.choice(["binop", "binop", "binop", "unary", "unary", "div", "square", "where", "extremum"])
-        a, sa = self.elementwise(depth - 1)
+        a, sa = self.elementwise(depth - 1, leaves)
         if kind == "unary":
             return self.choice(UNARY).format(a=a), sa
         if kind == "square":
             return f"{_atom(a)} ** 2", sa
-        b, sb = self.elementwise(depth - 1)
+        b, sb = self.elementwise(depth - 1, leaves)
         shape = broadcast(sa, sb)
         if kind == "binop":
             return f"({a} {self.choice(['+', '-', '*'])} {b})", shape
@@ -130,7 +136,7 @@ class _Writer:
     def statement(self) -> None:
         kinds = ["elementwise"] * 4 + ["reduce"] * 2 + ["logsumexp", "softmax", "total"]
         kinds += ["pairwise", "product", "block", "block", "triangle"] * self.square + ["accumulate"] * 2
-        kinds += ["vector_product"] * ("r" in self.shapes or "c" in self.shapes)
+        kinds += ["vector_product"] * ("r" in self.shapes or "c" in self.shapes) + ["view", "rows_loop"]
         kind = self.choice(kinds)
         getattr(self, f"write_{kind}")()
 
@@ -180,6 +186,35 @@ class _Writer:
         form = self.choice(["{a} @ B", "{a} @ B.T", "np.einsum('ij,kj->ik', {a}, B)", "np.dot(np.tanh({a}), B)"])
         self.assign(NM, form.format(a=a))
 
+    def write_view(self) -> None:
+        """Reversed and flipped views: negative strides, read by the runtime's layout-general paths."""
+        a = self.choice([n for n in self.names(lambda s: s == NM) if n != self.accumulator])  # as above
+        form = self.choice(["{a}[::-1, :]", "{a}[:, ::-1]", "{a}[::-1, ::-1]", "np.flip({a}, axis=1)",
+                            "np.ascontiguousarray({a}[::-1])", "{a}.T.T"])
+        self.assign(NM, form.format(a=a), stem="v")
+
+    def write_rows_loop(self) -> None:
+        """A loop over rows writing the accumulator's row i from row i of the operands."""
+        acc = self.start_accumulator()
+        rows = {}
+        for name, shape in self.shapes.items():
+            row = {NM: (f"{name}[i, :]", ("m",)), ("n", "1"): (f"{name}[i, 0]", SCALAR), ("m",): (name, ("m",)),
+                   ("1", "m"): (f"{name}[0, :]", ("m",)), SCALAR: (name, SCALAR)}.get(shape)
+            if row and name != acc:
+                rows[row[0]] = row[1]
+        expr, _ = self.elementwise(self.draw(st.integers(1, 3)), rows)
+        update = self.choice([f"{acc}[i, :] += {expr}", f"{acc}[i] = 0.5 * {acc}[i] + {expr}",
+                              f"{acc}[i, :] = {acc}[i, :] * np.tanh({expr})"])
+        self.lines += ["    for i in range(X.shape[0]):", f"        {update}"]
+        self.shapes[acc] = NM
+
+    def start_accumulator(self) -> str:
+        if self.accumulator is None:
+            self.accumulator = self.fresh("acc")
+            start = self.choice(["np.zeros_like(X)", "X.copy()", "np.zeros((X.shape[0], X.shape[1]))"])
+            self.lines.append(f"    {self.accumulator} = {start}")
+        return self.accumulator
+
     def write_vector_product(self) -> None:
         """Matrix-vector products, turned back into a column or a row."""
         a = self.choice(self.names(lambda s: s == NM))
@@ -212,13 +247,10 @@ class _Writer:
         self.assign(NM, self.choice([f"{a} @ {tri}", f"np.einsum('ij,kj->ik', {a}, {tri})"]))
 
     def write_accumulate(self) -> None:
-        if self.accumulator is None:
-            self.accumulator = self.fresh("acc")
-            start = self.choice(["np.zeros_like(X)", "X.copy()", "np.zeros((X.shape[0], X.shape[1]))"])
-            self.lines.append(f"    {self.accumulator} = {start}")
+        acc = self.start_accumulator()
         expr, _ = self.elementwise(self.draw(st.integers(1, 3)))
-        self.lines.append(f"    {self.accumulator} {self.choice(['+=', '-='])} {expr}")
-        self.shapes[self.accumulator] = NM  # readable from here on, after its first addition
+        self.lines.append(f"    {acc} {self.choice(['+=', '-='])} {expr}")
+        self.shapes[acc] = NM  # readable from here on, after its first addition
 
     def result(self) -> str:
         """A scalar that reads the last few values (earlier ones reach it through them or not at all)."""

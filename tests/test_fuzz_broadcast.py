@@ -7,8 +7,12 @@ with every array argument handed to numba in a random memory layout (C, Fortran,
 view into a larger array). The python backend is the oracle for numba because both run the same
 generated source: any difference is in the compiled-text rewrites or the runtime helpers.
 
+Second order, on the python backend: forward mode over the generated gradient (what `hessian` and
+`jacfwd(grad(f))` run) agrees with central differences of that gradient.
+
 CI runs a fixed-seed profile of S2SAD_FUZZ_BROADCAST_EXAMPLES programs (default 4; each compiles
-two numba modules). For a long run, on demand:
+two numba modules) and S2SAD_FUZZ_BROADCAST_EXAMPLES_2ND second-order ones (default 25). For a long
+run, on demand:
 
     S2SAD_FUZZ_BROADCAST_EXAMPLES=200 S2SAD_FUZZ_RANDOM=1 .venv/bin/python -m pytest -n 2 -q tests/test_fuzz_broadcast.py
 
@@ -29,6 +33,7 @@ from test_fuzz import SEED, fuzz_settings
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("S2SAD_FUZZ_BROADCAST_EXAMPLES", "4"))
+SECOND_ORDER_EXAMPLES = int(os.environ.get("S2SAD_FUZZ_BROADCAST_EXAMPLES_2ND", "25"))  # python backend: cheap
 STEP = 1e-6
 RTOL_FD = 1e-5
 RTOL_BACKENDS = 1e-9  # the same formulas; vectorized exp/log/tanh (2 ulp) and reordered sums differ in rounding
@@ -98,3 +103,37 @@ def check_broadcast_program(program: BroadcastProgram, point_seed: int, layouts:
 @given(broadcast_programs(), st.integers(0, 2**32 - 1), st.lists(st.sampled_from("CFV"), min_size=6, max_size=6))
 def test_random_broadcast_programs(program, point_seed, layouts):
     check_broadcast_program(program, point_seed, tuple(layouts))
+
+
+def check_second_order(program: BroadcastProgram, point_seed: int) -> None:
+    """Forward mode over the generated gradient (what `hessian` runs) vs central differences of that gradient."""
+    note(program.source)
+    f = program.function()
+    rng = np.random.default_rng(point_seed)
+    args = program.arguments(rng)
+    with np.errstate(all="ignore"):
+        value = f(*args)
+    assume(np.isfinite(value) and abs(value) < 1e6)
+    grad_x = s2sad.grad(f, argnums=0, backend="python")
+    direction = rng.normal(size=args[0].shape)
+    zero = tuple(np.zeros_like(a) if np.ndim(a) else 0.0 for a in args[1:])
+    _, hvp = s2sad.jvp(grad_x, args, (direction, *zero), backend="python")
+
+    def along(t, step=1.0):
+        return grad_x(args[0] + t * step * direction, *args[1:])
+
+    with np.errstate(all="ignore"):
+        fine = (along(STEP) - along(-STEP)) / (2 * STEP)
+        coarse = (along(30 * STEP) - along(-30 * STEP)) / (60 * STEP)
+    scale = float(np.max(np.abs(fine), initial=0.0))
+    smooth = np.max(np.abs(fine - coarse), initial=0.0) <= 1e-4 * (1.0 + scale)
+    note(f"smooth around the point: {smooth}")
+    assume(smooth)
+    _close([hvp], [fine], "forward over reverse vs central differences of the gradient", RTOL_FD)
+
+
+@fuzz_settings(SECOND_ORDER_EXAMPLES)
+@seed(SEED + 3)
+@given(broadcast_programs(), st.integers(0, 2**32 - 1))
+def test_random_broadcast_programs_second_order(program, point_seed):
+    check_second_order(program, point_seed)
