@@ -62,7 +62,8 @@ def relaid(value, layout: str):
     return view
 
 
-def check_broadcast_program(program: BroadcastProgram, point_seed: int, layouts: tuple[str, ...]) -> None:
+def finite_point(program: BroadcastProgram, point_seed: int):
+    """(the function, the point's generator, a random point where its value is finite and moderate, the value)."""
     note(program.source)
     f = program.function()
     rng = np.random.default_rng(point_seed)
@@ -70,6 +71,11 @@ def check_broadcast_program(program: BroadcastProgram, point_seed: int, layouts:
     with np.errstate(all="ignore"):
         value = f(*args)
     assume(np.isfinite(value) and abs(value) < 1e6)
+    return f, rng, args, value
+
+
+def check_broadcast_program(program: BroadcastProgram, point_seed: int, layouts: tuple[str, ...]) -> None:
+    f, rng, args, value = finite_point(program, point_seed)
     argnums = tuple(range(len(args)))
     direction = tuple(rng.normal(size=np.shape(a)) if np.ndim(a) else float(rng.normal()) for a in args)
 
@@ -107,13 +113,7 @@ def test_random_broadcast_programs(program, point_seed, layouts):
 
 def check_second_order(program: BroadcastProgram, point_seed: int) -> None:
     """Forward mode over the generated gradient (what `hessian` runs) vs central differences of that gradient."""
-    note(program.source)
-    f = program.function()
-    rng = np.random.default_rng(point_seed)
-    args = program.arguments(rng)
-    with np.errstate(all="ignore"):
-        value = f(*args)
-    assume(np.isfinite(value) and abs(value) < 1e6)
+    f, rng, args, _ = finite_point(program, point_seed)
     grad_x = s2sad.grad(f, argnums=0, backend="python")
     direction = rng.normal(size=args[0].shape)
     zero = tuple(np.zeros_like(a) if np.ndim(a) else 0.0 for a in args[1:])
