@@ -118,3 +118,13 @@ def view_taken_anew_each_iteration(m):
         row = acc[i, :]
         acc[i, :] = row * np.tanh(m[i, :])
     return np.sum(acc ** 2)
+
+
+def double_buffer(u0, steps):
+    u = u0.copy()
+    for _ in range(steps):
+        u_new = np.empty_like(u)
+        u_new[0] = u[0] * 0.5
+        u_new[1:] = u[:-1] * 0.9 + np.sin(u[1:])
+        u = u_new  # the next pass writes into a new array: the old one, read as `u`, is never written
+    return np.sum(u ** 2)

@@ -60,6 +60,12 @@ def test_an_augmented_assignment_hint_spells_the_rebinding():
         s2sad.grad(F.augmented_under_a_transpose, backend="python")(MATRIX)
 
 
+def test_a_double_buffer_is_differentiated(backend):
+    u0 = R.uniform(-1.0, 1.0, 6)
+    grad = s2sad.grad(F.double_buffer, backend=backend)(u0, 4)
+    assert_close(grad, fd_grad(F.double_buffer, (u0, 4), 0))
+
+
 @pytest.mark.parametrize("fn, arg", ACCEPTED, ids=[c[0].__name__ for c in ACCEPTED])
 def test_sharing_no_later_read_sees_is_differentiated(fn, arg, backend):
     value, grad = s2sad.value_and_grad(fn, backend=backend)(arg.copy())
