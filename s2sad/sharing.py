@@ -78,6 +78,10 @@ class _Program:
             grown = False
             for s in self._stmts():
                 source = self._copied_or_updated(s)
+                # a name already known as an array is not joined: `u = u_new` at the end of a double
+                # buffer would otherwise tie the array read as `u` to the new one written next pass
+                # (refusing correct code); the price is missing `w[0] = ...; w = acc`
+                # (tests/test_sharing.py: test_a_double_buffer_is_differentiated)
                 if source in self.arrays and s.target not in self.arrays:
                     self._share(source, s.target)
                     grown = True

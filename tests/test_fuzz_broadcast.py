@@ -115,6 +115,8 @@ def check_second_order(program: BroadcastProgram, point_seed: int) -> None:
     """Forward mode over the generated gradient (what `hessian` runs) vs central differences of that gradient."""
     f, rng, args, _ = finite_point(program, point_seed)
     grad_x = s2sad.grad(f, argnums=0, backend="python")
+    assert np.all(np.isfinite(grad_x(*args))), "a finite program with a non-finite gradient"  # assume() below
+    # would skip it: differences of a NaN gradient are never smooth
     direction = rng.normal(size=args[0].shape)
     zero = tuple(np.zeros_like(a) if np.ndim(a) else 0.0 for a in args[1:])
     _, hvp = s2sad.jvp(grad_x, args, (direction, *zero), backend="python")
