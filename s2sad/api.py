@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from s2sad import gencache, rules, synthesize
+from s2sad import gencache, hidden, rules, synthesize
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
@@ -32,6 +32,8 @@ def _as_function(fun: Callable) -> types.FunctionType:
         return synthesize.function(fun.name, params, [f"return custom({', '.join(params)})"], {"custom": fun})
     if isinstance(fun, functools.partial):
         return _partial_function(fun)
+    if isinstance(fun, types.MethodType):
+        return _method_function(fun)
     inner = unwrap(fun)
     if isinstance(inner, types.FunctionType):
         return inner
@@ -46,9 +48,16 @@ def _as_function(fun: Callable) -> types.FunctionType:
     return getattr(load_module(source, f"primitive_{name}", "python"), name)
 
 
+def _method_function(method: types.MethodType) -> types.FunctionType:
+    """`model.loss` as `def loss(<its parameters after self>): return method(...)`: the method reaches
+    the function as a closure variable, and its object's arrays as hidden parameters."""
+    params = [q.name for q in inspect.signature(method).parameters.values()]
+    return synthesize.function(method.__name__, params, [f"return method({', '.join(params)})"], {"method": method})
+
+
 def _partial_function(p: functools.partial) -> types.FunctionType:
     """`partial(f, 2.0, k=3)` as `def f_partial(<f's parameters left>): return inner(2.0, ..., k=3)`,
-    the bound values passed in as closure variables: numbers only, as for any closure."""
+    the bound values passed in as closure variables (an array among them is read at every call)."""
     inner = _as_function(p.func)
     try:
         left = inspect.signature(p).parameters.values()
@@ -60,12 +69,8 @@ def _partial_function(p: functools.partial) -> types.FunctionType:
     params = [q.name for q in kept]
     names = Names(params + ["inner", "make"])
     closure: dict[str, Any] = {"inner": inner}
-    labels = [f"argument {i}" for i in range(len(p.args))] + [f"`{k}`" for k in p.keywords]
     bound = []
-    for what, value in zip(labels, [*p.args, *p.keywords.values()]):
-        if not isinstance(value, (numbers.Real, np.number)):
-            raise TypeError(f"functools.partial binds {what} of {inner.__name__} to a {type(value).__name__}: "
-                            "s2sad reads only numbers from closures; pass it as an argument instead")
+    for value in [*p.args, *p.keywords.values()]:
         bound.append(names.fresh("bound"))
         closure[bound[-1]] = value
     header = []
@@ -78,6 +83,15 @@ def _partial_function(p: functools.partial) -> types.FunctionType:
     keywords = [f"{k}={name}" for k, name in zip(p.keywords, bound[len(p.args):])]
     call = f"return inner({', '.join(bound[:len(p.args)] + params + keywords)})"
     return synthesize.function(f"{inner.__name__}_partial", header, [call], closure)
+
+
+def _user_signature(fn: types.FunctionType) -> inspect.Signature:
+    """`fn`'s signature without the hidden parameters of generated code (hidden.py)."""
+    signature = inspect.signature(fn)
+    n_hidden = len(hidden.marked(fn))
+    if not n_hidden:
+        return signature
+    return signature.replace(parameters=list(signature.parameters.values())[:-n_hidden])
 
 
 def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tuple[int, ...]:
@@ -137,7 +151,7 @@ class _Transform:
 
     def __init__(self, fun: Callable, argnums, backend: str):
         self.fun = _as_function(fun)
-        self.signature = inspect.signature(self.fun)
+        self.signature = _user_signature(self.fun)
         self.params = list(self.signature.parameters)
         self.argnums = _normalize_argnums(self.fun, argnums, self.params)
         self.single = isinstance(argnums, int)
@@ -174,7 +188,18 @@ class _Transform:
         return None
 
     def specialize(self, args) -> tuple["_Transform", tuple]:
-        """The transform for the structure of `args` (pytrees), and their leaves: what compiled code takes."""
+        """The transform for the structure of `args` (pytrees), and what its compiled code takes: their
+        leaves, then the arrays it reads from outside (hidden.py)."""
+        found, leaves = self.structured_leaves(args)
+        return found, leaves + found.hidden_args()
+
+    def hidden_args(self) -> tuple:
+        """The arrays generated code reads from globals, closures and objects, as they are now."""
+        found = self.generated.fn.hidden
+        return hidden.values(found) if found else ()
+
+    def structured_leaves(self, args) -> tuple["_Transform", tuple]:
+        """The transform for the structure of `args` (pytrees), and their leaves."""
         for a in args:
             if type(a) not in _LEAF_TYPES:
                 break
@@ -238,7 +263,10 @@ class _Transform:
     def source_function(self, which: str = "wrapper") -> types.FunctionType:
         """The wrapper (or primal) as a plain Python function in a real file: what a further transformation parses."""
         g = self.generated
-        return getattr(load_module(g.source, g.stem, "python"), getattr(g, which))
+        fn = getattr(load_module(g.source, g.stem, "python"), getattr(g, which))
+        if g.fn.hidden:  # a transformation of it reads them where they live, as this one does
+            setattr(fn, hidden.MARK, g.fn.hidden)
+        return fn
 
     def bind(self, args, kwargs) -> tuple:
         if kwargs or len(args) != len(self.params):
@@ -404,7 +432,7 @@ class _Reverse(_Transform):
     def entry_for(self, specialized: "_Reverse", args: tuple, leaves: tuple) -> Callable | None:
         """The entry function (s2sad.entry) for calls structured like `args`, which has just passed
         every check of `specialized`; None where the general path must run on every call."""
-        if self.backend == "python" or len(args) != len(self.params):
+        if self.backend == "python" or len(args) != len(self.params) or specialized.generated.fn.hidden:
             return None  # the python backend checks the output on every call; defaults need binding
         key = (specialized.defs, tuple([(type(a), a.ndim) if type(a) is np.ndarray else type(a) for a in leaves]))
         entries = self.__dict__.setdefault("_entries", {})
@@ -539,9 +567,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
     When `fun` returns a tuple (and has_aux is False), `out` and the cotangent are tuples.
     """
     rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
-    rev, args = rev.specialize(rev.bind(primals, {}))
+    rev, args = rev.structured_leaves(rev.bind(primals, {}))
     if not has_aux and rev.returns_tuple():
         return _tuple_vjp(fun, primals, backend)
+    args += rev.hidden_args()
     rev.check(args)
     out = rev.primal_fn(*args)
     value = out[0] if has_aux else out
@@ -563,15 +592,16 @@ def _tuple_vjp(fun, primals, backend):
     weighted = _memo(("weighted", fun), lambda: _weighted_sum(fun))
     n = len(primals)
     rev = _reverse(weighted, tuple(range(n)), False, backend, "vjp")
-    out = _forward(fun, _float_positions(primals), backend).primal_fn(*primals)
+    fwd, leaves = _forward(fun, _float_positions(primals), backend).specialize(primals)
+    out = fwd.primal_fn(*leaves)
 
     def vjp_fun(cotangent):
         if not isinstance(cotangent, tuple) or len(cotangent) != len(out):
             raise ValueError(f"{rev.fun.__name__} returns a tuple of {len(out)}: give a tuple of as many cotangents")
         for c, o in zip(cotangent, out):
             _check_cotangent(c, o)
-        args = tuple(primals) + tuple(_as_float(c) for c in cotangent)
-        return tuple(rev.vjp_fn(*args, 1.0)[1:n + 1])
+        r, args = rev.specialize(tuple(primals) + tuple(_as_float(c) for c in cotangent))
+        return tuple(r.vjp_fn(*args, 1.0)[1:n + 1])
 
     return out, vjp_fun
 
@@ -579,7 +609,7 @@ def _tuple_vjp(fun, primals, backend):
 def _weighted_sum(fun) -> types.FunctionType:
     """`f_weighted(*args, *weights) = sum_k sum_axis(out_k * weight_k)` around a tuple-valued `fun`."""
     inner = _as_function(fun)
-    params = list(inspect.signature(inner).parameters)
+    params = list(_user_signature(inner).parameters)
     n_out = len(normalize(inner).outputs)
     names = Names(params + ["inner", "make", "sum_axis"])
     outs = [names.fresh("out") for _ in range(n_out)]
@@ -744,7 +774,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
         if "hessian" not in rev._compiled:  # made once per structure: codegen must not run on every call
             gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
             rev._compiled["hessian"] = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=backend)
-        J = rev._compiled["hessian"](*flat)
+        J = rev._compiled["hessian"](*flat[:len(flat) - len(rev.generated.fn.hidden)])
         if len(leaves) == 1:
             J = ((J,),)
         rows = [_arrange(rev, list(row)) for row in J]
@@ -783,14 +813,18 @@ class _Batched(_Transform):
                 raise ValueError("a CUDA kernel is generated for the per-example shapes of its arguments (its "
                                  "local arrays get static sizes): call the vmapped function once, then print "
                                  "its source")
+            if fn_ir.hidden:
+                raise TypeError(f"vmap(target='cuda') of {fn_ir.name}, which reads arrays from outside its "
+                                f"arguments ({', '.join(w.spelled for _, w in fn_ir.hidden)}): pass them as "
+                                "arguments with in_axes None")
             return kernel_module(fn_ir, list(self.batched), list(self._last_shapes))
         from s2sad.codegen.vmap import vmap_module
 
-        return vmap_module(fn_ir, list(self.batched), self.target)
+        return vmap_module(fn_ir, list(self.batched) + [False] * len(fn_ir.hidden), self.target)
 
     def run(self, leaves: list):
         if self.target != "cuda":
-            return self.compiled("derivative")(*leaves)
+            return self.compiled("derivative")(*leaves, *self.hidden_args())
         shapes = tuple(tuple(np.shape(a)[1:] if b else np.shape(a)) for a, b in zip(leaves, self.batched))
         kernel = self._kernels.get(shapes)
         if kernel is None:  # the kernel's local arrays take their sizes from these shapes
@@ -838,7 +872,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
     if target not in TARGETS + ("cuda",):
         raise ValueError(f"vmap target must be one of {TARGETS + ('cuda',)}, got {target!r}")
     inner = _as_function(fun)
-    n_params = len(inspect.signature(inner).parameters)
+    n_params = len(_user_signature(inner).parameters)
     axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * n_params
     if len(axes) != n_params:
         raise ValueError(f"in_axes has {len(axes)} entries but {inner.__name__} takes {n_params} arguments")
@@ -994,8 +1028,8 @@ class differentiate:
         if self._compiled is None:
             rev = _Reverse(self.__s2sad_fun__, 0, self._options["has_aux"], self._options["backend"], "call")
             self._compiled = rev
-        rev = self._compiled
-        return rev.primal_fn(*rev.bind(args, kwargs))
+        rev, leaves = self._compiled.specialize(self._compiled.bind(args, kwargs))
+        return rev.primal_fn(*leaves)
 
     def grad(self, *args, **kwargs):
         if self._grad is None:

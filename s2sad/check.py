@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from s2sad import api
+from s2sad import api, hidden
 
 DEFAULT_EPS = 1e-5
 DEFAULT_TOL = 1e-5
@@ -85,14 +85,14 @@ def _vjp(f, args, positions, cotangent, backend):
     """Cotangents of the float arguments `positions` (ints stay constants)."""
     if isinstance(cotangent, tuple):
         weighted = api._memo(("weighted", f), lambda: api._weighted_sum(f))
-        rev = api._reverse(weighted, positions, False, backend, "vjp")
-        return rev.vjp_fn(*args, *cotangent, 1.0)[1:]
-    rev = api._reverse(f, positions, False, backend, "vjp")
-    return rev.vjp_fn(*args, api._as_float(cotangent))[1:]
+        rev, leaves = api._reverse(weighted, positions, False, backend, "vjp").specialize(args + tuple(cotangent))
+        return rev.vjp_fn(*leaves, 1.0)[1:len(args) + 1]
+    rev, leaves = api._reverse(f, positions, False, backend, "vjp").specialize(args)
+    return rev.vjp_fn(*leaves, api._as_float(cotangent))[1:len(args) + 1]
 
 
 def _call(f, args):
-    return api.unwrap(f)(*args)
+    return hidden.call(api.unwrap(f), args)
 
 
 def _random_like(rng, x):

@@ -45,6 +45,7 @@ class Summary:
     outputs: list
     output_shape: Any
     returns_tuple: bool
+    hidden: tuple = ()  # never saved: a module with hidden parameters is generated in every process
 
 
 @functools.lru_cache(maxsize=1)
@@ -208,7 +209,7 @@ def cached_generate(key_parts: tuple, top: types.FunctionType, stem: str, make: 
     with recording() as notes:
         generated = make()
     rows = dependencies(top, notes)
-    if path is not None and rows is not None:
+    if path is not None and rows is not None and not generated.fn.hidden:
         _save(path, generated, rows)
     return generated
 

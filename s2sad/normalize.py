@@ -19,10 +19,11 @@ import libcst as cst
 import numba
 import numpy as np
 
-from s2sad import gencache, ir, rules
+from s2sad import gencache, hidden, ir, rules
 from s2sad.backend import load_module
 from s2sad.errors import UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
+from s2sad.hidden import Hidden, is_hidden_array
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
 
 BINOPS = {
@@ -208,6 +209,8 @@ class Lowerer:
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
     nested: int = 0  # the same, counting the rest of a block after an early exit: 0 in straight-line code
     spelled: dict = field(default_factory=dict)  # IR name -> the user's name, where the two differ
+    hidden: HiddenParams | None = None  # arrays read from outside the function (shared with callees)
+    objects: dict = field(default_factory=dict)  # user name -> StaticRef: a callback, a method's `self`
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -407,6 +410,13 @@ class Lowerer:
     def bind(self, target, value, out):
         """Give the name (or names, for a tuple target) `target` the atom or static tree `value`."""
         if isinstance(target, cst.Name):
+            if isinstance(value, StaticRef):
+                if self.branch_depth and self.objects.get(target.value) != value:
+                    raise self.err(target, "a function or object cannot be (re)bound inside `if` or a runtime loop",
+                                   "bind it before the branch")
+                self.objects[target.value] = value
+                return
+            self.objects.pop(target.value, None)
             if is_tree(value):
                 if self.branch_depth and self.trees.get(target.value) is not value:
                     raise self.err(target, "a tuple/list/dict cannot be (re)bound inside `if` or a runtime loop",
@@ -737,6 +747,10 @@ class Lowerer:
             return out_dict
         if isinstance(node, cst.Name) and node.value in self.trees:
             return self.trees[node.value]
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            ref = self.static_ref(node)
+            if ref is not None and _is_static_object(ref.obj):
+                return ref
         if isinstance(node, cst.Call):
             return self.call(node, out, target)
         if isinstance(node, cst.Subscript):
@@ -843,24 +857,23 @@ class Lowerer:
         n = node.value
         if n in self.trees:
             return self.trees[n]
-        if n in self.locals:
+        if n in self.locals and n not in self.objects:
             return Var(self.var(n))
         if n in ("True", "False", "None"):
             return Const({"True": True, "False": False, "None": None}[n])
-        return self.constant(node, self.global_value(node, n))
+        return self.constant(node, self.static_ref(node))
 
-    def global_value(self, node, name):
-        try:
-            return self.parsed.resolve(name)
-        except KeyError:
-            raise self.err(node, f"name `{name}` is not defined") from None
-
-    def constant(self, node, value):
+    def constant(self, node, ref: "StaticRef"):
+        """A number read from outside the function, or the hidden parameter of an array read there."""
+        value = ref.obj
         if isinstance(value, (bool, int, float, np.floating, np.integer)):
             return Const(value.item() if isinstance(value, np.generic) else value)
-        raise self.err(node, f"global `{cst.Module([]).code_for_node(node)}` is a {type(value).__name__}; "
-                             "only numbers can be read from globals and closures",
-                       "pass arrays and other values as arguments")
+        if is_hidden_array(value) and ref.where is not None:
+            return Var(self.hidden.var(ref.where))
+        what = cst.Module([]).code_for_node(node)
+        kind = "function" if callable(value) else type(value).__name__
+        raise self.err(node, f"`{what}` is a {kind}, which cannot be used as a number or array here",
+                       "call it, pass it to a Python function that calls it, or read its array and number attributes")
 
     def unary(self, node, out, target):
         op = node.operator
@@ -921,9 +934,9 @@ class Lowerer:
         return Var(result)
 
     def attribute(self, node: cst.Attribute, out, target):
-        obj = self.static_value(node)
-        if obj is not _NOT_STATIC:
-            return self.constant(node, obj)
+        ref = self.static_ref(node)
+        if ref is not None:
+            return self.constant(node, ref)
         if isinstance(self.tree_of(node.value), Record):
             return self.record_field(node)
         base = self.expr(node.value, out)
@@ -936,26 +949,36 @@ class Lowerer:
 
     def static_value(self, node):
         """The object an attribute chain such as `np.linalg.norm` names, or _NOT_STATIC."""
+        ref = self.static_ref(node)
+        return _NOT_STATIC if ref is None else ref.obj
+
+    def static_ref(self, node) -> "StaticRef | None":
+        """What a name or attribute chain not bound in the function stands for (a module, a function, a
+        global array, an object's attribute) and where it lives; None for the function's own values."""
         if isinstance(node, cst.Name):
-            if node.value in self.locals:
-                return _NOT_STATIC
+            if node.value in self.objects:
+                return self.objects[node.value]
+            if node.value in self.locals or node.value in self.trees:
+                return None
             try:
-                return self.parsed.resolve(node.value)
+                obj = self.parsed.resolve(node.value)
             except KeyError:
                 raise self.err(node, f"name `{node.value}` is not defined") from None
+            return StaticRef(obj, Hidden(self.parsed.fn, (("name", node.value),)))
         if isinstance(node, cst.Attribute):
-            base = self.static_value(node.value)
-            if base is _NOT_STATIC:
-                return _NOT_STATIC
-            if not isinstance(base, (types.ModuleType, type)):
-                return _NOT_STATIC
+            base = self.static_ref(node.value)
+            if base is None or not _has_static_attributes(base.obj):
+                return None
             try:
-                found = getattr(base, node.attr.value)
+                found = getattr(base.obj, node.attr.value)
             except AttributeError:
-                raise self.err(node, f"`{node.attr.value}` is not an attribute of {base.__name__}") from None
-            gencache.note(self.parsed.fn, _dotted(node), found)
-            return found
-        return _NOT_STATIC
+                owner = getattr(base.obj, "__name__", None) or f"this {type(base.obj).__name__}"
+                raise self.err(node, f"`{node.attr.value}` is not an attribute of {owner}") from None
+            from_name = isinstance(node.value, cst.Name) and node.value.value not in self.objects
+            gencache.note(self.parsed.fn, _dotted(node), found if from_name or isinstance(
+                base.obj, (types.ModuleType, type)) else _NOT_STATIC)
+            return StaticRef(found, base.where.then("attr", node.attr.value) if base.where else None)
+        return None
 
     def callee_is(self, func_node, obj) -> bool:
         return self.static_value(func_node) is obj
@@ -967,7 +990,11 @@ class Lowerer:
                            "pass the arguments one by one (s2sad resolves every call when it generates code)")
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
-        fn = self.static_value(node.func)
+        ref = self.static_ref(node.func)
+        fn = _NOT_STATIC if ref is None else ref.obj
+        if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType):
+            owner = StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None)
+            return self.inline(node, unwrap(fn.__func__), [owner], out, target)
         from s2sad import api
 
         if fn is api.jvp:
@@ -1166,10 +1193,14 @@ class Lowerer:
         args = leading + [self.value(a.value, out) for a in node.args if a.keyword is None]
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
         parsed = parse_function(fn)
-        self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
-        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled)
+        mentioned = user_names(parsed.node)
+        self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
+        self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
+        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
+                         hidden=self.hidden)
         callee.loc = self.loc
         try:
+            args = self.with_hidden(fn, args)
             bound = _bind(fn, args, kwargs)
         except TypeError as exc:
             raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
@@ -1180,6 +1211,16 @@ class Lowerer:
         if target is not None:
             return self.emit(out, target, Copy(result))
         return result
+
+    def with_hidden(self, fn, args: list) -> list:
+        """`args` with the hidden parameters of generated code (hidden.py) put in their places."""
+        marked = dict(hidden.marked(fn))
+        if not marked:
+            return args
+        given = iter(args)
+        placed = [Var(self.hidden.var(marked[p])) if p in marked else next(given, _NOT_STATIC)
+                  for p in fn.__code__.co_varnames[:fn.__code__.co_argcount]]
+        return [a for a in placed if a is not _NOT_STATIC] + list(given)
 
     def index(self, node: cst.Subscript, out, allow_newaxis: bool = False):
         """The index of `x[...]`: atoms and Slices; `None` items as NEWAXIS when allowed."""
@@ -1279,7 +1320,18 @@ class Lowerer:
         self.check_signature(func)
         self._params = []
         rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
+        marked = dict(hidden.marked(self.parsed.fn)) if bound is None else {}
         for p in func.params.params + func.params.kwonly_params:
+            if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
+                self.hidden.params[marked[p.name.value]] = self.var(p.name.value)
+                continue
+            if bound is not None and isinstance(bound[p.name.value], StaticRef):
+                ref = bound[p.name.value]
+                if is_hidden_array(ref.obj) and ref.where is not None:
+                    bound[p.name.value] = Var(self.hidden.var(ref.where))
+                else:
+                    self.objects[p.name.value] = ref
+                    continue
             if bound is not None and is_tree(bound[p.name.value]):
                 self.trees[p.name.value] = bound[p.name.value]
                 continue
@@ -1311,6 +1363,48 @@ class Lowerer:
 
 _NOT_STATIC = object()
 NEWAXIS = object()  # a `None` item in an index, while lowering
+
+
+@dataclass(frozen=True)
+class StaticRef:
+    """A function or object a name stands for while lowering (a callback, a method's `self`), and where
+    it lives (None: nowhere a later call can read it again)."""
+
+    obj: Any
+    where: Hidden | None
+
+
+def _has_static_attributes(obj) -> bool:
+    """Are `obj`'s attributes read when the code is generated? Modules, classes and plain objects (a
+    dataclass, `self`) are; arrays, numbers and containers are the function's data."""
+    return not isinstance(obj, (np.ndarray, np.generic, bool, int, float, complex, str, bytes, tuple, list,
+                                dict, types.FunctionType, types.BuiltinFunctionType, types.MethodType))
+
+
+def _is_static_object(obj) -> bool:
+    """A value that stays an object while lowering (not a number, an array or a container)."""
+    return not isinstance(obj, (np.ndarray, np.generic, bool, int, float, complex, str, bytes, tuple, list,
+                                dict, type(None)))
+
+
+@dataclass
+class HiddenParams:
+    """The hidden parameters of a function being lowered (hidden.py), shared with every callee it inlines."""
+
+    names: Names
+    free: set  # names no variable of generated code takes: a hidden parameter may take one as it is
+    own: set  # the top function's variables and the names generated code calls
+    params: dict = field(default_factory=dict)  # Hidden -> parameter name
+
+    def var(self, where: Hidden) -> str:
+        if where not in self.params:
+            hint = where.hint
+            taken = set(self.params.values())
+            if hint in self.free and hint not in taken:
+                self.params[where] = hint
+            else:
+                self.params[where] = self.names.fresh(hint)
+        return self.params[where]
 
 
 class Record(tuple):
@@ -1408,6 +1502,7 @@ def _dotted(node) -> str:
 
 
 def _bind(fn, args, kwargs) -> dict:
+    """The callee's parameters bound to the caller's atoms, trees and objects; defaults read where they live."""
     import inspect
 
     sig = inspect.signature(fn)
@@ -1415,9 +1510,11 @@ def _bind(fn, args, kwargs) -> dict:
     for name, p in sig.parameters.items():
         if name not in bound.arguments:
             default = p.default
-            if not isinstance(default, (int, float, bool, type(None))):
-                raise TypeError(f"default of `{name}` must be a number")
-            bound.arguments[name] = Const(default)
+            if isinstance(default, (int, float, bool, type(None))):
+                bound.arguments[name] = Const(default)
+            else:
+                gencache.note(fn, name, _NOT_STATIC)  # a default is no name a later process can look up
+                bound.arguments[name] = StaticRef(default, Hidden(fn, (("default", name),)))
     return dict(bound.arguments)
 
 
@@ -1431,13 +1528,17 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None)
 
     parsed = parse_function(fn)
     # Generated code also calls numpy, math, the tape type and the runtime helpers: never shadow them.
-    names = Names(user_names(parsed.node) | set(runtime.__all__) | {"np", "math", "List"})
+    reserved = set(runtime.__all__) | {"np", "math", "List"}
+    names = Names(user_names(parsed.node) | reserved)
     temps: set = set()
-    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {})
+    own = assigned_names(parsed.node) | reserved
+    outside = HiddenParams(names, user_names(parsed.node) - own, own)
+    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {}, hidden=outside)
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(
-        name=parsed.name, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
+        name=parsed.name, params=lw.params + list(outside.params.values()), body=body,
+        hidden=tuple((name, where) for where, name in outside.params.items()), outputs=outputs, filename=parsed.filename,
         firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
         generated=written_by_s2sad(parsed.fn),

@@ -58,6 +58,13 @@ def third_party_imports(fn: ir.Function) -> list[str]:
     return sorted(found)
 
 
+def hidden_last(fn: ir.Function, extra: list[str]) -> list[str]:
+    """A wrapper's parameters: the function's own, `extra` (tangents, a cotangent), then the hidden ones
+    (arrays read from outside): a transformation of the wrapper takes those as hidden parameters too."""
+    hidden = [name for name, _ in fn.hidden]
+    return [p for p in fn.params if p not in hidden] + extra + hidden
+
+
 def _wrapper(name: str, params: list[str], call: str, results: list[str], keep: list[str]) -> str:
     """`def name(params): results = call; return keep`."""
     lines = [f"def {name}({', '.join(params)}):",
@@ -95,15 +102,11 @@ def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad", recompute_li
     names = gen.names
     values = [names.fresh("value")] + [names.fresh("aux") for _ in fn.outputs[1:]]
     grads = [names.fresh(p + "_grad") for p in wrt]
-    params = list(fn.params)
-    if kind == "vjp":
-        params.append(names.fresh("cotangent"))
-        keep = grads
-    else:
-        keep = grads + values[1:] if kind == "grad" else values + grads
-    call = f"{vjp_name}({', '.join(fn.params + [params[-1] if kind == 'vjp' else '1.0'])})"
+    cotangent = [names.fresh("cotangent")] if kind == "vjp" else []
+    keep = grads if kind == "vjp" else values + grads
+    call = f"{vjp_name}({', '.join(fn.params + (cotangent or ['1.0']))})"
     name = names.fresh(f"{fn.name}_{kind}")
-    wrapper = _wrapper(name, params, call, values + grads, keep)
+    wrapper = _wrapper(name, hidden_last(fn, cotangent), call, values + grads, keep)
     return assemble(fn, what, vjp_text, vjp_name, (name, wrapper))
 
 
@@ -112,10 +115,11 @@ def jvp_module(fn: ir.Function, wrt: list[str]) -> Generated:
     gen = ForwardGen(fn, analyze_forward(fn, wrt))
     jvp_text, jvp_name = gen.generate(wrt)
     names = gen.names
-    params = fn.params + [gen.dot(p) for p in wrt]
+    dots = [gen.dot(p) for p in wrt]
     values = [names.fresh("value") for _ in fn.outputs]
     tangents = [names.fresh("tangent") for _ in fn.outputs]
     name = names.fresh(f"{fn.name}_jvp_tangent")
-    wrapper = _wrapper(name, params, f"{jvp_name}({', '.join(params)})", values + tangents, tangents)
+    call = f"{jvp_name}({', '.join(fn.params + dots)})"
+    wrapper = _wrapper(name, hidden_last(fn, dots), call, values + tangents, tangents)
     what = f"Tangent (forward mode, with respect to {', '.join(wrt)})"
     return assemble(fn, what, jvp_text, jvp_name, (name, wrapper))

@@ -1,0 +1,86 @@
+"""Values generated code reads from outside its arguments: arrays in globals, closures, defaults and objects.
+
+Such an array is a constant of the derivative. Generated code takes it as an extra parameter, after
+the function's own, and every call reads it again where it lives (a `Hidden`), so an array changed
+or a name rebound between two calls is seen at the next call, without generating or compiling again
+(numba compiles again only when the array's type changes).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Where a value lives: a name in `owner`'s scope, then attributes, items or a parameter's default.
+
+    Steps: ("name", "X") (a closure cell, global or builtin of `owner`), ("default", "w") (the
+    default of `owner`'s parameter w), then any of ("attr", "W") and ("item", key)."""
+
+    owner: types.FunctionType
+    steps: tuple
+
+    def get(self) -> Any:
+        kind, key = self.steps[0]
+        obj = _default_of(self.owner, key) if kind == "default" else _resolve_name(self.owner, key)
+        for kind, key in self.steps[1:]:
+            obj = getattr(obj, key) if kind == "attr" else obj[key]
+        return obj
+
+    def then(self, kind: str, key) -> "Hidden":
+        return Hidden(self.owner, self.steps + ((kind, key),))
+
+    @property
+    def spelled(self) -> str:
+        """How the user's code reaches it: `model.W`, `layers[0]`, the default of `w`."""
+        kind, key = self.steps[0]
+        text = key if kind == "name" else f"the default of `{key}`"
+        for kind, key in self.steps[1:]:
+            text += f".{key}" if kind == "attr" else f"[{key!r}]"
+        return text
+
+    @property
+    def hint(self) -> str:
+        """A name for the parameter in generated code: `model_W`, `layers_0`."""
+        parts = [str(key) for _, key in self.steps]
+        name = "_".join("".join(c if c.isalnum() or c == "_" else "_" for c in p) for p in parts).strip("_")
+        return name if name and not name[0].isdigit() else f"g_{name}"
+
+
+MARK = "__s2sad_hidden__"  # on a generated function: ((parameter, Hidden), ...), its last parameters
+
+
+def marked(fn) -> tuple:
+    """The hidden parameters of a generated function, ((parameter, Hidden), ...); () for any other."""
+    return getattr(fn, MARK, ())
+
+
+def call(fn, args) -> Any:
+    """Call a function s2sad generated in Python, its hidden parameters read where they live."""
+    return fn(*args, *values(marked(fn)))
+
+
+def _resolve_name(owner: types.FunctionType, name: str) -> Any:
+    from s2sad.frontend import Parsed
+
+    return Parsed.resolve_in(owner, name)
+
+
+def _default_of(owner: types.FunctionType, param: str) -> Any:
+    return inspect.signature(owner).parameters[param].default
+
+
+def values(hidden: tuple) -> tuple:
+    """What each hidden parameter, ((parameter, Hidden), ...), holds now."""
+    return tuple([where.get() for _, where in hidden])
+
+
+def is_hidden_array(value: Any) -> bool:
+    """The values generated code takes as hidden parameters: NumPy arrays (of any dtype)."""
+    return type(value) is np.ndarray
