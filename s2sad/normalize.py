@@ -617,7 +617,10 @@ class Lowerer:
     def tree_of(self, node):
         """The static tree a name (or a constant subscript chain of one) is bound to, else None."""
         if isinstance(node, cst.Name):
-            return self.trees.get(node.value)
+            if node.value in self.trees or node.value in self.locals:
+                return self.trees.get(node.value)
+            ref = self.static_ref(node)
+            return self.outside_tree(ref.obj, ref.where) if is_tree(ref.obj) else None
         if isinstance(node, cst.Attribute):
             base = self.tree_of(node.value)
             if isinstance(base, Record) and base.names and node.attr.value in base.names:
@@ -749,6 +752,8 @@ class Lowerer:
             return self.trees[node.value]
         if isinstance(node, (cst.Name, cst.Attribute)):
             ref = self.static_ref(node)
+            if ref is not None and is_tree(ref.obj):
+                return self.outside_tree(ref.obj, ref.where)
             if ref is not None and _is_static_object(ref.obj):
                 return ref
         if isinstance(node, cst.Call):
@@ -758,6 +763,20 @@ class Lowerer:
         if isinstance(node, cst.Attribute) and isinstance(self.tree_of(node.value), Record):
             return self.record_field(node)
         return self.expr(node, out, target)
+
+    def outside_tree(self, value, where: Hidden | None):
+        """A tuple, list or dict read from outside the function as a static tree: numbers are constants,
+        arrays hidden parameters, anything else an object (its structure is fixed when the code is generated)."""
+        if isinstance(value, (tuple, list)):
+            items = [self.outside_tree(v, where and where.then("item", i)) for i, v in enumerate(value)]
+            return tuple(items) if isinstance(value, tuple) else items
+        if isinstance(value, dict):
+            return {k: self.outside_tree(v, where and where.then("item", k)) for k, v in value.items()}
+        if isinstance(value, (bool, int, float, np.floating, np.integer)):
+            return Const(value.item() if isinstance(value, np.generic) else value)
+        if is_hidden_array(value) and where is not None:
+            return Var(self.hidden.var(where))
+        return StaticRef(value, where)
 
     def record_field(self, node: cst.Attribute):
         record = self.tree_of(node.value)

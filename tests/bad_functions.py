@@ -26,8 +26,4 @@ def writes_argument(x):
     return np.sum(x)
 
 
-def global_array(x):
-    return x * TABLE
 
-
-TABLE = np.ones(3)

@@ -154,10 +154,3 @@ def test_partial_differentiates_the_parameters_it_leaves():
     assert (gx, ga) == (pytest.approx(6.0 + 3.0 * np.cos(1.0), rel=1e-14), pytest.approx(1.0, rel=1e-14))
     assert s2sad.jvp(partial(cubic, a=2.0), (1.0,), (0.5,))[1] == pytest.approx(0.5 * (6.0 + np.cos(1.0)), rel=1e-14)
     assert "def cubic_partial_grad(" in s2sad.source(partial(cubic, a=2.0))
-
-
-def test_partial_binding_an_array_says_to_pass_it():
-    from functools import partial
-
-    with pytest.raises(TypeError, match="binds `a` of cubic to a ndarray.*pass it as an argument"):
-        s2sad.grad(partial(cubic, a=np.ones(3)))(1.0)

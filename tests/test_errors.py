@@ -66,12 +66,6 @@ def test_in_place_write_to_an_argument_is_refused():
     assert "x.copy()" in _located(info, 0, "x[0] = 1.0")
 
 
-def test_global_array_is_refused():
-    with pytest.raises(s2sad.UnsupportedError) as info:
-        s2sad.grad(bad_functions.global_array)(np.ones(3))
-    assert "pass arrays" in _located(info, 0, "TABLE")
-
-
 @pytest.mark.parametrize("argnums", [2, -3, (0, 5)])
 def test_argnums_out_of_range(argnums):
     with pytest.raises(ValueError, match=r"out of range: product takes 2 argument\(s\) \(x, y\)"):

@@ -1,0 +1,91 @@
+"""Functions that read arrays, functions and objects from outside their arguments, as real code does."""
+
+import dataclasses
+import math
+
+import numpy as np
+
+# The JAX autodiff tutorial's logistic regression, as written there: the data are module globals.
+inputs = np.array([[0.52, 1.12, 0.77],
+                   [0.88, -1.08, 0.15],
+                   [0.52, 0.06, -1.30],
+                   [0.74, -2.49, 1.39]])
+targets = np.array([True, True, False, True])
+
+
+def sigmoid(x):
+    return 0.5 * (np.tanh(x / 2) + 1)
+
+
+def predict(W, b):
+    return sigmoid(np.dot(inputs, W) + b)
+
+
+def loss(W, b):
+    preds = predict(W, b)
+    label_probs = preds * targets + (1 - preds) * (1 - targets)
+    return -np.sum(np.log(label_probs))
+
+
+def squared_error(W, X, y):
+    return np.sum((X @ W - y) ** 2)
+
+
+WEIGHTS = (np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -0.5]))
+
+
+def through_tuple_of_arrays(x):
+    total = 0.0
+    for w in WEIGHTS:
+        total += np.sum(np.tanh(w * x))
+    return total
+
+
+def scaled(x, scale=np.array([1.0, 2.0, 3.0])):
+    return x * scale
+
+
+def uses_default(x):
+    return np.sum(scaled(x) ** 2)
+
+
+def rk4(rhs, y0, dt, n):
+    y = y0
+    for _ in range(n):
+        k1 = rhs(y)
+        k2 = rhs(y + 0.5 * dt * k1)
+        k3 = rhs(y + 0.5 * dt * k2)
+        k4 = rhs(y + dt * k3)
+        y = y + dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+    return y
+
+
+RATES = np.array([[-0.5, 0.2], [0.1, -0.3]])
+
+
+def linear_rhs(y):
+    return RATES @ y + 0.1 * np.sin(y)
+
+
+def integrated(y0):
+    return np.sum(rk4(linear_rhs, y0, 0.1, 5) ** 2)
+
+
+@dataclasses.dataclass
+class Layer:
+    W: np.ndarray
+    b: np.ndarray
+    slope: float = 0.5
+
+    def forward(self, x):
+        return np.tanh(self.W @ x + self.b) * self.slope
+
+    def loss(self, x):
+        return np.sum(self.forward(x) ** 2)
+
+
+LAYER = Layer(np.array([[0.3, -0.2, 0.1], [0.5, 0.4, -0.6]]), np.array([0.1, -0.2]))
+
+
+def through_method(x):
+    return LAYER.loss(x) + math.pi * 0.0

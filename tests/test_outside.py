@@ -1,0 +1,112 @@
+"""Arrays, functions and objects read from globals, closures, partials, defaults and objects (hidden.py)."""
+
+import functools
+
+import numpy as np
+import pytest
+
+import outside_functions as of
+import s2sad
+from helpers import assert_close, fd_grad
+
+W0 = np.array([0.1, 0.2, 0.3])
+
+
+def test_the_tutorials_logistic_regression_reads_global_data(backend):
+    for argnums in (0, 1, (0, 1)):
+        grads = s2sad.grad(of.loss, argnums, backend=backend)(W0, 0.1)
+        for n, g in zip((argnums,) if isinstance(argnums, int) else argnums,
+                        (grads,) if isinstance(argnums, int) else grads):
+            assert_close(g, fd_grad(of.loss, (W0, 0.1), n))
+
+
+def test_check_grads_of_a_function_reading_globals_at_order_2():
+    s2sad.check_grads(of.loss, (W0, 0.1), order=2)
+
+
+def test_a_lambda_closing_over_local_arrays(backend):
+    X = of.inputs * 0.5
+    y = np.arange(4.0)
+    g = s2sad.grad(lambda W: of.squared_error(W, X, y), backend=backend)(W0)
+    assert_close(g, 2.0 * X.T @ (X @ W0 - y), rtol=1e-9)
+
+
+def test_check_grads_of_a_lambda_over_arrays_at_order_2():
+    X, y = of.inputs, np.arange(4.0)
+    s2sad.check_grads(lambda W: of.squared_error(W, X, y), (W0,), order=2)
+
+
+def test_jvp_of_a_lambda_closing_over_arrays(backend):
+    X = of.inputs
+    out, tangent = s2sad.jvp(lambda w: np.sum(np.sin(X @ w)), (W0,), (np.ones(3),), backend=backend)
+    assert_close(out, np.sum(np.sin(X @ W0)), rtol=1e-12)
+    assert_close(tangent, np.cos(X @ W0) @ X @ np.ones(3), rtol=1e-9)
+
+
+def test_a_global_array_changed_between_calls_is_read_again(backend, monkeypatch):
+    monkeypatch.setattr(of, "inputs", of.inputs.copy())
+    g = s2sad.grad(of.loss, backend=backend)
+    before = g(W0, 0.1)
+    assert_close(before, fd_grad(of.loss, (W0, 0.1), 0))
+    of.inputs[0, 0] = 5.0  # written in place
+    changed = g(W0, 0.1)
+    assert_close(changed, fd_grad(of.loss, (W0, 0.1), 0))
+    monkeypatch.setattr(of, "inputs", of.inputs * 2.0)  # rebound to a new array of the same type
+    rebound = g(W0, 0.1)
+    assert_close(rebound, fd_grad(of.loss, (W0, 0.1), 0))
+    assert not np.allclose(before, changed) and not np.allclose(changed, rebound)
+    if backend == "numba":  # one compilation served all three calls: only the array's type is in the key
+        assert len(g.__s2sad_transform__.compiled("wrapper").signatures) == 1
+
+
+def test_a_partial_binding_arrays(backend):
+    p = functools.partial(of.squared_error, X=of.inputs, y=np.ones(4))
+    assert_close(s2sad.grad(p, backend=backend)(W0), 2.0 * of.inputs.T @ (of.inputs @ W0 - 1.0), rtol=1e-9)
+
+
+def test_a_global_tuple_of_arrays(backend):
+    x = np.array([0.3, -0.4, 0.8])
+    assert_close(s2sad.grad(of.through_tuple_of_arrays, backend=backend)(x), fd_grad(of.through_tuple_of_arrays, (x,), 0))
+
+
+def test_a_helpers_default_array(backend):
+    x = np.array([0.3, -0.4, 0.8])
+    assert_close(s2sad.grad(of.uses_default, backend=backend)(x), 2.0 * x * np.array([1.0, 4.0, 9.0]), rtol=1e-9)
+
+
+def test_a_callback_passed_to_a_helper(backend):
+    y0 = np.array([1.0, -0.5])
+    assert_close(s2sad.grad(of.integrated, backend=backend)(y0), fd_grad(of.integrated, (y0,), 0))
+
+
+def test_an_objects_arrays_and_bound_methods(backend):
+    x = np.array([0.3, -0.4, 0.8])
+    assert_close(s2sad.grad(of.through_method, backend=backend)(x), fd_grad(of.through_method, (x,), 0))
+    assert_close(s2sad.grad(of.LAYER.loss, backend=backend)(x), fd_grad(of.LAYER.loss, (x,), 0))
+
+
+def test_vmap_and_hessian_of_a_function_reading_globals():
+    Ws = np.array([[0.1, 0.2, 0.3], [-0.3, 0.5, 0.1]])
+    per_example = s2sad.vmap(s2sad.grad(of.loss))(Ws, np.array([0.1, -0.2]))
+    for k in range(2):
+        assert_close(per_example[k], fd_grad(of.loss, (Ws[k], [0.1, -0.2][k]), 0))
+    H = s2sad.hessian(of.loss)(W0, 0.1)
+    expected = np.array([fd_grad(lambda w: float(s2sad.grad(of.loss)(w, 0.1)[i]), (W0,), 0) for i in range(3)])
+    assert_close(H, expected)
+
+
+def test_the_generated_code_names_a_global_array_as_the_user_does():
+    text = s2sad.source(of.loss)
+    assert "def loss_grad(W, b, inputs, targets):" in text
+
+
+@pytest.mark.parametrize("what", ["grad", "jvp"])
+def test_a_function_used_as_a_number_is_refused_with_its_name(what):
+    def bad(x):
+        return x * of.sigmoid
+
+    with pytest.raises(s2sad.UnsupportedError, match="`of.sigmoid` is a function"):
+        if what == "grad":
+            s2sad.grad(bad)(1.0)
+        else:
+            s2sad.jvp(bad, (1.0,), (1.0,))
