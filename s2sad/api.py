@@ -15,7 +15,7 @@ from s2sad import gencache, hidden, rules, synthesize
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
-from s2sad.codegen.module import Generated, jvp_module, vjp_module
+from s2sad.codegen.module import Generated, jvp_module, primal_module, vjp_module
 from s2sad.errors import TupleOutputError
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
@@ -169,8 +169,12 @@ class _Transform:
         """The lowered function, specialized to the argument structure."""
         if self._ir is None:
             trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
-            self._ir = normalize(self.fun, arg_trees=trees)
+            self._ir = self.normalized(trees)
         return self._ir
+
+    def normalized(self, trees: dict):
+        """The function lowered for arguments of structure `trees` (parameter -> PyTreeDef)."""
+        return normalize(self.fun, arg_trees=trees)
 
     @property
     def generated(self) -> Generated:
@@ -321,7 +325,7 @@ class _Reverse(_Transform):
         if not self.has_aux and fn_ir.returns_tuple:
             raise TupleOutputError(f"{self.fun.__name__} returns a tuple; {self.what} needs a single output "
                                     "(use has_aux=True to return (value, aux))")
-        kind = {"grad": "grad", "hessian": "grad", "call": "grad", "value_and_grad": "value_and_grad"}.get(self.what, "vjp")
+        kind = {"grad": "grad", "hessian": "grad", "value_and_grad": "value_and_grad"}.get(self.what, "vjp")
         return vjp_module(fn_ir, self.wrt(fn_ir), kind, self.recompute_libm)
 
     def returns_tuple(self) -> bool:
@@ -784,6 +788,21 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
     return hessian_fun
 
 
+class _AsWritten(_Transform):
+    """The function itself, compiled as written: it writes into its caller's arrays as NumPy does."""
+
+    what = "call"
+
+    def normalized(self, trees: dict):
+        return normalize(self.fun, arg_trees=trees, copy_arguments=False)
+
+    def generate(self, fn_ir) -> Generated:
+        return primal_module(fn_ir)
+
+    def cache_key(self) -> tuple | None:
+        return ("as written", repr(self.defs)) if all(_printed_whole(d) for d in self.defs or ()) else None
+
+
 class _Batched(_Transform):
     """The generated batch loop of one function: axis 0 of the batched arguments (leaves, for pytrees)."""
 
@@ -1026,10 +1045,9 @@ class differentiate:
             self._set(args[0])
             return self
         if self._compiled is None:
-            rev = _Reverse(self.__s2sad_fun__, 0, self._options["has_aux"], self._options["backend"], "call")
-            self._compiled = rev
-        rev, leaves = self._compiled.specialize(self._compiled.bind(args, kwargs))
-        return rev.primal_fn(*leaves)
+            self._compiled = _AsWritten(self.__s2sad_fun__, 0, self._options["backend"])
+        plain, leaves = self._compiled.specialize(self._compiled.bind(args, kwargs))
+        return plain.primal_fn(*leaves)
 
     def grad(self, *args, **kwargs):
         if self._grad is None:

@@ -143,6 +143,7 @@ class Function:
     output_shape: Any = None  # the returned structure, leaves as None (None: one value); see normalize.flatten
     spelled: dict[str, str] = field(default_factory=dict)  # how the user spells a renamed variable (x2: x)
     generated: bool = False  # s2sad's own generated code, differentiated again (it keeps its own sharing rules)
+    copied: tuple = ()  # parameters the function writes into: the body works on copies (normalize)
     hidden: tuple = ()  # ((parameter, Hidden), ...): arrays read from outside, the last parameters (hidden.py)
 
 

@@ -211,6 +211,8 @@ class Lowerer:
     spelled: dict = field(default_factory=dict)  # IR name -> the user's name, where the two differ
     hidden: HiddenParams | None = None  # arrays read from outside the function (shared with callees)
     objects: dict = field(default_factory=dict)  # user name -> StaticRef: a callback, a method's `self`
+    copied: list = field(default_factory=list)  # arguments the function writes into, copied on entry
+    copy_arguments: bool = True
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -332,6 +334,8 @@ class Lowerer:
         elif isinstance(node, cst.Expr) and self.is_push(node.value):
             tape = self.var(node.value.func.value.value)
             out.append(Push(tape, self.expr(node.value.args[0].value, out), self.loc))
+        elif isinstance(node, cst.Expr) and self.calls_python_function(node.value):
+            self.value(node.value, out)  # inlined: its writes into the caller's arrays are the caller's
         elif isinstance(node, cst.Expr) and self.is_list_append(node.value):
             raise self.err(node, "a list cannot grow inside a differentiated function: s2sad fixes lists when it "
                                  "generates code", "preallocate an array (out = np.zeros(n)) and write out[i] = ...")
@@ -346,6 +350,16 @@ class Lowerer:
             raise self.err(node, f"`{kind}` is not supported inside differentiated functions",
                            STATEMENT_HINTS.get(kind, "restructure with assignments, if/for/while and return"))
         return set()
+
+    def calls_python_function(self, node) -> bool:
+        """A call of a Python function or method (inlined), as a statement: `kernel(out, a, b)`."""
+        if not isinstance(node, cst.Call) or isinstance(node.func, cst.Call):
+            return False
+        ref = self.static_ref(node.func)
+        fn = None if ref is None else ref.obj
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        return isinstance(unwrap(fn), types.FunctionType) and rules.lookup_object(fn) is None
 
     def is_push(self, node) -> bool:
         """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""
@@ -494,6 +508,8 @@ class Lowerer:
             raise self.err(node.target, "only names and subscripts can be updated in place")
 
     def return_stmt(self, node: cst.Return, out) -> set:
+        if self.stack[1:] and (node.value is None or (isinstance(node.value, cst.Name) and node.value.value == "None")):
+            return self.return_nothing(node, out)
         if node.value is None:
             raise self.err(node, "a differentiated function must return a value")
         value = self.value(node.value, out)
@@ -518,6 +534,18 @@ class Lowerer:
         for name, atom in zip(r.outputs, atoms):
             if not (isinstance(atom, Var) and atom.name == name):
                 self.emit(out, name, Copy(atom))
+        if r.simple:
+            return set()
+        self.emit(out, r.flag, Copy(Const(True)))
+        return {r.flag}
+
+    def return_nothing(self, node, out) -> set:
+        """`return` in a helper called for its writes into the caller's arrays."""
+        r = self.ret
+        if r.outputs is None:
+            r.outputs = []
+        elif r.outputs:
+            raise self.err(node, "every `return` must give values of the same structure")
         if r.simple:
             return set()
         self.emit(out, r.flag, Copy(Const(True)))
@@ -1224,6 +1252,8 @@ class Lowerer:
         except TypeError as exc:
             raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
         outputs = callee.lower_body(bound, out)
+        if not outputs:  # a helper that returns nothing: it ran for its writes into the caller's arrays
+            return Const(None)
         if callee.ret.is_tuple:
             return unflatten(callee.ret.shape, [Var(o) for o in outputs])
         result = Var(outputs[0])
@@ -1314,6 +1344,16 @@ class Lowerer:
     def params(self):
         return self._params
 
+    def copy_argument(self, func, name: str, out):
+        """An argument the function writes into: derivatives are of the values it had on entry, and the
+        caller's array is left as it was, so the body works on a copy."""
+        self.set_loc(func)
+        copy = self.renamed(name)
+        self.scope[name] = copy
+        rule, spelled = rules.lookup_object(np.copy)
+        self.emit(out, copy, Prim(rule, (Var(name),), (), spelled))
+        self.copied.append(name)
+
     def check_signature(self, func: cst.FunctionDef):
         """Refuse what a plain `def` returning a value does not have: async, *args/**kwargs, yield."""
         if func.asynchronous is not None:
@@ -1340,6 +1380,9 @@ class Lowerer:
         self._params = []
         rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
         marked = dict(hidden.marked(self.parsed.fn)) if bound is None else {}
+        written = set()
+        if bound is None and self.copy_arguments and not written_by_s2sad(self.parsed.fn):
+            written = _written_arguments(func)
         for p in func.params.params + func.params.kwonly_params:
             if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
                 self.hidden.params[marked[p.name.value]] = self.var(p.name.value)
@@ -1366,12 +1409,17 @@ class Lowerer:
             if bound is not None:
                 self.set_loc(func)
                 self.emit(out, name, Copy(value))
+            if name in written:
+                self.copy_argument(func, name, out)
         returns = [n for n in _find_returns(func)]
         last = func.body.body[-1] if func.body.body else None
         self.ret.simple = len(returns) == 1 and isinstance(last, cst.SimpleStatementLine) \
             and any(isinstance(s, cst.Return) for s in last.body)
-        if not returns:
-            raise self.err(func, "a differentiated function must return a value")
+        if not returns and bound is None:
+            raise self.err(func, "a differentiated function must return a value",
+                           "return the value to differentiate; a helper it calls may write into arrays "
+                           "and return nothing")
+        self.ret.simple = self.ret.simple or not returns
         if not self.ret.simple:
             self.ret.flag = self.names.fresh("returned")
             self.set_loc(func)
@@ -1513,6 +1561,25 @@ def _find_returns(func):
     return [n for n in _walk(func, skip=(cst.FunctionDef,)) if isinstance(n, cst.Return)]
 
 
+def _written_arguments(func: cst.FunctionDef) -> set[str]:
+    """Parameters the function writes into (`x[i] = ...`, `x[i] += ...`) or hands to a helper called
+    as a statement (`kernel(x, ...)`, which may write into it)."""
+    params = _param_names(func)
+
+    def base(node):
+        while isinstance(node, cst.Subscript):
+            node = node.value
+        return node.value if isinstance(node, cst.Name) else None
+
+    found = set()
+    for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript):
+            found.add(base(n.target))
+        elif isinstance(n, cst.Expr) and isinstance(n.value, cst.Call):
+            found.update(a.value.value for a in n.value.args if isinstance(a.value, cst.Name))
+    return found & params
+
+
 def _dotted(node) -> str:
     """`np.linalg.norm` for the attribute chain naming it."""
     if isinstance(node, cst.Attribute):
@@ -1537,8 +1604,12 @@ def _bind(fn, args, kwargs) -> dict:
     return dict(bound.arguments)
 
 
-def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None) -> ir.Function:
+def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
+              copy_arguments: bool = True) -> ir.Function:
     """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code.
+
+    `copy_arguments`: the body works on copies of the arguments it writes into (what derivatives need);
+    False for the function as written, which writes into its caller's arrays as NumPy does.
 
     `arg_trees` maps parameters that receive pytrees to their structure: the lowered function
     takes their leaves instead, and the code is specialized to that structure.
@@ -1552,12 +1623,13 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None)
     temps: set = set()
     own = assigned_names(parsed.node) | reserved
     outside = HiddenParams(names, user_names(parsed.node) - own, own)
-    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {}, hidden=outside)
+    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {}, hidden=outside,
+                 copy_arguments=copy_arguments)
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(
         name=parsed.name, params=lw.params + list(outside.params.values()), body=body,
-        hidden=tuple((name, where) for where, name in outside.params.items()), outputs=outputs, filename=parsed.filename,
+        hidden=tuple((name, where) for where, name in outside.params.items()), copied=tuple(lw.copied), outputs=outputs, filename=parsed.filename,
         firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
         generated=written_by_s2sad(parsed.fn),

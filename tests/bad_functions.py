@@ -21,9 +21,9 @@ def prints(x):
     return x
 
 
-def writes_argument(x):
-    x[0] = 1.0
-    return np.sum(x)
+def writes_global(x):
+    TABLE[0] = x
+    return np.sum(TABLE)
 
 
-
+TABLE = np.ones(3)

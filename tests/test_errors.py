@@ -60,12 +60,6 @@ def test_side_effect_statement_is_refused():
     assert "print(x)" in _located(info, 0, "print(x)")
 
 
-def test_in_place_write_to_an_argument_is_refused():
-    with pytest.raises(s2sad.UnsupportedError) as info:
-        s2sad.grad(bad_functions.writes_argument)(np.ones(3))
-    assert "x.copy()" in _located(info, 0, "x[0] = 1.0")
-
-
 @pytest.mark.parametrize("argnums", [2, -3, (0, 5)])
 def test_argnums_out_of_range(argnums):
     with pytest.raises(ValueError, match=r"out of range: product takes 2 argument\(s\) \(x, y\)"):
@@ -92,7 +86,7 @@ def test_source_unavailable():
 def test_errors_leave_no_files_behind(tmp_path):
     script = (
         "import s2sad, bad_functions\n"
-        "for f in (bad_functions.uses_try, bad_functions.calls_unknown, bad_functions.writes_argument):\n"
+        "for f in (bad_functions.uses_try, bad_functions.calls_unknown, bad_functions.writes_global):\n"
         "    try:\n"
         "        s2sad.grad(f)(1.0)\n"
         "    except s2sad.UnsupportedError:\n"

@@ -80,10 +80,15 @@ def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
 
     overrides = [text for _, text in siblings_in(fn)]  # the user's custom_jvp / custom_vjp rules, lowered
     imports = "".join(line + "\n" for line in third_party_imports(fn))
-    body = [*overrides, primal_source(fn, fn.name), derivative] + ([wrapper[1]] if wrapper[1] else [])
+    body = [*overrides, primal_source(fn, fn.name)] + [part for part in (derivative, wrapper[1]) if part]
     code = "\n\n".join(body)
     top = header(fn, what) + header_imports(code) + imports
     return Generated(top + "\n\n" + code, fn.name, fn.name, derivative_name, wrapper[0], fn)
+
+
+def primal_module(fn: ir.Function) -> Generated:
+    """`fn` alone, as written: what `@s2sad.differentiate` runs when the function is called plainly."""
+    return assemble(fn, "The function as written", "", fn.name, (fn.name, None))
 
 
 def vjp_module(fn: ir.Function, wrt: list[str], kind: str = "grad", recompute_libm: bool = False) -> Generated:

@@ -1,0 +1,56 @@
+"""numba-style kernels that write into arrays and return nothing, and functions that write into their arguments."""
+
+import numpy as np
+
+
+def squares_into(out, a):
+    for i in range(a.shape[0]):
+        out[i] = a[i] * a[i]
+
+
+def relu_scaled_into(out, a, scale):
+    for i in range(a.shape[0]):
+        if a[i] < 0.0:
+            out[i] = 0.0
+            continue
+        out[i] = a[i] * scale
+    return
+
+
+def through_kernels(a, scale):
+    tmp = np.empty_like(a)
+    squares_into(tmp, a)
+    out = np.zeros_like(a)
+    relu_scaled_into(out, tmp - 0.05, scale)
+    return np.sum(np.sin(out))
+
+
+def sets_first(x):
+    x[0] = x[1] * x[2]
+    return np.sum(x ** 2)
+
+
+def scale_in_place(v, s):
+    for i in range(v.shape[0]):
+        v[i] *= s
+
+
+def smooths_its_argument(x, s):
+    scale_in_place(x, s)
+    x[1:] += x[:-1]
+    return np.sum(np.sin(x))
+
+
+class Model:
+    def __init__(self):
+        self.w = 2.0
+
+    def forward(self, x):
+        return x * self.w
+
+
+MODEL = Model()
+
+
+def calls_method(x):
+    return MODEL.forward(x)

@@ -1,0 +1,45 @@
+"""Helpers that write into the caller's arrays, and functions that write into their own arguments."""
+
+import numpy as np
+import pytest
+
+import s2sad
+import side_effect_functions as se
+from helpers import assert_close, fd_grad
+
+X = np.array([0.4, -0.2, 0.3, 0.9])
+
+
+def test_kernels_writing_into_the_callers_arrays(backend):
+    value, (ga, gs) = s2sad.value_and_grad(se.through_kernels, (0, 1), backend=backend)(X, 1.5)
+    assert_close(value, se.through_kernels(X, 1.5), rtol=1e-12)
+    assert_close(ga, fd_grad(se.through_kernels, (X, 1.5), 0))
+    assert_close(gs, fd_grad(se.through_kernels, (X, 1.5), 1))
+
+
+@pytest.mark.parametrize("fn", [se.sets_first, se.smooths_its_argument])
+def test_writes_into_an_argument_differentiate_from_its_values_on_entry(fn, backend):
+    args = (X.copy(), 1.5)[:fn.__code__.co_argcount]
+    kept = args[0].copy()
+    g = s2sad.grad(fn, backend=backend)(*args)
+    assert np.array_equal(args[0], kept)  # grad leaves the caller's array alone
+    assert_close(g, fd_grad(lambda x, *rest: fn(x.copy(), *rest), args, 0))
+    tangent = s2sad.jvp(fn, args, (np.ones(4),) + (0.0,) * (len(args) - 1), backend=backend)[1]
+    assert np.array_equal(args[0], kept)
+    assert_close(tangent, np.sum(g), rtol=1e-9)
+
+
+def test_differentiate_called_plainly_writes_into_the_callers_array_as_numpy_does(backend):
+    f = s2sad.differentiate(se.smooths_its_argument, backend=backend)
+    mine, theirs = X.copy(), X.copy()
+    assert f(mine, 1.5) == pytest.approx(se.smooths_its_argument(theirs, 1.5), rel=1e-12)
+    assert_close(mine, theirs, rtol=1e-14)
+    assert not np.array_equal(mine, X)
+
+
+def test_a_global_objects_method(backend):
+    assert s2sad.grad(se.calls_method, backend=backend)(1.5) == pytest.approx(2.0, rel=1e-12)
+
+
+def test_the_copy_an_argument_written_into_is_visible_in_the_source():
+    assert "x2 = np.copy(x)" in s2sad.source(se.sets_first)
