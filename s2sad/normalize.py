@@ -9,6 +9,8 @@ block, so every block has a single exit; calls to other user functions inlined.
 from __future__ import annotations
 
 import builtins
+import collections
+import dataclasses
 import functools
 import keyword
 import types
@@ -171,7 +173,7 @@ def assigned_names(func: cst.FunctionDef) -> set[str]:
             for el in t.elements:
                 targets(el.value)
 
-    for n in _walk(func.body):
+    for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):  # (a nested function's names are its own)
         if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
             targets(n.target)
     return out
@@ -213,6 +215,7 @@ class Lowerer:
     objects: dict = field(default_factory=dict)  # user name -> StaticRef: a callback, a method's `self`
     copied: list = field(default_factory=list)  # arguments the function writes into, copied on entry
     copy_arguments: bool = True
+    enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -308,6 +311,9 @@ class Lowerer:
             return self.for_stmt(node, out)
         if isinstance(node, cst.While):
             return self.while_stmt(node, out)
+        if isinstance(node, cst.FunctionDef) and not node.decorators and node.asynchronous is None:
+            self.bind(node.name, StaticRef(NestedFunction(node, self.parsed.positions, self), None), out)
+            return set()
         kind = type(node).__name__
         raise self.err(node, f"`{kind}` statements are not supported inside differentiated functions",
                        STATEMENT_HINTS.get(kind.replace("Star", ""), "restructure with if/for/while"))
@@ -357,6 +363,8 @@ class Lowerer:
             return False
         ref = self.static_ref(node.func)
         fn = None if ref is None else ref.obj
+        if isinstance(fn, NestedFunction):
+            return True
         if isinstance(fn, types.MethodType):
             fn = fn.__func__
         return isinstance(unwrap(fn), types.FunctionType) and rules.lookup_object(fn) is None
@@ -477,6 +485,9 @@ class Lowerer:
             self.bind(target, self.value(value, out), out)
 
     def array_base(self, node) -> str:
+        if isinstance(node, cst.Name) and node.value not in self.locals and self.enclosing is not None \
+                and self.enclosing.knows(node.value):
+            return self.enclosing.array_base(node)  # a nested function writing into its enclosing function's array
         if not isinstance(node, cst.Name) or node.value not in self.locals:
             raise self.err(node, "in-place writes need a local array variable on the left",
                            "create the array inside the function (e.g. np.zeros) and write into it")
@@ -647,6 +658,8 @@ class Lowerer:
         if isinstance(node, cst.Name):
             if node.value in self.trees or node.value in self.locals:
                 return self.trees.get(node.value)
+            if self.enclosing is not None and self.enclosing.knows(node.value):
+                return self.enclosing.tree_of(node)
             ref = self.static_ref(node)
             return self.outside_tree(ref.obj, ref.where) if is_tree(ref.obj) else None
         if isinstance(node, cst.Attribute):
@@ -778,6 +791,10 @@ class Lowerer:
             return out_dict
         if isinstance(node, cst.Name) and node.value in self.trees:
             return self.trees[node.value]
+        if isinstance(node, cst.Lambda):
+            return StaticRef(NestedFunction(*_lambda_def(node, self.parsed), self), None)
+        if isinstance(node, cst.Name) and node.value not in self.locals and self.tree_of(node) is not None:
+            return self.tree_of(node)
         if isinstance(node, (cst.Name, cst.Attribute)):
             ref = self.static_ref(node)
             if ref is not None and is_tree(ref.obj):
@@ -906,6 +923,8 @@ class Lowerer:
             return self.trees[n]
         if n in self.locals and n not in self.objects:
             return Var(self.var(n))
+        if self.enclosing is not None and n not in self.objects and self.enclosing.knows(n):
+            return self.enclosing.name(node)
         if n in ("True", "False", "None"):
             return Const({"True": True, "False": False, "None": None}[n])
         return self.constant(node, self.static_ref(node))
@@ -1007,6 +1026,8 @@ class Lowerer:
                 return self.objects[node.value]
             if node.value in self.locals or node.value in self.trees:
                 return None
+            if self.enclosing is not None and self.enclosing.knows(node.value):
+                return self.enclosing.static_ref(node)
             try:
                 obj = self.parsed.resolve(node.value)
             except KeyError:
@@ -1039,6 +1060,8 @@ class Lowerer:
             return self.apply(node, self.static_transform(node.func), [], out, target)
         ref = self.static_ref(node.func)
         fn = _NOT_STATIC if ref is None else ref.obj
+        if isinstance(fn, NestedFunction):
+            return self.inline_nested(node, fn, out, target)
         if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType):
             owner = StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None)
             return self.inline(node, unwrap(fn.__func__), [owner], out, target)
@@ -1251,7 +1274,31 @@ class Lowerer:
             bound = _bind(fn, args, kwargs)
         except TypeError as exc:
             raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
-        outputs = callee.lower_body(bound, out)
+        return self.result_of(callee, callee.lower_body(bound, out), out, target)
+
+    def inline_nested(self, node, fn: "NestedFunction", out, target):
+        """A call of a `def` or `lambda` made inside the function: inlined, its free names read in the
+        function that made it, as they are when it is called."""
+        if fn in self.stack:
+            raise self.err(node, f"recursive call to `{fn.name}` is not supported", "write it as a loop")
+        args = [self.value(a.value, out) for a in node.args if a.keyword is None]
+        kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
+        maker = fn.enclosing
+        parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
+        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
+                         hidden=self.hidden, enclosing=maker)
+        callee.loc = self.loc
+        try:
+            bound = _bind_parameters(fn.node, args, kwargs)
+        except TypeError as exc:
+            raise self.err(node, f"bad call to `{fn.name}`: {exc}") from None
+        for name, default in list(bound.items()):
+            if isinstance(default, cst.BaseExpression):  # a default: evaluated where the function was made
+                bound[name] = maker.value(default, out)
+        return self.result_of(callee, callee.lower_body(bound, out), out, target)
+
+    def result_of(self, callee: "Lowerer", outputs, out, target):
+        """What an inlined call gives its caller."""
         if not outputs:  # a helper that returns nothing: it ran for its writes into the caller's arrays
             return Const(None)
         if callee.ret.is_tuple:
@@ -1260,6 +1307,11 @@ class Lowerer:
         if target is not None:
             return self.emit(out, target, Copy(result))
         return result
+
+    def knows(self, name: str) -> bool:
+        """Is `name` bound in this function (or in the one that made it)?"""
+        return name in self.locals or name in self.trees or name in self.objects or \
+            (self.enclosing is not None and self.enclosing.knows(name))
 
     def with_hidden(self, fn, args: list) -> list:
         """`args` with the hidden parameters of generated code (hidden.py) put in their places."""
@@ -1452,6 +1504,53 @@ def _is_static_object(obj) -> bool:
     """A value that stays an object while lowering (not a number, an array or a container)."""
     return not isinstance(obj, (np.ndarray, np.generic, bool, int, float, complex, str, bytes, tuple, list,
                                 dict, type(None)))
+
+
+@dataclass(eq=False)
+class NestedFunction:
+    """A `def` or `lambda` inside the function being lowered, and the Lowerer of the function that made it."""
+
+    node: cst.FunctionDef
+    positions: Any  # where its nodes are in the user's file
+    enclosing: Lowerer
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+
+def _lambda_def(node: cst.Lambda, parsed: Parsed):
+    """`lambda t: e` as `def lambda_<line>(t): return e`, and positions that place its made nodes where
+    the lambda is."""
+    line = parsed.where(node)[0]
+    statement = cst.Return(value=node.body)
+    simple = cst.SimpleStatementLine(body=[statement])
+    block = cst.IndentedBlock(body=[simple])
+    made = cst.FunctionDef(name=cst.Name(f"lambda_{line}"), params=node.params, body=block)
+    where = parsed.positions[node]
+    return made, collections.ChainMap({n: where for n in (statement, simple, block, made, made.name)}, parsed.positions)
+
+
+def _bind_parameters(func: cst.FunctionDef, args: list, kwargs: dict) -> dict:
+    """A nested function's parameters bound like Python binds them; an unpassed default stays its expression."""
+    p = func.params
+    if p.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or p.star_kwarg is not None:
+        raise TypeError("*args and **kwargs parameters are not supported")
+    positional = list(p.posonly_params) + list(p.params)
+    if len(args) > len(positional):
+        raise TypeError(f"takes {len(positional)} positional arguments but {len(args)} were given")
+    bound = {q.name.value: a for q, a in zip(positional, args)}
+    for q in positional[len(args):] + list(p.kwonly_params):
+        name = q.name.value
+        if name in kwargs:
+            bound[name] = kwargs.pop(name)
+        elif q.default is not None:
+            bound[name] = q.default
+        else:
+            raise TypeError(f"missing argument `{name}`")
+    if kwargs:
+        raise TypeError(f"unexpected argument(s) {', '.join(kwargs)}")
+    return bound
 
 
 @dataclass

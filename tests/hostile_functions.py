@@ -30,18 +30,6 @@ def class_inside(x):
     return x * 2.0
 
 
-def lambda_inside(x):
-    acc = []
-    scale = lambda t: t * len(acc)
-    return scale(x)
-
-
-def nested_def(x):
-    def inner(t):
-        return t * 2.0
-    return inner(x)
-
-
 def uses_with(x):
     with open("weights.txt") as fh:
         y = x * 2.0

@@ -89,3 +89,26 @@ LAYER = Layer(np.array([[0.3, -0.2, 0.1], [0.5, 0.4, -0.6]]), np.array([0.1, -0.
 
 def through_method(x):
     return LAYER.loss(x) + math.pi * 0.0
+
+
+def with_nested_rhs(y0, a):
+    def rhs(y):
+        return -a * y + np.sin(y)
+    return np.sum(rk4(rhs, y0, 0.1, 4) ** 2)
+
+
+def with_lambdas(y0, a):
+    decay = lambda y: -a * y  # noqa: E731 (real code binds lambdas)
+    return np.sum(rk4(decay, y0, 0.1, 3)) + np.sum(rk4(lambda y: y * a * 0.5, y0, 0.1, 2))
+
+
+def nested_writes_and_defaults(x):
+    out = np.zeros_like(x)
+
+    def fill(i, v):
+        out[i] = v * v
+
+    for i in range(x.shape[0]):
+        fill(i, x[i])
+    power = lambda t, p=2.0: t ** p  # noqa: E731
+    return np.sum(out) + power(x[0]) + power(x[1], 3.0)

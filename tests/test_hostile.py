@@ -14,8 +14,6 @@ ONES = np.ones(3)
 # (function, what the message says, the source text the caret points at, what the hint says, arguments)
 CASES = [
     (H.class_inside, "`ClassDef` statements are not supported", "class Box", "module level", (1.5,)),
-    (H.lambda_inside, "`Lambda` expressions are not supported", "lambda t", "`def`", (1.5,)),
-    (H.nested_def, "`FunctionDef` statements are not supported", "def inner", "module level", (1.5,)),
     (H.uses_with, "`With` statements are not supported", "with open", "as arguments", (1.5,)),
     (H.generator, "generator functions (`yield`)", "yield x", "np.zeros", (1.5,)),
     (H.generator_from, "generator functions (`yield`)", "yield from", "np.zeros", (1.5,)),

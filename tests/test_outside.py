@@ -110,3 +110,17 @@ def test_a_function_used_as_a_number_is_refused_with_its_name(what):
             s2sad.grad(bad)(1.0)
         else:
             s2sad.jvp(bad, (1.0,), (1.0,))
+
+
+@pytest.mark.parametrize("fn", [of.with_nested_rhs, of.with_lambdas])
+def test_nested_defs_and_lambdas_close_over_the_functions_values(fn, backend):
+    y0 = np.array([0.3, -0.5, 0.8])
+    ga, gb = s2sad.grad(fn, (0, 1), backend=backend)(y0, 0.7)
+    assert_close(ga, fd_grad(fn, (y0, 0.7), 0))
+    assert_close(gb, fd_grad(fn, (y0, 0.7), 1))
+
+
+def test_a_nested_def_writes_into_the_enclosing_functions_array(backend):
+    x = np.array([0.3, -0.5, 0.8])
+    assert_close(s2sad.grad(of.nested_writes_and_defaults, backend=backend)(x),
+                 fd_grad(of.nested_writes_and_defaults, (x,), 0))
