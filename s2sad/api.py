@@ -19,7 +19,7 @@ from s2sad.codegen.module import Generated, jvp_module, primal_module, vjp_modul
 from s2sad.errors import TupleOutputError
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
-from s2sad.tree import LEAF, tree_builder, tree_flatten, tree_unflatten
+from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_unflatten
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
 DEFAULT_BACKEND = "numba"
@@ -214,6 +214,9 @@ class _Transform:
             if type(a) in _LEAF_TYPES:
                 flat.append(a)
                 defs.append(LEAF)
+                continue
+            if _is_callback(a):  # inlined: the function is part of the structure, as a pytree's shape is
+                defs.append(PyTreeDef("static", a))
                 continue
             leaves, treedef = tree_flatten(a)
             flat += leaves
@@ -481,9 +484,15 @@ _LEAF_TYPES = (float, np.ndarray, int, np.float64, bool)  # arguments that need 
 _MEMO: dict[tuple, _Transform] = {}
 
 
+def _is_callback(value) -> bool:
+    """A function passed as an argument (`minimize(f, x0)`): inlined, never a leaf."""
+    return isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or \
+        hasattr(value, "py_func") or hasattr(value, "__s2sad_transform__")
+
+
 def _printed_whole(treedef) -> bool:
     """Does the structure's repr say all of it? (A namedtuple's or registered class's prints only its name.)"""
-    if treedef.kind in ("namedtuple", "custom"):
+    if treedef.kind in ("namedtuple", "custom", "static"):
         return False
     return all(_printed_whole(c) for c in treedef.children)
 

@@ -1449,6 +1449,9 @@ class Lowerer:
             if bound is not None and is_tree(bound[p.name.value]):
                 self.trees[p.name.value] = bound[p.name.value]
                 continue
+            if p.name.value in self.arg_trees and self.arg_trees[p.name.value].kind == "static":
+                self.objects[p.name.value] = StaticRef(self.arg_trees[p.name.value].aux, None)  # a function
+                continue
             if p.name.value in self.arg_trees:  # a pytree argument: the generated code takes its leaves
                 self.trees[p.name.value] = self.leaf_tree(self.arg_trees[p.name.value], p.name.value)
                 continue

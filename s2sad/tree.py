@@ -48,7 +48,7 @@ class PyTreeDef(NamedTuple):
     structure up, and a tuple is built, hashed and compared in C (a frozen dataclass took 4 us of a
     10 us call for a list of two dicts)."""
 
-    kind: str  # leaf | none | tuple | list | dict | namedtuple | custom
+    kind: str  # leaf | none | tuple | list | dict | namedtuple | custom | static (a function argument)
     aux: Any = None  # dict keys, namedtuple class, or (class, aux) of a registered class
     children: tuple = ()
 
@@ -61,6 +61,8 @@ class PyTreeDef(NamedTuple):
             return "*"
         if self.kind == "none":
             return "None"
+        if self.kind == "static":
+            return f"<{getattr(self.aux, '__qualname__', type(self.aux).__name__)}>"
         inner = ", ".join(map(repr, self.children))
         if self.kind == "dict":
             return "{" + ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.aux, self.children)) + "}"

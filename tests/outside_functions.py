@@ -112,3 +112,18 @@ def nested_writes_and_defaults(x):
         fill(i, x[i])
     power = lambda t, p=2.0: t ** p  # noqa: E731
     return np.sum(out) + power(x[0]) + power(x[1], 3.0)
+
+
+def descends(f, x0):
+    x = x0
+    for _ in range(3):
+        x = x - 0.1 * (f(x + 1e-3) - f(x - 1e-3)) / 2e-3
+    return np.sum(f(x))
+
+
+def bumpy(x):
+    return (x - 1.0) ** 2 + 0.1 * np.sin(3 * x)
+
+
+def cubic(x):
+    return 0.1 * x ** 3

@@ -124,3 +124,11 @@ def test_a_nested_def_writes_into_the_enclosing_functions_array(backend):
     x = np.array([0.3, -0.5, 0.8])
     assert_close(s2sad.grad(of.nested_writes_and_defaults, backend=backend)(x),
                  fd_grad(of.nested_writes_and_defaults, (x,), 0))
+
+
+def test_a_function_passed_as_an_argument_is_inlined_and_keys_the_code(backend):
+    x = np.array([0.3, -0.5, 0.8])
+    g = s2sad.grad(of.descends, argnums=1, backend=backend)
+    for f in (of.bumpy, of.cubic, of.bumpy):
+        assert_close(g(f, x), fd_grad(of.descends, (f, x), 1))
+    assert len(g.__s2sad_transform__._specialized) == 2
