@@ -19,7 +19,7 @@ from s2sad.codegen.module import Generated, jvp_module, primal_module, vjp_modul
 from s2sad.errors import TupleOutputError
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
-from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_unflatten
+from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
 DEFAULT_BACKEND = "numba"
@@ -215,7 +215,7 @@ class _Transform:
                 flat.append(a)
                 defs.append(LEAF)
                 continue
-            if _is_callback(a):  # inlined: the function is part of the structure, as a pytree's shape is
+            if _is_static_argument(a):  # inlined: the function (object) is part of the structure, as a shape is
                 defs.append(PyTreeDef("static", a))
                 continue
             leaves, treedef = tree_flatten(a)
@@ -484,10 +484,15 @@ _LEAF_TYPES = (float, np.ndarray, int, np.float64, bool)  # arguments that need 
 _MEMO: dict[tuple, _Transform] = {}
 
 
-def _is_callback(value) -> bool:
-    """A function passed as an argument (`minimize(f, x0)`): inlined, never a leaf."""
-    return isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or \
-        hasattr(value, "py_func") or hasattr(value, "__s2sad_transform__")
+def _is_static_argument(value) -> bool:
+    """A function (`minimize(f, x0)`) or a plain object (a model, a configuration) passed as an argument:
+    its code is inlined and its numbers read when the code is generated; its arrays are read at each call."""
+    if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or hasattr(value, "py_func") \
+            or hasattr(value, "__s2sad_transform__"):
+        return True
+    kind = type(value)
+    return kind.__module__ not in ("builtins", "numpy") and not isinstance(value, (tuple, list, dict, np.generic)) \
+        and not tree_registered(kind)
 
 
 def _printed_whole(treedef) -> bool:

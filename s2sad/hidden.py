@@ -16,19 +16,29 @@ from typing import Any
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Hidden:
     """Where a value lives: a name in `owner`'s scope, then attributes, items or a parameter's default.
 
-    Steps: ("name", "X") (a closure cell, global or builtin of `owner`), ("default", "w") (the
-    default of `owner`'s parameter w), then any of ("attr", "W") and ("item", key)."""
+    Steps: ("name", "X") (a closure cell, global or builtin of the function `owner`), ("default", "w")
+    (the default of its parameter w) or ("object", None) (`owner` itself: an object passed as an
+    argument), then any of ("attr", "W") and ("item", key). Two are equal when they name the same place."""
 
-    owner: types.FunctionType
+    owner: Any
     steps: tuple
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Hidden) and self.owner is other.owner and self.steps == other.steps
+
+    def __hash__(self) -> int:
+        return hash((id(self.owner), self.steps))
 
     def get(self) -> Any:
         kind, key = self.steps[0]
-        obj = _default_of(self.owner, key) if kind == "default" else _resolve_name(self.owner, key)
+        if kind == "object":
+            obj = self.owner
+        else:
+            obj = _default_of(self.owner, key) if kind == "default" else _resolve_name(self.owner, key)
         for kind, key in self.steps[1:]:
             obj = getattr(obj, key) if kind == "attr" else obj[key]
         return obj
@@ -40,7 +50,7 @@ class Hidden:
     def spelled(self) -> str:
         """How the user's code reaches it: `model.W`, `layers[0]`, the default of `w`."""
         kind, key = self.steps[0]
-        text = key if kind == "name" else f"the default of `{key}`"
+        text = {"name": key, "default": f"the default of `{key}`", "object": "the object"}[kind]
         for kind, key in self.steps[1:]:
             text += f".{key}" if kind == "attr" else f"[{key!r}]"
         return text
@@ -48,7 +58,7 @@ class Hidden:
     @property
     def hint(self) -> str:
         """A name for the parameter in generated code: `model_W`, `layers_0`."""
-        parts = [str(key) for _, key in self.steps]
+        parts = [str(key) for kind, key in self.steps if kind != "object"]
         name = "_".join("".join(c if c.isalnum() or c == "_" else "_" for c in p) for p in parts).strip("_")
         return name if name and not name[0].isdigit() else f"g_{name}"
 

@@ -1450,7 +1450,8 @@ class Lowerer:
                 self.trees[p.name.value] = bound[p.name.value]
                 continue
             if p.name.value in self.arg_trees and self.arg_trees[p.name.value].kind == "static":
-                self.objects[p.name.value] = StaticRef(self.arg_trees[p.name.value].aux, None)  # a function
+                obj = self.arg_trees[p.name.value].aux  # a function or object: part of the code's structure
+                self.objects[p.name.value] = StaticRef(obj, Hidden(obj, (("object", None),)))
                 continue
             if p.name.value in self.arg_trees:  # a pytree argument: the generated code takes its leaves
                 self.trees[p.name.value] = self.leaf_tree(self.arg_trees[p.name.value], p.name.value)

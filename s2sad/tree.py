@@ -78,6 +78,11 @@ LEAF = PyTreeDef("leaf")
 _PLAIN_LEAVES = frozenset([float, int, complex, bool, np.ndarray, np.float64, np.float32])  # never registered nodes
 
 
+def tree_registered(cls: type) -> bool:
+    """Are instances of `cls` pytree nodes (register)?"""
+    return cls in _REGISTRY
+
+
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 

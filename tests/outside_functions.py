@@ -127,3 +127,15 @@ def bumpy(x):
 
 def cubic(x):
     return 0.1 * x ** 3
+
+
+class Params:
+    """A plain object passed as an argument (not a registered pytree)."""
+
+    def __init__(self, W, c):
+        self.W = W
+        self.c = c
+
+
+def energy(x, p):
+    return np.sum(np.tanh(p.W @ x) * p.c)

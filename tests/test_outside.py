@@ -132,3 +132,12 @@ def test_a_function_passed_as_an_argument_is_inlined_and_keys_the_code(backend):
     for f in (of.bumpy, of.cubic, of.bumpy):
         assert_close(g(f, x), fd_grad(of.descends, (f, x), 1))
     assert len(g.__s2sad_transform__._specialized) == 2
+
+
+def test_a_plain_object_argument_is_read_like_a_global_one(backend):
+    p = of.Params(np.array([[0.1, 0.2, 0.3], [0.4, -0.5, 0.6]]), 2.0)
+    x = np.array([0.3, -0.5, 0.8])
+    g = s2sad.grad(of.energy, backend=backend)
+    assert_close(g(x, p), fd_grad(of.energy, (x, p), 0))
+    p.W[0, 0] = 3.0  # its arrays are read at each call
+    assert_close(g(x, p), fd_grad(of.energy, (x, p), 0))
