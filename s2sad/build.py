@@ -256,6 +256,10 @@ def generate_file(target: Target, t: Transform) -> tuple[str, str, str]:
     """(file name, text, entry-point name) of `t` applied to `target`."""
     fun = resolve(target)
     code, entry = _generated_code(fun, t)
+    outside = _hidden_parameters(fun)
+    if outside:
+        raise BuildError(f"{target.name}: {t.text()}: reads arrays from outside its arguments ({', '.join(outside)}), "
+                         "which a built module cannot look up; pass them as arguments")
     stem = f"{target.name}_{t.tag()}"
     plain_python = {entry} if t.kind == "hessian" else set()  # its loop calls the compiled jvp
     code = _compiled_with_numba(native_tapes(_vendored_imports(code)), skip=plain_python)
@@ -289,6 +293,13 @@ def _generated_code(fun: Callable, t: Transform) -> tuple[str, str]:
         return _body(g.source), g.wrapper
     except (TypeError, ValueError) as exc:  # argnums out of range, tuple outputs, ...
         raise BuildError(f"{getattr(fun, '__name__', fun)}: {t.text()}: {exc}") from None
+
+
+def _hidden_parameters(fun: Callable) -> list[str]:
+    """How the function reaches the arrays it reads from globals, closures and objects (hidden.py)."""
+    from s2sad import api
+
+    return [where.spelled for _, where in api._Forward(fun, 0, "python").ir.hidden]  # (the IR is the same for any argnums)
 
 
 def _hessian_code(fun: Callable, argnum: int) -> tuple[str, str]:

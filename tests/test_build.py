@@ -333,3 +333,18 @@ def test_example_wheel_runs_its_gradients_without_libcst(tmp_path):
     assert np.allclose(forces, -fd_grad(energy, x, k, 1.0), atol=1e-7)
     exact = np.diag(np.exp(-x)) + k * (np.diag([1, 2, 2, 1]) - np.eye(4, k=1) - np.eye(4, k=-1))
     assert np.allclose(stiffness, exact, atol=1e-10)
+
+
+def test_a_function_reading_a_global_array_is_refused_by_name(tmp_path, monkeypatch):
+    (tmp_path / "global_mod.py").write_text(textwrap.dedent('''\
+        import numpy as np
+
+        DATA = np.ones(3)
+
+        def fit(w):
+            return np.sum((DATA * w) ** 2)
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BuildError, match=r"fit: grad: reads arrays from outside its arguments \(DATA\)"):
+        build.build(build.Config(tmp_path / "gen_global", build.target_from("global_mod:fit", ["grad"])))
+    assert not (tmp_path / "gen_global").exists()
