@@ -439,7 +439,7 @@ class _Reverse(_Transform):
     def entry_for(self, specialized: "_Reverse", args: tuple, leaves: tuple) -> Callable | None:
         """The entry function (s2sad.entry) for calls structured like `args`, which has just passed
         every check of `specialized`; None where the general path must run on every call."""
-        if self.backend == "python" or len(args) != len(self.params) or specialized.generated.fn.hidden:
+        if self.backend == "python" or len(args) != len(self.params):
             return None  # the python backend checks the output on every call; defaults need binding
         key = (specialized.defs, tuple([(type(a), a.ndim) if type(a) is np.ndarray else type(a) for a in leaves]))
         entries = self.__dict__.setdefault("_entries", {})

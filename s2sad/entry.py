@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from s2sad import hidden
 from s2sad.tree import LEAF, PyTreeDef, builder_expression
 
 _BY_IDENTITY = {float: "float", int: "int", bool: "bool", np.float64: "np.float64", np.float32: "np.float32",
@@ -59,8 +60,9 @@ def entry_function(transform: Any, leaves: tuple) -> Callable[[tuple], Any] | No
     except _Unsupported:
         return None
     fn = transform.compiled("wrapper") if transform.what == "grad" else transform.vjp_fn
+    outside = transform.generated.fn.hidden
     namespace = {"ndarray": np.ndarray, "np": np, "MISSING": object(), "compiled": fn,
-                 "transform": transform}
+                 "transform": transform, "outside": lambda: hidden.values(outside)}
     exec(compile(source, f"<s2sad entry for {transform.fun.__name__}>", "exec"), namespace)  # noqa: S102
     return namespace["entry"]
 
@@ -76,7 +78,7 @@ def _entry_lines(transform: Any, leaves: tuple) -> list[str]:
         _unpack(name, treedef, body, leaf_vars, fresh)
     for i, (var, value) in enumerate(zip(leaf_vars, leaves)):
         body += [f"if {_leaf_differs(var, value, i in differentiated)}:", "    return None"]
-    call = ", ".join(leaf_vars)
+    call = ", ".join(leaf_vars + (["*outside()"] if transform.generated.fn.hidden else []))
     n = len(transform.flat_argnums)
     if transform.what == "grad":
         body += ["try:", f"    res = compiled({call})", "except MemoryError:",
