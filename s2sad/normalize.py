@@ -1052,10 +1052,8 @@ class Lowerer:
         return self.static_value(func_node) is obj
 
     def call(self, node: cst.Call, out, target):
-        starred = next((a for a in node.args if a.star), None)
-        if starred is not None:
-            raise self.err(starred, f"`{starred.star}` unpacking in a call is not supported",
-                           "pass the arguments one by one (s2sad resolves every call when it generates code)")
+        if any(a.star for a in node.args):
+            node = self.spread(node, out)
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         ref = self.static_ref(node.func)
@@ -1091,6 +1089,28 @@ class Lowerer:
                                  "and other Python functions", HINT_RULE)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def spread(self, node: cst.Call, out) -> cst.Call:
+        """`f(x, *args, **options)` with a static tuple and dict: one argument per item, each read from the
+        lowered container (kept under a name no user code has)."""
+        args = []
+        for a in node.args:
+            if not a.star:
+                args.append(a)
+                continue
+            value = self.value(a.value, out)
+            if not (isinstance(value, dict) if a.star == "**" else isinstance(value, (tuple, list))):
+                kind = "dict" if a.star == "**" else "tuple or list"
+                raise self.err(a, f"`{a.star}` unpacks a {kind} whose items s2sad knows when it generates code",
+                               "pass the arguments one by one")
+            name = self.names.fresh("spread")
+            self.trees[name] = value
+            items = list(value) if a.star == "**" else range(len(value))
+            for key in items:
+                index = cst.SimpleString(repr(key)) if a.star == "**" else cst.Integer(str(key))
+                item = cst.Subscript(cst.Name(name), [cst.SubscriptElement(cst.Index(index))])
+                args.append(cst.Arg(item, keyword=cst.Name(key) if a.star == "**" else None))
+        return node.with_changes(args=args)
 
     def static_transform(self, node: cst.Call):
         """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""
@@ -1406,14 +1426,15 @@ class Lowerer:
         self.emit(out, copy, Prim(rule, (Var(name),), (), spelled))
         self.copied.append(name)
 
-    def check_signature(self, func: cst.FunctionDef):
-        """Refuse what a plain `def` returning a value does not have: async, *args/**kwargs, yield."""
+    def check_signature(self, func: cst.FunctionDef, inlined: bool):
+        """Refuse what a plain `def` returning a value does not have: async, yield, and at the top
+        *args/**kwargs (an inlined helper gets static tuples and dicts there)."""
         if func.asynchronous is not None:
             raise self.err(func, "`async def` functions cannot be differentiated",
                            "differentiate a plain `def` function, and await outside it")
         star = func.params.star_arg
         for p, stars in ((star if isinstance(star, cst.Param) else None, "*"), (func.params.star_kwarg, "**")):
-            if p is not None:
+            if p is not None and not inlined:
                 raise self.err(p, f"a `{stars}{p.name.value}` parameter cannot be differentiated",
                                "take a tuple, list or dict argument instead (s2sad differentiates those)")
         if func.params.posonly_params:
@@ -1428,10 +1449,13 @@ class Lowerer:
         """Lower the function's body into `out`; return the names holding its results."""
         func = self.parsed.node
         self.locals = assigned_names(func)
-        self.check_signature(func)
+        self.check_signature(func, inlined=bound is not None)
         self._params = []
         rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
         marked = dict(hidden.marked(self.parsed.fn)) if bound is None else {}
+        for p in (func.params.star_arg, func.params.star_kwarg):
+            if isinstance(p, cst.Param) and bound is not None:  # `*args` of an inlined helper: a static tuple
+                self.trees[p.name.value] = bound[p.name.value]
         written = set()
         if bound is None and self.copy_arguments and not written_by_s2sad(self.parsed.fn):
             written = _written_arguments(func)

@@ -229,16 +229,6 @@ def contiguous_copy_write(x):
     return np.sum(x * y)
 
 
-def kwargs_unpack(x):
-    options = {"axis": 0}
-    return np.sum(x, **options)
-
-
-def star_call(x):
-    parts = (x, 2.0)
-    return helper(*parts)
-
-
 def complex_literal(x):
     return x * 1j
 

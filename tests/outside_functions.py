@@ -139,3 +139,22 @@ class Params:
 
 def energy(x, p):
     return np.sum(np.tanh(p.W @ x) * p.c)
+
+
+def oscillator(X, t, omega, damping):
+    return np.array([X[1], -omega ** 2 * X[0] - damping * X[1]])
+
+
+def midpoint(f, X0, ts, *args):
+    X = X0
+    for i in range(ts.shape[0] - 1):
+        dt = ts[i + 1] - ts[i]
+        k1 = f(X, ts[i], *args)
+        X = X + dt * f(X + 0.5 * dt * k1, ts[i], *args)
+    return X
+
+
+def spread_arguments(X0, omega):
+    params = (omega, 0.1)
+    options = {"axis": 0}
+    return np.sum(midpoint(oscillator, X0, np.arange(5) * 0.25, *params) ** 2, **options)

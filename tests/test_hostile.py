@@ -49,8 +49,6 @@ CASES = [
     (H.global_write, "in-place writes need a local array", "TABLE[0] = x", "inside the function", (1.5,)),
     (H.view_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),
     (H.contiguous_copy_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),
-    (H.kwargs_unpack, "`**` unpacking in a call", "**options", "one by one", (ONES,)),
-    (H.star_call, "`*` unpacking in a call", "*parts", "one by one", (1.5,)),
     (H.complex_literal, "`Imaginary` expressions", "1j", "real and imaginary parts", (1.5,)),
     (H.isinstance_branch, "the builtin `isinstance`", "isinstance(x", "structure", (1.5,)),
     (H.bitwise, "operator `&` is not supported", "x & 1", "no derivative", (1.5,)),

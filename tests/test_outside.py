@@ -141,3 +141,10 @@ def test_a_plain_object_argument_is_read_like_a_global_one(backend):
     assert_close(g(x, p), fd_grad(of.energy, (x, p), 0))
     p.W[0, 0] = 3.0  # its arrays are read at each call
     assert_close(g(x, p), fd_grad(of.energy, (x, p), 0))
+
+
+def test_star_arguments_spread_static_tuples_and_dicts(backend):
+    X0 = np.array([0.3, -0.5])
+    gx, gw = s2sad.grad(of.spread_arguments, (0, 1), backend=backend)(X0, 1.3)
+    assert_close(gx, fd_grad(of.spread_arguments, (X0, 1.3), 0))
+    assert_close(gw, fd_grad(of.spread_arguments, (X0, 1.3), 1))
