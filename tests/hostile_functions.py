@@ -20,10 +20,6 @@ MODEL = Model()
 TABLE = np.ones(3)
 
 
-def helper(a, b=1.0):
-    return a * b
-
-
 def class_inside(x):
     class Box:
         pass
