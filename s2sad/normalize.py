@@ -1079,6 +1079,9 @@ class Lowerer:
             args = leading + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
             kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
             rule = found[0]
+            if rule.operator and kwargs:
+                raise self.err(node, f"{found[1]}() with keyword arguments ({kwargs[0][0]}=...) is not supported",
+                               f"write the operator `{rules.registry.OPERATORS[rule.operator][0]}` and assign the result")
             if rule.differentiable:
                 t = rule.template()
                 n_pos, given = len(t.params) - 2, len(args) + len(kwargs)
