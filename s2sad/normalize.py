@@ -947,7 +947,7 @@ class Lowerer:
             base = self.static_value(node.value)
             if base is _NOT_STATIC:
                 return _NOT_STATIC
-            if not isinstance(base, (types.ModuleType, type)):
+            if not isinstance(base, (types.ModuleType, type)) and not rules.registry.is_namespace(base):
                 return _NOT_STATIC
             try:
                 found = getattr(base, node.attr.value)
@@ -1090,6 +1090,7 @@ class Lowerer:
                     raise self.err(node, f"{found[1]}() takes at most {n_pos} positional arguments here")
                 if required and given < n_pos:
                     raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
+                args, kwargs = _keywords_in_place(t, args, kwargs)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType):
@@ -1408,6 +1409,18 @@ def _dotted(node) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return node.value
+
+
+def _keywords_in_place(t, args: list, kwargs: list) -> tuple[list, list]:
+    """Keyword operands a rule differentiates (`norm.logpdf(x, loc=mu, scale=s)`) become positional, with
+    the defaults of any skipped before them: only positional operands get derivatives."""
+    params, named = t.params[2:], dict(kwargs)
+    moved = [i for i in t.differentiable_positions() if i >= len(args) and params[i] in named]
+    if not moved:
+        return args, kwargs
+    for param in params[len(args):max(moved) + 1]:
+        args = args + [named.pop(param) if param in named else Const(t.defaults[param])]
+    return args, [(k, v) for k, v in kwargs if k in named]
 
 
 def _bind(fn, args, kwargs) -> dict:
