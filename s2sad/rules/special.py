@@ -19,7 +19,7 @@ NORM = ((), (3,), ((2, 3), (3,), ()), ((3,), (), (2, 3)))
 
 norm = scipy.stats.norm
 add_namespace(norm)
-for _name in ("erf", "erfc", "expit", "logit", "gammaln", "digamma", "psi", "polygamma", "xlogy"):
+for _name in ("erf", "erfc", "expit", "logit", "gammaln", "digamma", "polygamma", "xlogy", "logsumexp"):  # psi is digamma
     spell_as(getattr(scipy.special, _name), f"scipy.special.{_name}")
 for _name in ("cdf", "pdf", "logpdf"):
     spell_as(getattr(norm, _name), f"scipy.stats.norm.{_name}")
