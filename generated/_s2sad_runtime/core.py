@@ -797,8 +797,14 @@ def _ol_add_at(a, idx, v):
             out[idx] += v
             return out
         return one
+    if isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean):
+        def masked(a, idx, v):  # a mask picks each entry at most once
+            out = a.astype(np.float64)
+            out[idx] += v
+            return out
+        return masked
     if not (isinstance(idx, types.Array) and isinstance(idx.dtype, types.Integer) and idx.ndim == 1):
-        raise TypingError(f"add_at: index must be an int or a 1-D int array, got {idx}")
+        raise TypingError(f"add_at: index must be an int, a 1-D int array or a boolean mask, got {idx}")
     if isinstance(v, types.Array):
         def many(a, idx, v):
             out = a.astype(np.float64)
@@ -854,7 +860,7 @@ def mask_last(g, idx):
     NumPy's `y[idx] = v` keeps the last write of a repeated index; the others have no effect,
     so their adjoint is zero.
     """
-    if np.ndim(idx) == 0:
+    if np.ndim(idx) == 0 or np.asarray(idx).dtype == np.bool_:  # a mask picks each entry at most once
         return g
     out = np.array(g, dtype=np.float64)
     seen = set()
@@ -867,7 +873,7 @@ def mask_last(g, idx):
 
 @overload(mask_last)
 def _ol_mask_last(g, idx):
-    if isinstance(idx, types.Integer):
+    if isinstance(idx, types.Integer) or isinstance(getattr(idx, "dtype", None), types.Boolean):
         return lambda g, idx: g
 
     def impl(g, idx):
