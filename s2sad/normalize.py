@@ -43,7 +43,7 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
            "squeeze": np.squeeze, "trace": np.trace, "clip": np.clip, "argmax": np.argmax, "argmin": np.argmin}
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
-ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose}
+ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
 SEQUENCE_CALLS = (np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.split)
 HINT_RULE = ("three ways out: wrap it in a function decorated with @s2sad.custom_jvp (give the tangent) or "
              "@s2sad.custom_vjp (give the cotangent), or register a rule for it once with "
