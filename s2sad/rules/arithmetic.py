@@ -58,7 +58,9 @@ def matmul_tangent(g, out, x, y):
 
 @defrule(operator="matmul", elementwise=False, cheap=False, tangent=matmul_tangent,
          checks=[Check("a @ b", shapes=(((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 2)), ((3,), (3,)))),
-                 Check("np.matmul(a, b)", shapes=(((2, 3), (3, 4)),))])
+                 Check("np.matmul(a, b)", shapes=(((2, 3), (3, 4)),)),
+                 Check("a @ b", shapes=(((2, 3, 4), (4,)), ((3,), (2, 3, 4)), ((2, 3, 4), (2, 4, 2)))),
+                 Check("np.matmul(a, b)", shapes=(((3, 4), (2, 4, 2)), ((2, 3, 4), (4, 2)), ((1, 2, 3), (2, 3, 2))))])
 def matmul(g, out, x, y):
     g = unbroadcast(g, out)
     return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)
