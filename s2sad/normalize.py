@@ -1080,8 +1080,9 @@ class Lowerer:
             kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
             rule = found[0]
             if rule.operator and kwargs:
+                op = rules.registry.OPERATORS[rule.operator][0]
                 raise self.err(node, f"{found[1]}() with keyword arguments ({kwargs[0][0]}=...) is not supported",
-                               f"write the operator `{rules.registry.OPERATORS[rule.operator][0]}` and assign the result")
+                               f"write the operator `{op}` and assign the result")
             if rule.differentiable:
                 t = rule.template()
                 n_pos, given = len(t.params) - 2, len(args) + len(kwargs)

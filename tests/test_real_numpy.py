@@ -4,6 +4,10 @@ Each gradient is checked against central finite differences, and the tangent alo
 too, on both backends."""
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,3 +162,17 @@ def test_keyword_arguments_of_an_operator_ufunc_are_refused():
     with pytest.raises(s2sad.UnsupportedError, match=r"np.multiply\(\) with keyword arguments \(out=...\)") as err:
         s2sad.grad(f, backend="python")(np.ones(2), np.ones(2))
     assert "write the operator `*`" in str(err.value)
+
+
+def test_scipy_rules_load_when_a_program_names_scipy(tmp_path):
+    """s2sad does not import scipy.special or scipy.stats (slow); their rules load on first sight of one."""
+    (tmp_path / "uses_erf.py").write_text("from scipy.special import erf\n\n\ndef f(x):\n    return erf(x) * 2.0\n")
+    code = ("import sys, s2sad\n"
+            "assert 'scipy.special' not in sys.modules and 'scipy.stats' not in sys.modules\n"
+            "import uses_erf\n"
+            "assert s2sad.rules.lookup_object(uses_erf.erf)[1] == 'scipy.special.erf'\n"
+            "print(s2sad.grad(uses_erf.f, backend='python')(0.3))\n")
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(tmp_path)])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert_close(float(out), 2.0 * 2.0 / math.sqrt(math.pi) * math.exp(-0.09), rtol=1e-12)

@@ -25,9 +25,10 @@ def linspace_tangent(g, out, start, stop, num=50, endpoint=True):
 
 # linspace is linear in (start, stop): start + (stop - start) * t = linspace(start, 0) + linspace(0, stop)
 @defrule(np.linspace, linspace_any, elementwise=False, print_as="linspace_any", tangent=linspace_tangent,
-         checks=[Check("np.linspace(a, b, 5)", shapes=((),)), Check("np.linspace(a, b, 4, endpoint=False)", shapes=((),)),
+         checks=[Check("np.linspace(a, b, 5)", shapes=((),)),
+                 Check("np.linspace(a, b, 4, endpoint=False)", shapes=((),)),
                  Check("np.linspace(a, 2.0, 1)", shapes=((),)), Check("np.linspace(-1.0, b)", shapes=((),))])
 def linspace(g, out, start, stop, num=50, endpoint=True):
     g = unbroadcast(g, out)
-    return (sum_reduce(g * linspace_any(1.0, 0.0, num, endpoint)), sum_reduce(g * linspace_any(0.0, 1.0, num, endpoint)),
-            None, None)
+    return (sum_reduce(g * linspace_any(1.0, 0.0, num, endpoint)),
+            sum_reduce(g * linspace_any(0.0, 1.0, num, endpoint)), None, None)

@@ -10,9 +10,9 @@ spelling (reshape_like, untranspose, tile_adjoint, ...) are runtime helpers with
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule
-from s2sad.runtime import (as_float, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2, expand_dims_any,
-                           flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any,
-                           squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
+from s2sad.runtime import (as_float, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2,
+                           expand_dims_any, flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like,
+                           roll_any, squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
 
 ND = ((3,), (2, 3), (2, 3, 2))
 MATRIX = ((2, 3),)

@@ -19,7 +19,7 @@ NORM = ((), (3,), ((2, 3), (3,), ()), ((3,), (), (2, 3)))
 
 norm = scipy.stats.norm
 add_namespace(norm)
-for _name in ("erf", "erfc", "expit", "logit", "gammaln", "digamma", "polygamma", "xlogy", "logsumexp"):  # psi is digamma
+for _name in ("erf", "erfc", "expit", "logit", "gammaln", "digamma", "polygamma", "xlogy", "logsumexp"):  # psi: digamma
     spell_as(getattr(scipy.special, _name), f"scipy.special.{_name}")
 for _name in ("cdf", "pdf", "logpdf"):
     spell_as(getattr(norm, _name), f"scipy.stats.norm.{_name}")
@@ -57,14 +57,16 @@ def gammaln(g, out, x):
 
 
 @defrule(scipy.special.digamma, scipy.special.psi, sp_digamma, name="special_digamma", print_as="sp_digamma",
-         costly=True, checks=[Check("scipy.special.digamma(a)", "positive"), Check("scipy.special.psi(a + 2.0)", "unit")])
+         costly=True,
+         checks=[Check("scipy.special.digamma(a)", "positive"), Check("scipy.special.psi(a + 2.0)", "unit")])
 def digamma(g, out, x):
     return (g * sp_polygamma(1, x),)
 
 
 # the order n is an integer: only x is differentiable
 @defrule(scipy.special.polygamma, sp_polygamma, name="special_polygamma", print_as="sp_polygamma", costly=True,
-         checks=[Check("scipy.special.polygamma(1, a)", "positive"), Check("scipy.special.polygamma(2, a + 3.0)", "unit")])
+         checks=[Check("scipy.special.polygamma(1, a)", "positive"),
+                 Check("scipy.special.polygamma(2, a + 3.0)", "unit")])
 def polygamma(g, out, n, x):
     return None, g * sp_polygamma(n + 1, x)
 
