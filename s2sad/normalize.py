@@ -46,7 +46,7 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
            "squeeze": np.squeeze, "trace": np.trace, "clip": np.clip, "argmax": np.argmax, "argmin": np.argmin}
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
-ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose}
+ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
 SEQUENCE_CALLS = (np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.split)
 HINT_RULE = ("three ways out: wrap it in a function decorated with @s2sad.custom_jvp (give the tangent) or "
              "@s2sad.custom_vjp (give the cotangent), or register a rule for it once with "
@@ -365,9 +365,9 @@ class Lowerer:
         fn = None if ref is None else ref.obj
         if isinstance(fn, NestedFunction):
             return True
-        if isinstance(fn, types.MethodType):
-            fn = fn.__func__
-        return isinstance(unwrap(fn), types.FunctionType) and rules.lookup_object(fn) is None
+        if fn is None or rules.lookup_object(fn) is not None:
+            return False
+        return isinstance(unwrap(fn.__func__ if isinstance(fn, types.MethodType) else fn), types.FunctionType)
 
     def is_push(self, node) -> bool:
         """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""
@@ -1060,7 +1060,8 @@ class Lowerer:
         fn = _NOT_STATIC if ref is None else ref.obj
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
-        if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType):
+        if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType) \
+                and rules.lookup_object(fn) is None:  # (scipy.stats.norm.cdf has a rule)
             owner = StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None)
             return self.inline(node, unwrap(fn.__func__), [owner], out, target)
         from s2sad import api
@@ -1196,6 +1197,10 @@ class Lowerer:
             args = leading + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
             kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
             rule = found[0]
+            if rule.operator and kwargs:
+                op = rules.registry.OPERATORS[rule.operator][0]
+                raise self.err(node, f"{found[1]}() with keyword arguments ({kwargs[0][0]}=...) is not supported",
+                               f"write the operator `{op}` and assign the result")
             if rule.differentiable:
                 t = rule.template()
                 n_pos, given = len(t.params) - 2, len(args) + len(kwargs)
@@ -1204,6 +1209,7 @@ class Lowerer:
                     raise self.err(node, f"{found[1]}() takes at most {n_pos} positional arguments here")
                 if required and given < n_pos:
                     raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
+                args, kwargs = _keywords_in_place(t, args, kwargs)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType):
@@ -1712,6 +1718,18 @@ def _dotted(node) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return node.value
+
+
+def _keywords_in_place(t, args: list, kwargs: list) -> tuple[list, list]:
+    """Keyword operands a rule differentiates (`norm.logpdf(x, loc=mu, scale=s)`) become positional, with
+    the defaults of any skipped before them: only positional operands get derivatives."""
+    params, named = t.params[2:], dict(kwargs)
+    moved = [i for i in t.differentiable_positions() if i >= len(args) and params[i] in named]
+    if not moved:
+        return args, kwargs
+    for param in params[len(args):max(moved) + 1]:
+        args = args + [named.pop(param) if param in named else Const(t.defaults[param])]
+    return args, [(k, v) for k, v in kwargs if k in named]
 
 
 def _bind(fn, args, kwargs) -> dict:

@@ -26,7 +26,8 @@ from s2sad.ir import Assign, Const, Copy, For, Load, Prim, Slice, Store, Var, Wh
 
 VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
          "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip",
-         "ascontiguousarray", "asfortranarray", "asarray")  # NumPy may return a view of (or) the operand
+         "ascontiguousarray", "asfortranarray", "asarray", "atleast_3d", "diag",
+         "diagonal")  # NumPy may return a view of (or) the operand
 # argument positions whose values are never read, only their shapes (a read there sees no write)
 SHAPE_ONLY = {"shape": (0,), "len": (0,), "size": (0,), "ndim": (0,), "zeros_like": (0,), "ones_like": (0,),
               "empty_like": (0,), "zeros_like_adj": (0,), "unbroadcast": (1,), "reshape_like": (1,),

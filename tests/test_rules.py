@@ -10,8 +10,9 @@ import pytest
 
 import s2sad
 from helpers import assert_close, fd_grad
-from s2sad.rules import all_rules
+from s2sad.rules import all_rules, load_optional
 
+load_optional()  # SciPy's rules, which s2sad otherwise loads when a program first names a SciPy function
 OPERANDS = "abc"
 RULES = [r for r in all_rules() if r.differentiable]
 CASES = [(rule, check, shape) for rule in RULES for check in rule.checks for shape in check.shapes]
@@ -65,7 +66,7 @@ def _function(expr, names, tmp_path_factory):
     key = (expr, tuple(names))
     if key not in _MODULES:
         folder = tmp_path_factory.mktemp("rulecheck")
-        header = "import math\nimport numpy as np\nimport third_party  # noqa: F401\nfrom s2sad.runtime import *  # noqa\n"
+        header = "import math\nimport numpy as np\nimport scipy.special\nimport scipy.stats\nimport third_party  # noqa: F401\nfrom s2sad.runtime import *  # noqa\n"
         src = f"{header}\n\ndef f({', '.join(names)}):\n    return {expr}\n"
         path = folder / "rulecheck_mod.py"
         path.write_text(src)

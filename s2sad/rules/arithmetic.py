@@ -1,45 +1,53 @@
-"""Python operators: + - * / ** @, unary minus, and the non-differentiable ones."""
+"""Python operators: + - * / ** @, unary minus, and the non-differentiable ones.
+
+NumPy's ufuncs spelled as functions (np.add(x, y), np.negative(x), ...) are the operators' own rules:
+generated code prints them as the operators.
+"""
 
 import numpy as np
 
-from s2sad.rules.registry import Check, defrule, nondiff
+from s2sad.rules.registry import Check, alias, defrule, nondiff
 from s2sad.runtime import matmul_adjoint_a, matmul_adjoint_b, unbroadcast
 
 BROADCAST = ((), (3,), ((2, 3), (3,)), ((3,), ()), ((), (2, 3)))
 
 
-@defrule(operator="add", checks=[Check("a + b", shapes=BROADCAST)])
+@defrule(operator="add", checks=[Check("a + b", shapes=BROADCAST), Check("np.add(a, b)", shapes=BROADCAST)])
 def add(g, out, x, y):
     return g, g
 
 
-@defrule(operator="sub", checks=[Check("a - b", shapes=BROADCAST)])
+@defrule(operator="sub", checks=[Check("a - b", shapes=BROADCAST), Check("np.subtract(a, b)", shapes=BROADCAST)])
 def sub(g, out, x, y):
     return g, -g
 
 
-@defrule(operator="mul", checks=[Check("a * b", shapes=BROADCAST), Check("a * a")])
+@defrule(operator="mul", checks=[Check("a * b", shapes=BROADCAST), Check("a * a"),
+                                 Check("np.multiply(a, b)", shapes=BROADCAST)])
 def mul(g, out, x, y):
     return g * y, g * x
 
 
-@defrule(operator="truediv", checks=[Check("a / b", domain="nonzero", shapes=BROADCAST)])
+@defrule(operator="truediv", checks=[Check("a / b", domain="nonzero", shapes=BROADCAST),
+                                     Check("np.divide(a, b)", domain="nonzero", shapes=BROADCAST),
+                                     Check("np.true_divide(a, b)", domain="nonzero", shapes=BROADCAST)])
 def truediv(g, out, x, y):
     return g / y, -g * out / y
 
 
 @defrule(operator="pow", checks=[Check("a ** b", domain="positive", shapes=BROADCAST),
-                                 Check("a ** 3"), Check("a ** 2.5", domain="positive")])
+                                 Check("a ** 3"), Check("a ** 2.5", domain="positive"),
+                                 Check("np.float_power(a, b)", domain="positive", shapes=BROADCAST)])
 def pow(g, out, x, y):
     return g * y * x ** (y - 1), g * out * np.log(x)
 
 
-@defrule(operator="neg", checks=[Check("-a")])
+@defrule(operator="neg", checks=[Check("-a"), Check("np.negative(a)")])
 def neg(g, out, x):
     return (-g,)
 
 
-@defrule(operator="pos", checks=[Check("+a")])
+@defrule(operator="pos", checks=[Check("+a"), Check("np.positive(a)")])
 def pos(g, out, x):
     return (g,)
 
@@ -49,7 +57,10 @@ def matmul_tangent(g, out, x, y):
 
 
 @defrule(operator="matmul", elementwise=False, cheap=False, tangent=matmul_tangent,
-         checks=[Check("a @ b", shapes=(((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 2)), ((3,), (3,))))])
+         checks=[Check("a @ b", shapes=(((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 2)), ((3,), (3,)))),
+                 Check("np.matmul(a, b)", shapes=(((2, 3), (3, 4)),)),
+                 Check("a @ b", shapes=(((2, 3, 4), (4,)), ((3,), (2, 3, 4)), ((2, 3, 4), (2, 4, 2)))),
+                 Check("np.matmul(a, b)", shapes=(((3, 4), (2, 4, 2)), ((2, 3, 4), (4, 2)), ((1, 2, 3), (2, 3, 2))))])
 def matmul(g, out, x, y):
     g = unbroadcast(g, out)
     return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)
@@ -59,6 +70,15 @@ def matmul(g, out, x, y):
 def mod(g, out, x, y):  # float x % y = x - floor(x / y) * y, away from its jumps
     return g, -g * np.floor(x / y)
 
+
+alias("add", np.add)
+alias("sub", np.subtract)
+alias("mul", np.multiply)
+alias("truediv", np.divide, np.true_divide)
+alias("pow", np.float_power)
+alias("neg", np.negative)
+alias("pos", np.positive)
+alias("matmul", np.matmul)
 
 for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "not", "and", "or"):
     nondiff(name=_key, operator=_key)

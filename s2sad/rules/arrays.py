@@ -1,8 +1,9 @@
-"""Array creation and shape queries (no derivative)."""
+"""Array creation and shape queries (no derivative, but for np.linspace's endpoints)."""
 
 import numpy as np
 
-from s2sad.rules.registry import nondiff
+from s2sad.rules.registry import Check, defrule, nondiff
+from s2sad.runtime import linspace_any, sum_reduce, unbroadcast
 
 nondiff(np.shape, name="shape")
 nondiff(np.size, name="size")
@@ -16,3 +17,18 @@ nondiff(np.ones_like, name="ones_like")
 nondiff(np.empty_like, name="empty_like")
 nondiff(np.arange, name="arange")
 nondiff(np.eye, name="eye")
+
+
+def linspace_tangent(g, out, start, stop, num=50, endpoint=True):
+    return linspace_any(g, 0.0, num, endpoint), linspace_any(0.0, g, num, endpoint), None, None
+
+
+# linspace is linear in (start, stop): start + (stop - start) * t = linspace(start, 0) + linspace(0, stop)
+@defrule(np.linspace, linspace_any, elementwise=False, print_as="linspace_any", tangent=linspace_tangent,
+         checks=[Check("np.linspace(a, b, 5)", shapes=((),)),
+                 Check("np.linspace(a, b, 4, endpoint=False)", shapes=((),)),
+                 Check("np.linspace(a, 2.0, 1)", shapes=((),)), Check("np.linspace(-1.0, b)", shapes=((),))])
+def linspace(g, out, start, stop, num=50, endpoint=True):
+    g = unbroadcast(g, out)
+    return (sum_reduce(g * linspace_any(1.0, 0.0, num, endpoint)),
+            sum_reduce(g * linspace_any(0.0, 1.0, num, endpoint)), None, None)

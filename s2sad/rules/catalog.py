@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from s2sad.rules import FAMILIES, FAMILY_OF, registry
+from s2sad.rules import FAMILIES, FAMILY_OF, load_optional, registry
 
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 HELPERS = "Runtime helpers (generated code)"
@@ -26,6 +26,7 @@ def spellings_by_rule() -> dict[str, list[str]]:
 
 def markdown() -> str:
     """One row per family: what is differentiable and what has a zero derivative."""
+    load_optional()
     names = spellings_by_rule()
     rows = [START, "| family | differentiable | zero derivative |", "|---|---|---|"]
     for title in FAMILIES:  # s2sad's own rules (not those a program registered)

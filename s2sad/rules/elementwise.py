@@ -218,10 +218,10 @@ def fmin(g, out, x, y):
 
 # np.clip(x, lo, hi) is minimum(maximum(x, lo), hi): x where lo <= x <= hi (ties go to x), else the
 # bound it was clipped to. Bounds may be None (no term then reads them). With inverted bounds
-# (lo > hi: NumPy returns hi everywhere) hi only gets the x > hi part. Bounds given by keyword
-# are treated as constants.
+# (lo > hi: NumPy returns hi everywhere) hi only gets the x > hi part.
 @defrule(np.clip, np_clip, print_as="np_clip",
          checks=[Check("np.clip(a, b - 1.0, c + 1.0)", "unit", ((), (3,), ((2, 3), (3,), ()), ((3,), (2, 3), (3,)))),
+                 Check("np.clip(a, a_min=b - 1.0, a_max=c + 1.0)", "unit", ((3,),)),
                  Check("np.clip(a, -0.5, 0.5)"), Check("np.clip(a, None, 0.5)"), Check("np.clip(a, -0.5, None)")])
 def clip(g, out, x, a_min, a_max):
     return g * (out == x), g * (x < a_min) * (out == a_min), g * (x > a_max) * (out == a_max)

@@ -1,4 +1,5 @@
-"""Products and linear algebra: dot, vdot, inner, outer, tensordot, einsum, solve, inv, det, cholesky.
+"""Products and linear algebra: dot, vdot, inner, outer, tensordot, einsum, solve, inv, det, cholesky, and the
+parts of a matrix: triu, tril, diag, diagonal.
 
 Contractions numba lacks (einsum, tensordot, inner) print as runtime stand-ins (s2sad/runtime/linalg.py).
 Their adjoints and tangents are all `einsum_into` calls: operand k's adjoint is the einsum with `g` in
@@ -8,9 +9,9 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (einsum_into, einsum_op, einsum_swap, inner_op, logabsdet, matmul_adjoint_a,
-                           matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower, tensordot_op,
-                           tensordot_spec, tril_half, unbroadcast, vdot_flat)
+from s2sad.runtime import (diag_adjoint, diagonal_2d, einsum_into, einsum_op, einsum_swap, inner_op, logabsdet,
+                           matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
+                           tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
 
 MATRIX = ((2, 3),)
 SQUARE = ((3, 3),)
@@ -184,6 +185,67 @@ def cholesky(g, out, x):
     p = tril_half(out_t @ unbroadcast(g, out))
     m = np.linalg.solve(out_t, matrix_t(np.linalg.solve(out_t, matrix_t(p))))
     return (tril_half(m + matrix_t(m)),)
+
+
+# ------------------------------------------------------------------ parts of a matrix
+# triu and tril are masks (their own transposes); diag and diagonal take a diagonal out of a matrix, or
+# (np.diag of a vector) put one into a matrix of zeros, and diag_adjoint does the reverse of each.
+
+def triu_tangent(g, out, x, k=0):
+    return np.triu(g, k), None
+
+
+@defrule(np.triu, elementwise=False, tangent=triu_tangent,
+         checks=[Check("np.triu(a)", shapes=SQUARE + MATRIX), Check("np.triu(a, 1)", shapes=MATRIX),
+                 Check("np.triu(a, -1)", shapes=SQUARE + ((2, 3, 3),)), Check("np.triu(a, k=2)", shapes=((3, 4),))])
+def triu(g, out, x, k=0):
+    return np.triu(unbroadcast(g, out), k), None
+
+
+def tril_tangent(g, out, x, k=0):
+    return np.tril(g, k), None
+
+
+@defrule(np.tril, elementwise=False, tangent=tril_tangent,
+         checks=[Check("np.tril(a)", shapes=SQUARE + MATRIX), Check("np.tril(a, 1)", shapes=MATRIX),
+                 Check("np.tril(a, -1)", shapes=SQUARE + ((2, 3, 3),)), Check("np.tril(a, k=-2)", shapes=((4, 3),))])
+def tril(g, out, x, k=0):
+    return np.tril(unbroadcast(g, out), k), None
+
+
+def diag_tangent(g, out, v, k=0):
+    return np.diag(g, k), None
+
+
+@defrule(np.diag, elementwise=False, tangent=diag_tangent,
+         checks=[Check("np.diag(a)", shapes=((3,), (3, 3), (2, 3))), Check("np.diag(a, 1)", shapes=((2,), (3, 4))),
+                 Check("np.diag(a, -2)", shapes=((2,), (4, 3))), Check("np.diag(a, k=1)", shapes=((3, 3),))])
+def diag(g, out, v, k=0):
+    return diag_adjoint(unbroadcast(g, out), v, k), None
+
+
+def diagonal_tangent(g, out, x, offset=0):
+    return diagonal_2d(g, offset), None
+
+
+@defrule(np.diagonal, diagonal_2d, elementwise=False, print_as="diagonal_2d", tangent=diagonal_tangent,
+         checks=[Check("np.diagonal(a)", shapes=SQUARE + MATRIX), Check("np.diagonal(a, 1)", shapes=((3, 4),)),
+                 Check("np.diagonal(a, -1)", shapes=SQUARE)])
+def diagonal(g, out, x, offset=0):
+    return diag_adjoint(unbroadcast(g, out), x, offset), None
+
+
+def diag_adjoint_tangent(g, out, t, like, k=0):
+    return diag_adjoint(g, like, k), None, None
+
+
+# linear in t: for a matrix t it takes diagonal k, for a vector t it puts it on diagonal k (the other's transpose)
+@defrule(diag_adjoint, name="diag_adjoint", elementwise=False, tangent=diag_adjoint_tangent,
+         checks=[Check("diag_adjoint(a, b)", shapes=(((3,), (3, 3)), ((2,), (2, 3)), ((3, 3), (3,)))),
+                 Check("diag_adjoint(a, b, 1)", shapes=(((2,), (3, 3)), ((4, 4), (3,)))),
+                 Check("diag_adjoint(a, b, -1)", shapes=(((2,), (3, 2)),))])
+def diag_adjoint_rule(g, out, t, like, k=0):
+    return diag_adjoint(unbroadcast(g, out), t, k), None, None
 
 
 # ------------------------------------------------------------------ helpers the rules above call

@@ -131,8 +131,24 @@ _BY_OBJECT: dict[Any, tuple[Rule, str]] = {}
 _BY_NAME: dict[str, Rule] = {}
 
 
+_SPELLED: dict[Any, str] = {}  # objects whose name cannot be read off them (SciPy's ufuncs, norm.cdf)
+_NAMESPACES: list = []  # objects whose attributes are read when code is generated, like a module's (scipy.stats.norm)
+
+
+def spell_as(obj: Any, text: str) -> None:
+    """Name `obj` `text` in error messages and in the README's table."""
+    _SPELLED[obj] = text
+
+
+def add_namespace(obj: Any) -> None:
+    """Let programs call `obj.method(...)` where `obj.method` has a rule (as for a module's functions)."""
+    _NAMESPACES.append(obj)
+
+
 def spelling(obj: Any) -> str:
     """How generated code names `obj` (it imports numpy as np, and math)."""
+    if obj in _SPELLED:
+        return _SPELLED[obj]
     name = obj.__name__
     if obj is abs:
         return "np.abs"  # numba's builtin abs() refuses arrays; np.abs takes scalars and arrays
@@ -204,9 +220,35 @@ def nondiff(*objects, name: str, operator: str | None = None, print_as: str | No
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:
     try:
-        return _BY_OBJECT.get(obj)
+        found = _BY_OBJECT.get(obj)
     except TypeError:  # unhashable
         return None
+    if found is None and _load_optional_for(obj):
+        found = _BY_OBJECT.get(obj)
+    return found
+
+
+def is_namespace(obj: Any) -> bool:
+    _load_optional_for(obj)
+    return any(obj is n for n in _NAMESPACES)
+
+
+def _load_optional_for(obj: Any) -> bool:
+    """Load the SciPy rules the first time a program names a SciPy object (or generated code one of its
+    runtime stand-ins): s2sad itself does not import SciPy, whose import is slow. True when rules were added."""
+    from s2sad import rules
+
+    if rules.optional_loaded() or not _from_scipy(obj):
+        return False
+    rules.load_optional()
+    return True
+
+
+def _from_scipy(obj: Any) -> bool:
+    if isinstance(obj, np.ufunc):  # ufuncs carry no module: SciPy's are the ones NumPy lacks
+        return getattr(np, obj.__name__, None) is not obj
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and module.startswith(("scipy.", "s2sad.runtime.special"))
 
 
 def lookup(name: str) -> Rule:

@@ -10,9 +10,9 @@ spelling (reshape_like, untranspose, tile_adjoint, ...) are runtime helpers with
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule
-from s2sad.runtime import (as_float, atleast_1d, atleast_2d, concat_embed, concat_part, concatenate2, expand_dims_any,
-                           flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any,
-                           squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
+from s2sad.runtime import (as_float, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2,
+                           expand_dims_any, flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like,
+                           roll_any, squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
 
 ND = ((3,), (2, 3), (2, 3, 2))
 MATRIX = ((2, 3),)
@@ -105,6 +105,17 @@ def atleast_2d_tangent(g, out, x):
          tangent=atleast_2d_tangent,
          checks=[Check("atleast_2d(a)", shapes=((), (3,), (2, 3), (2, 3, 2))), Check("np.atleast_2d(a)", shapes=((),))])
 def atleast_2d_rule(g, out, x):
+    return (reshape_like(unbroadcast(g, out), x),)
+
+
+def atleast_3d_tangent(g, out, x):
+    return (atleast_3d(g),)
+
+
+@defrule(atleast_3d, np.atleast_3d, name="atleast_3d", elementwise=False, print_as="atleast_3d",
+         tangent=atleast_3d_tangent,
+         checks=[Check("np.atleast_3d(a)", shapes=((), (3,), (2, 3), (2, 3, 2)))])
+def atleast_3d_rule(g, out, x):
     return (reshape_like(unbroadcast(g, out), x),)
 
 

@@ -6,6 +6,8 @@ in nopython mode can call it.  The overloads pick an implementation from the
 numba types of the arguments (scalar vs array, ``axis`` None vs int).
 """
 
+import operator
+
 import numpy as np
 from llvmlite import ir as llvm_ir
 from numba import njit, types
@@ -634,6 +636,8 @@ def matmul_adjoint_a(g, a, b):
     na, nb = np.ndim(a), np.ndim(b)
     if na == 0 or nb == 0:
         return unbroadcast(g * b, a)
+    if na > 2 or nb > 2:
+        return _stacked_matmul_adjoints(g, a, b)[0]
     if na == 1 and nb == 1:
         return g * b
     if na == 2 and nb == 1:
@@ -648,6 +652,8 @@ def matmul_adjoint_b(g, a, b):
     na, nb = np.ndim(a), np.ndim(b)
     if na == 0 or nb == 0:
         return unbroadcast(g * a, b)
+    if na > 2 or nb > 2:
+        return _stacked_matmul_adjoints(g, a, b)[1]
     if na == 1 and nb == 1:
         return g * a
     if na == 1:
@@ -655,8 +661,65 @@ def matmul_adjoint_b(g, a, b):
     return a.T @ g
 
 
+def _stacked_matmul_adjoints(g, a, b):
+    """The adjoints of `a @ b` for stacks of matrices: a vector operand is a matrix of one row (a) or one
+    column (b), as np.matmul treats it; the stacks' broadcasting is undone by `unbroadcast`."""
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    g2 = g[..., None, :] if a.ndim == 1 else g
+    g2 = g2[..., None] if b.ndim == 1 else g2
+    a_bar = g2 @ np.swapaxes(b2, -1, -2)
+    b_bar = np.swapaxes(a2, -1, -2) @ g2
+    a_bar = a_bar[..., 0, :] if a.ndim == 1 else a_bar
+    b_bar = b_bar[..., 0] if b.ndim == 1 else b_bar
+    return unbroadcast(a_bar, a), unbroadcast(b_bar, b)
+
+
 def _ndim(t):
     return t.ndim if isinstance(t, types.Array) else 0
+
+
+@overload(operator.matmul)
+def _ol_stacked_matmul(a, b):
+    """`a @ b` where an operand is a stack of matrices (3-D): numba's `@` takes 1-D and 2-D arrays only.
+    The stacks broadcast (one of size 1, or a 2-D or 1-D operand, is used for every matrix of the other)."""
+    if not (_ndim(a) >= 1 and _ndim(b) >= 1 and max(_ndim(a), _ndim(b)) == 3):
+        return None
+
+    def stacked(a, b):
+        na, nb = _stack_size(a), _stack_size(b)
+        if na != nb and na != 1 and nb != 1:
+            raise ValueError("matmul: the stacks of matrices do not broadcast")
+        n = max(na, nb)
+        first = as_blas(_stack_item(a, 0)) @ as_blas(_stack_item(b, 0))
+        out = np.empty((n,) + first.shape, first.dtype)
+        out[0] = first
+        for i in range(1, n):
+            out[i] = as_blas(_stack_item(a, i)) @ as_blas(_stack_item(b, i))
+        return out
+    return stacked
+
+
+def _stack_size(x):
+    return x.shape[0] if x.ndim == 3 else 1
+
+
+def _stack_item(x, i):
+    return x[min(i, x.shape[0] - 1)] if x.ndim == 3 else x
+
+
+@overload(_stack_size)
+def _ol_stack_size(x):
+    if x.ndim == 3:
+        return lambda x: x.shape[0]
+    return lambda x: 1
+
+
+@overload(_stack_item)
+def _ol_stack_item(x, i):
+    if x.ndim == 3:
+        return lambda x, i: x[min(i, x.shape[0] - 1)]
+    return lambda x, i: x
 
 
 @overload(matmul_adjoint_a)
@@ -664,6 +727,12 @@ def _ol_matmul_adjoint_a(g, a, b):
     na, nb = _ndim(a), _ndim(b)
     if na == 0 or nb == 0:
         return lambda g, a, b: unbroadcast(g * b, a)
+    if na == 3 and nb == 1:
+        return lambda g, a, b: np.expand_dims(g, 2) * b
+    if na == 1 and nb == 3:
+        return lambda g, a, b: unbroadcast((np.expand_dims(g, 1) @ np.swapaxes(b, 1, 2))[:, 0, :], a)
+    if na == 3 or nb == 3:
+        return lambda g, a, b: unbroadcast(g @ np.swapaxes(b, -1, -2), a)
     if na == 1 and nb == 1:
         return lambda g, a, b: g * b
     if na == 2 and nb == 1:
@@ -678,6 +747,12 @@ def _ol_matmul_adjoint_b(g, a, b):
     na, nb = _ndim(a), _ndim(b)
     if na == 0 or nb == 0:
         return lambda g, a, b: unbroadcast(g * a, b)
+    if na == 3 and nb == 1:
+        return lambda g, a, b: unbroadcast((np.expand_dims(g, 1) @ a)[:, 0, :], b)
+    if na == 1 and nb == 3:
+        return lambda g, a, b: np.expand_dims(np.expand_dims(a, 1), 0) * np.expand_dims(g, 1)
+    if na == 3 or nb == 3:
+        return lambda g, a, b: unbroadcast(np.swapaxes(a, -1, -2) @ g, b)
     if na == 1 and nb == 1:
         return lambda g, a, b: g * a
     if na == 1:
@@ -796,8 +871,14 @@ def _ol_add_at(a, idx, v):
             out[idx] += v
             return out
         return one
+    if isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean):
+        def masked(a, idx, v):  # a mask picks each entry at most once
+            out = a.astype(np.float64)
+            out[idx] += v
+            return out
+        return masked
     if not (isinstance(idx, types.Array) and isinstance(idx.dtype, types.Integer) and idx.ndim == 1):
-        raise TypingError(f"add_at: index must be an int or a 1-D int array, got {idx}")
+        raise TypingError(f"add_at: index must be an int, a 1-D int array or a boolean mask, got {idx}")
     if isinstance(v, types.Array):
         def many(a, idx, v):
             out = a.astype(np.float64)
@@ -853,7 +934,7 @@ def mask_last(g, idx):
     NumPy's `y[idx] = v` keeps the last write of a repeated index; the others have no effect,
     so their adjoint is zero.
     """
-    if np.ndim(idx) == 0:
+    if np.ndim(idx) == 0 or np.asarray(idx).dtype == np.bool_:  # a mask picks each entry at most once
         return g
     out = np.array(g, dtype=np.float64)
     seen = set()
@@ -866,7 +947,7 @@ def mask_last(g, idx):
 
 @overload(mask_last)
 def _ol_mask_last(g, idx):
-    if isinstance(idx, types.Integer):
+    if isinstance(idx, types.Integer) or isinstance(getattr(idx, "dtype", None), types.Boolean):
         return lambda g, idx: g
 
     def impl(g, idx):

@@ -32,7 +32,11 @@ __all__ = [
     "concat_embed",
     "atleast_1d",
     "atleast_2d",
+    "atleast_3d",
     "as_float",
+    "diag_adjoint",
+    "diagonal_2d",
+    "linspace_any",
 ]
 
 
@@ -257,6 +261,89 @@ def _ol_atleast_2d(x):
     if x.ndim == 1:
         return lambda x: np.expand_dims(x, 0)
     return lambda x: x
+
+
+def atleast_3d(x):
+    """np.atleast_3d(x): scalars become (1, 1, 1), vectors (1, n, 1), matrices (m, n, 1)."""
+    return np.atleast_3d(x)
+
+
+@overload(atleast_3d)
+def _ol_atleast_3d(x):
+    if _is_scalar_type(x):
+        return lambda x: np.full((1, 1, 1), x)
+    _require_array("np.atleast_3d", x)
+    if x.ndim == 0:
+        return lambda x: np.ascontiguousarray(x).reshape((1, 1, 1))
+    if x.ndim == 1:
+        return lambda x: np.ascontiguousarray(x).reshape((1, x.shape[0], 1))
+    if x.ndim == 2:
+        return lambda x: np.ascontiguousarray(x).reshape((x.shape[0], x.shape[1], 1))
+    return lambda x: x
+
+
+# ---------------------------------------------------------------------------
+# diagonals and evenly spaced values
+# ---------------------------------------------------------------------------
+
+def diag_adjoint(t, like, k=0):
+    """The transpose of np.diag(like, k): for a matrix `like`, zeros of its shape with `t` on diagonal k;
+    for a vector `like`, diagonal k of the matrix `t`."""
+    if np.ndim(like) == 1:
+        return np.diag(t, k).copy()
+    out = np.zeros(np.shape(like))
+    _put_diagonal(out, t, k)
+    return out
+
+
+def _put_diagonal(out, t, k):
+    row, col = max(-k, 0), max(k, 0)
+    for i in range(t.shape[0]):
+        out[row + i, col + i] = t[i]
+
+
+_put_diagonal_compiled = njit(_put_diagonal)
+
+
+@overload(diag_adjoint)
+def _ol_diag_adjoint(t, like, k=0):
+    _require_array("diag_adjoint", like)
+    if like.ndim == 1:
+        return lambda t, like, k=0: np.diag(t, k)
+
+    def embed(t, like, k=0):
+        out = np.zeros(like.shape)
+        _put_diagonal_compiled(out, t, k)
+        return out
+    return embed
+
+
+def diagonal_2d(x, offset=0):
+    """np.diagonal(x, offset) of a matrix (numba lacks np.diagonal; np.diag of a matrix is the same)."""
+    if np.ndim(x) != 2:
+        raise ValueError(f"np.diagonal is supported for 2-D arrays, got {np.ndim(x)}-D")
+    return np.diagonal(x, offset)
+
+
+@overload(diagonal_2d)
+def _ol_diagonal_2d(x, offset=0):
+    if not (isinstance(x, types.Array) and x.ndim == 2):
+        raise TypingError(f"np.diagonal is supported for 2-D arrays, got {x}")
+    return lambda x, offset=0: np.diag(x, offset)
+
+
+def linspace_any(start, stop, num=50, endpoint=True):
+    """np.linspace(start, stop, num, endpoint) (numba's np.linspace has no `endpoint`)."""
+    return np.linspace(start, stop, num, endpoint)
+
+
+@overload(linspace_any)
+def _ol_linspace_any(start, stop, num=50, endpoint=True):
+    def impl(start, stop, num=50, endpoint=True):
+        if endpoint:
+            return np.linspace(start, stop, num)
+        return np.linspace(start, stop, num + 1)[:num] if num > 0 else np.linspace(start, stop, 0)
+    return impl
 
 
 def as_float(x):

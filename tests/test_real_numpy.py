@@ -1,0 +1,178 @@
+"""The NumPy and SciPy that real kernels call: ufuncs spelled as functions, boolean masks, matrix parts,
+stacks of matrices, scipy.special and scipy.stats.norm, in programs shaped like the code that uses them.
+Each gradient is checked against central finite differences, and the tangent along a random direction
+too, on both backends."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.special
+from scipy.special import erf, expit, gammaln, logsumexp, xlogy
+from scipy.stats import norm
+
+import s2sad
+from helpers import assert_close, fd_grad
+
+
+# ------------------------------------------------------------------ the programs
+
+def relu_layer(W, b, x):
+    """A dense layer with a ReLU written as a mask write, the way NumPy tutorials write it."""
+    h = W @ x + b
+    h[h < 0.0] = 0.0
+    return np.sum(h * h)
+
+
+def clipped_residuals(r, cap):
+    """Huber-like clipping with masks read and written."""
+    out = r * 1.0
+    big = np.abs(r) > cap
+    out[big] = cap * np.sign(r[big])
+    return np.sum(out ** 2) + np.sum(r[r > 0.0])
+
+
+def regression_log_likelihood(beta, sigma, X, y):
+    resid = y - X @ beta
+    return np.sum(norm.logpdf(resid, loc=0.0, scale=sigma))
+
+
+def normal_cdf(x):
+    return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def black_scholes_erf(S, sigma, K, T, r):
+    """A call price with the cumulative normal written with erf, as numba's Black-Scholes example does."""
+    d1 = (np.log(S / K) + (r + 0.5 * sigma * sigma) * T) / (sigma * np.sqrt(T))
+    d2 = d1 - sigma * np.sqrt(T)
+    return np.sum(S * normal_cdf(d1) - K * np.exp(-r * T) * normal_cdf(d2))
+
+
+def black_scholes_norm(S, sigma, K, T, r):
+    d1 = (np.log(S / K) + (r + 0.5 * sigma ** 2) * T) / (sigma * np.sqrt(T))
+    d2 = d1 - sigma * np.sqrt(T)
+    return np.sum(S * norm.cdf(d1) - K * np.exp(-r * T) * norm.cdf(d2))
+
+
+def upper_quadratic_form(A, x):
+    U = np.triu(A)
+    return x @ U @ x + np.sum(np.tril(A, -1) ** 2)
+
+
+def cholesky_log_det(A):
+    L = np.linalg.cholesky(A @ A.T + 3.0 * np.eye(A.shape[0]))
+    return 2.0 * np.sum(np.log(np.diag(L)))
+
+
+def gamma_log_likelihood(shape, rate, x):
+    """Gamma(shape, rate) log density summed over data: gammaln's derivative is digamma."""
+    n = x.shape[0]
+    return np.sum(xlogy(shape - 1.0, x) - rate * x) + n * (shape * np.log(rate) - gammaln(shape))
+
+
+def mixture_log_likelihood(means, log_scales, logits, x):
+    """A 1-D Gaussian mixture: log-sum-exp over components of log weight + log density."""
+    log_w = logits - logsumexp(logits)
+    dens = norm.logpdf(x.reshape(-1, 1), means, np.exp(log_scales))
+    return np.sum(logsumexp(log_w + dens, axis=1))
+
+
+def logistic_loss(w, X, y):
+    p = expit(X @ w)
+    return -np.sum(xlogy(y, p) + xlogy(1.0 - y, 1.0 - p))
+
+
+def ufunc_spelling(w, x, b):
+    z = np.add(np.multiply(w, x), b)
+    return np.sum(np.true_divide(np.negative(z), np.float_power(np.add(x, 3.0), 2.0)))
+
+
+def attention_scores(Q, K):
+    """Stacks of matrices, as a batch of attention heads computes them."""
+    scores = Q @ np.swapaxes(K, 1, 2)
+    return np.sum(np.tanh(scores)) + np.sum(np.matmul(Q, K[0, 0]) ** 2)
+
+
+R = np.random.default_rng(11)
+SPD = R.normal(size=(3, 3))
+CASES = [
+    (relu_layer, (R.normal(size=(4, 3)), R.normal(size=4), R.normal(size=3)), (0, 1, 2)),
+    (clipped_residuals, (R.normal(size=7), 0.8), (0, 1)),
+    (regression_log_likelihood, (R.normal(size=3), 0.7, R.normal(size=(6, 3)), R.normal(size=6)), (0, 1)),
+    (black_scholes_erf, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
+    (black_scholes_norm, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
+    (upper_quadratic_form, (R.normal(size=(3, 3)), R.normal(size=3)), (0, 1)),
+    (cholesky_log_det, (SPD,), (0,)),
+    (gamma_log_likelihood, (2.5, 1.5, R.uniform(0.2, 3.0, 6)), (0, 1)),
+    (mixture_log_likelihood, (R.normal(size=2), R.normal(size=2) * 0.3, R.normal(size=2), R.normal(size=5)),
+     (0, 1, 2)),
+    (logistic_loss, (R.normal(size=3), R.normal(size=(6, 3)), (R.uniform(size=6) > 0.5) * 1.0), (0,)),
+    (ufunc_spelling, (R.normal(size=3), R.uniform(0.5, 1.5, 3), 0.4), (0, 1, 2)),
+    (attention_scores, (R.normal(size=(2, 3, 4)), R.normal(size=(2, 2, 4))), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("fun, args, argnums", CASES, ids=[c[0].__name__ for c in CASES])
+def test_gradient_and_tangent_match_finite_differences(fun, args, argnums, backend):
+    grads = s2sad.grad(fun, argnums=argnums, backend=backend)(*args)
+    for g, i in zip(grads, argnums):
+        assert_close(g, fd_grad(fun, args, i))
+    rng = np.random.default_rng(3)
+    directions = [(rng.normal(size=np.shape(a)) if np.ndim(a) else 0.7) if i in argnums else np.zeros_like(a) * 1.0
+                  for i, a in enumerate(args)]  # the data (not in argnums) stays fixed
+    out, tangent = s2sad.jvp(fun, args, tuple(directions), backend=backend)
+    eps = 1e-6
+    plus = fun(*[a + eps * d for a, d in zip(args, directions)])
+    minus = fun(*[a - eps * d for a, d in zip(args, directions)])
+    assert_close(out, fun(*args), rtol=1e-12)
+    assert_close(tangent, (plus - minus) / (2 * eps))
+
+
+def test_black_scholes_greeks_match_closed_forms(backend):
+    S, sigma, K, T, r = np.array([95.0, 105.0]), 0.2, 100.0, 0.75, 0.01
+    delta, vega = s2sad.grad(black_scholes_norm, argnums=(0, 1), backend=backend)(S, sigma, K, T, r)
+    d1 = (np.log(S / K) + (r + 0.5 * sigma ** 2) * T) / (sigma * np.sqrt(T))
+    assert_close(delta, norm.cdf(d1), rtol=1e-7)
+    assert_close(vega, np.sum(S * norm.pdf(d1) * np.sqrt(T)), rtol=1e-7)
+
+
+def test_gammaln_second_derivative_is_trigamma(backend):
+    def log_gamma_sum(a):
+        return np.sum(gammaln(a))
+
+    a = np.array([0.7, 2.5, 11.0])
+    H = s2sad.hessian(log_gamma_sum, backend=backend)(a)
+    assert_close(H, np.diag(scipy.special.polygamma(1, a)), rtol=1e-7)
+
+
+def test_generated_code_calls_the_runtime_not_scipy():
+    text = s2sad.source(mixture_log_likelihood, argnums=(0, 1, 2))
+    code = "\n".join(line.split("#")[0] for line in text.splitlines())
+    assert "scipy" not in code and "norm_logpdf(" in code and "sp_logsumexp(" in code
+
+
+def test_keyword_arguments_of_an_operator_ufunc_are_refused():
+    def f(x, y):
+        return np.sum(np.multiply(x, y, out=x))
+
+    with pytest.raises(s2sad.UnsupportedError, match=r"np.multiply\(\) with keyword arguments \(out=...\)") as err:
+        s2sad.grad(f, backend="python")(np.ones(2), np.ones(2))
+    assert "write the operator `*`" in str(err.value)
+
+
+def test_scipy_rules_load_when_a_program_names_scipy(tmp_path):
+    """s2sad does not import scipy.special or scipy.stats (slow); their rules load on first sight of one."""
+    (tmp_path / "uses_erf.py").write_text("from scipy.special import erf\n\n\ndef f(x):\n    return erf(x) * 2.0\n")
+    code = ("import sys, s2sad\n"
+            "assert 'scipy.special' not in sys.modules and 'scipy.stats' not in sys.modules\n"
+            "import uses_erf\n"
+            "assert s2sad.rules.lookup_object(uses_erf.erf)[1] == 'scipy.special.erf'\n"
+            "print(s2sad.grad(uses_erf.f, backend='python')(0.3))\n")
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(tmp_path)])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert_close(float(out), 2.0 * 2.0 / math.sqrt(math.pi) * math.exp(-0.09), rtol=1e-12)
