@@ -183,6 +183,15 @@ class Loop:
 
 
 @dataclass
+class Walk:
+    """A run-time iteration: `length` items, the k-th built by `item(k, out)` as a tree whose leaves are IR
+    expressions (a row of an array, the counter, `start + k * step` of a range)."""
+    length: Any
+    item: Any
+    counts: bool = False  # the first item is the counter itself (enumerate from 0)
+
+
+@dataclass
 class Returns:
     outputs: list[str] | None = None
     flag: str | None = None
@@ -546,7 +555,7 @@ class Lowerer:
             raise self.err(node, "`for ... else` is not supported", "set a flag before `break` and test it after the loop")
         it = node.iter
         loc = self.loc
-        pre = []  # statements each iteration runs first (the element of an array / enumerate)
+        pre = None  # binds the target to each iteration's item (zip, enumerate, an array's rows)
         if isinstance(it, cst.Call) and self.static_value(it.func) in (range, numba.prange):
             if not isinstance(node.target, cst.Name):
                 raise self.err(node.target, "a range loop needs a single loop variable")
@@ -568,9 +577,9 @@ class Lowerer:
             counter = self.names.fresh(user_target or "i")
             if user_target:
                 self.emit(body, self.var(user_target), Copy(Var(counter)))
-        for name, atom in pre:
+        if pre is not None:
             self.loc = loc
-            self.emit(body, self.var(name), atom(counter))
+            pre(Var(counter), body)
         flags = self.branch(node.body.body, body)
         self.loops.pop()
         self.loc = loc
@@ -586,9 +595,12 @@ class Lowerer:
     def static_items(self, it, out):
         """The items of a loop over a static tuple/list/dict (or its .items()/.keys()/.values(), or
         enumerate of one), else None."""
-        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate) and len(it.args) == 1:
+        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate) and 1 <= len(it.args) <= 2:
             inner = self.static_items(it.args[0].value, out)
-            return None if inner is None else [(Const(i), item) for i, item in enumerate(inner)]
+            start = self.static_key(it.args[1].value) if len(it.args) == 2 else 0
+            return None if inner is None else [(Const(i), item) for i, item in enumerate(inner, start)]
+        if isinstance(it, cst.Call) and self.callee_is(it.func, zip):
+            return self.static_zip(it, out)
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
                 it.func.attr.value in ("items", "keys", "values"):
             base = self.tree_of(it.func.value)
@@ -667,23 +679,14 @@ class Lowerer:
         return set()
 
     def iter_loop(self, node: cst.For, out):
-        """`for v in array` / `for i, v in enumerate(array)`: loop over the first axis."""
-        it, target = node.iter, node.target
-        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate):
-            arr = self.iterated(node, it.args[0].value, out)
-            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2
-                    and all(isinstance(e.value, cst.Name) for e in target.elements)):
-                raise self.err(target, "use `for i, v in enumerate(array)`")
-            idx, val = (e.value.value for e in target.elements)
-            n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
-            return Const(0), n, Const(1), idx, [(val, lambda c: Load(arr, (Var(c),)))]
-        if not isinstance(target, cst.Name):
-            raise self.err(target, "loop over an array with a single loop variable")
-        arr = self.iterated(node, it, out)
-        if not isinstance(arr, Var):
-            raise self.err(it, "can only loop over range(...), an array, or enumerate(array)")
-        n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
-        return Const(0), n, Const(1), None, [(target.value, lambda c: Load(arr, (Var(c),)))]
+        """`for v in array`, `for a, b in zip(x, y)`, `for i, (a, b) in enumerate(zip(x, y))`: a loop over a
+        counter, binding the target to the counter's item of every array and range."""
+        walk = self.walk(node.iter, out, node)
+        first = node.target.elements[0].value if isinstance(node.target, cst.Tuple) and node.target.elements else None
+        index = first.value if walk.counts and isinstance(first, cst.Name) and self.private_to(node, first.value) \
+            else None  # enumerate's index, read only in the body: the loop's own counter
+        return Const(0), walk.length, Const(1), index, \
+            lambda k, body: self.bind_item(node.target, walk.item(k, body), body)
 
     def iterated(self, loop: cst.For, it, out):
         """The array a loop walks: the object bound before the loop, even where the body rebinds its name."""
@@ -1248,6 +1251,143 @@ class Lowerer:
             return Record([self.leaf_tree(c, f"{path}_{n}") for n, c in zip(labels, treedef.children)], names)
         items = [self.leaf_tree(c, f"{path}_{i}") for i, c in enumerate(treedef.children)]
         return tuple(items) if treedef.kind == "tuple" else items
+
+    # ------------------------------------------- iteration: zip, enumerate, comprehensions, builtins
+    def walk(self, it, out, loop: cst.For | None = None) -> Walk:
+        """A run-time iteration over `it`: an array's first axis, a range, or zip / enumerate of those."""
+        fn = self.static_value(it.func) if isinstance(it, cst.Call) else _NOT_STATIC
+        if fn is zip:
+            return self.zip_walk(it, out, loop)
+        if fn is enumerate:
+            return self.enumerate_walk(it, out, loop)
+        if fn is range or fn is numba.prange:
+            return self.range_walk(it, out)
+        if self.is_static_iterable(it):
+            raise self.err(it, "a tuple/list/dict is unrolled when the code is generated; here it is mixed with "
+                               "arrays or ranges, whose length is only known at run time",
+                           "loop over the tuple/list and index the array with its position: "
+                           "`for k, w in enumerate(ws): v = x[k]`")
+        arr = self.iterated(loop, it, out) if loop is not None else self.expr(it, out)
+        if not isinstance(arr, Var):
+            raise self.err(it, "cannot loop over a number",
+                           "loop over range(...), an array, a tuple/list, or zip / enumerate of those")
+        n = self.prim(out, "len", (arr,), hint="n")
+        return Walk(n, lambda k, body: Load(arr, (k,)))
+
+    def zip_walk(self, it, out, loop) -> Walk:
+        if not it.args or any(a.keyword for a in it.args):
+            raise self.err(it, "zip() takes the iterables as positional arguments here")
+        walks = [self.walk(a.value, out, loop) for a in it.args]
+        n = walks[0].length
+        for w in walks[1:]:  # the shortest wins, as in Python
+            n = self.emit(out, self.temp("n"), Prim(rules.lookup_object(min)[0], (n, w.length), (), "min"))
+        return Walk(n, lambda k, body: tuple(w.item(k, body) for w in walks))
+
+    def enumerate_walk(self, it, out, loop) -> Walk:
+        if not 1 <= len(it.args) <= 2 or it.args[0].keyword or any(a.keyword and a.keyword.value != "start"
+                                                                    for a in it.args[1:]):
+            raise self.err(it, "enumerate() takes an iterable and an optional start here")
+        inner = self.walk(it.args[0].value, out, loop)
+        start = self.expr(it.args[1].value, out) if len(it.args) == 2 else Const(0)
+        counts = start == Const(0)
+        index = (lambda k: Copy(k)) if counts else (lambda k: Prim(rules.lookup("add"), (k, start)))
+        return Walk(inner.length, lambda k, body: (index(k), inner.item(k, body)), counts)
+
+    def range_walk(self, it, out) -> Walk:
+        """range(start, stop, step) as the k-th item `start + k * step`, k < its length."""
+        start, stop, step = self.range_args(it, out)
+        if not (isinstance(step, Const) and isinstance(step.value, int) and step.value):
+            raise self.err(it, "a range inside zip() or enumerate() needs a constant, nonzero step")
+        s = step.value
+        if isinstance(start, Const) and isinstance(stop, Const):
+            n = Const(len(range(start.value, stop.value, s)))
+        elif start == Const(0) and s > 0:
+            n = stop
+        else:
+            n = self.prim(out, "sub", (stop, start) if s > 0 else (start, stop), hint="n")
+        if abs(s) != 1 and not isinstance(n, Const):  # a negative length runs no iteration, as an empty range
+            n = self.prim(out, "floordiv", (self.prim(out, "add", (n, Const(abs(s) - 1)), hint="n"), Const(abs(s))),
+                          hint="n")
+        return Walk(n, lambda k, body: self.range_item(start, step, k, body))
+
+    def range_item(self, start, step, k, body):
+        offset = k if step == Const(1) else self.prim(body, "mul", (k, step), hint="offset")
+        return Copy(offset) if start == Const(0) else Prim(rules.lookup("add"), (start, offset))
+
+    def static_zip(self, it, out):
+        """zip of static tuples/lists (and ranges with constant bounds) as a list of tuples; None when no
+        argument is static."""
+        parts = []
+        for arg in it.args:
+            node = arg.value
+            if arg.keyword or arg.star:
+                raise self.err(it, "zip() takes the iterables as positional arguments here")
+            if isinstance(node, cst.Call) and self.static_value(node.func) is range:
+                parts.append(node)
+            elif self.is_static_iterable(node):
+                parts.append(self.static_items(node, out))
+            else:
+                parts.append(None)
+        if all(p is None or isinstance(p, cst.Call) for p in parts):
+            return None
+        for i, (p, arg) in enumerate(zip(parts, it.args)):
+            if isinstance(p, cst.Call):
+                bounds = [self.expr(a.value, out) for a in p.args]
+                if all(isinstance(b, Const) and isinstance(b.value, int) for b in bounds):
+                    parts[i] = [Const(v) for v in range(*(b.value for b in bounds))]
+            if not isinstance(parts[i], list):
+                raise self.err(arg.value, "zip() of a tuple/list with an array or a run-time range: the tuple/list is "
+                                          "unrolled when the code is generated, the array's length is only known at "
+                                          "run time", "loop over the tuple/list and index the array with its "
+                                                      "position: `for k, w in enumerate(ws): v = x[k]`")
+        return [tuple(items) for items in zip(*parts)]
+
+    def is_static_iterable(self, it) -> bool:
+        """Does `it` name a static tuple/list/dict (or zip / enumerate / .items() of one), known without
+        lowering it?"""
+        if isinstance(it, (cst.Tuple, cst.List)):
+            return True
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and \
+                it.func.attr.value in ("items", "keys", "values") and not it.args:
+            return isinstance(self.tree_of(it.func.value), dict)
+        if isinstance(it, cst.Call) and it.args:
+            fn = self.static_value(it.func)
+            if fn is enumerate or fn in (list, tuple, reversed):
+                return self.is_static_iterable(it.args[0].value)
+            if fn is zip:
+                return any(self.is_static_iterable(a.value) for a in it.args)
+            return False
+        return self.tree_of(it) is not None
+
+    def bind_item(self, target, item, body):
+        """Bind a loop or comprehension target to a run-time item: a tree whose leaves are IR expressions."""
+        if isinstance(target, cst.Name):
+            name = target.value
+            if isinstance(item, tuple):  # `for pair in zip(x, y)`: a tuple of this iteration's values
+                self.trees[name] = self.item_atoms(item, name, body)
+                return
+            self.trees.pop(name, None)
+            var = self.var(name)
+            if item != Copy(Var(var)):  # enumerate's index that is the loop counter itself
+                self.emit(body, var, item)
+            return
+        if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement)
+                                                                 for e in target.elements):
+            raise self.err(target, "a loop target is a name or a tuple of names", "`for a, (b, c) in ...`")
+        names = [e.value for e in target.elements]
+        if isinstance(item, Load):  # `for a, b in pairs`: unpack the row of a 2-D array
+            item = tuple(Load(item.base, item.index + (Const(j),)) for j in range(len(names)))
+        if not isinstance(item, tuple):
+            raise self.err(target, "cannot unpack a number into several names")
+        if len(item) != len(names):
+            raise self.err(target, f"cannot unpack {len(item)} values into {len(names)} names")
+        for name, part in zip(names, item):
+            self.bind_item(name, part, body)
+
+    def item_atoms(self, item, hint, body):
+        if isinstance(item, tuple):
+            return tuple(self.item_atoms(part, hint, body) for part in item)
+        return self.emit(body, self.temp(hint), item)
 
     # -------------------------------------------------------------- function
     @property
