@@ -9,8 +9,10 @@ block, so every block has a single exit; calls to other user functions inlined.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import keyword
+import math
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +91,12 @@ BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
     "getattr": "pass the value itself as an argument",
     "setattr": "return the new value instead of storing it on an object",
 }
+
+REDUCERS = {  # builtin reductions: the operation folding two items, how it is spelled, a name for the result
+    "sum": ("add", None, "total"), "max": (max, "max", "largest"), "min": (min, "min", "smallest"),
+    "any": ("or", None, "any_true"), "all": ("and", None, "all_true"),
+}
+REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
 
 
 class Names:
@@ -740,6 +748,8 @@ class Lowerer:
             return out_dict
         if isinstance(node, cst.Name) and node.value in self.trees:
             return self.trees[node.value]
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self.list_comp(node, out)
         if isinstance(node, cst.Call):
             return self.call(node, out, target)
         if isinstance(node, cst.Subscript):
@@ -1049,6 +1059,8 @@ class Lowerer:
         return self.inline(call, tangent_fn, [], out, target)
 
     def apply(self, node, fn, leading, out, target):
+        if not leading and any(fn is b for b in (max, min, sum, any, all, list, tuple, dict)):
+            return self.builtin_call(node, fn, out, target)
         if fn is len and len(node.args) == 1 and not leading:
             value = self.value(node.args[0].value, out)
             if is_tree(value):
@@ -1107,6 +1119,8 @@ class Lowerer:
 
     def prim_arg(self, node, out):
         """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and not self.is_static_comprehension(node):
+            return self.filled_array(node, out, None)  # NumPy makes the list an array anyway
         value = self.value(node, out)
         if not is_tree(value):
             return value
@@ -1123,7 +1137,11 @@ class Lowerer:
             return self.split(node, out)
         if not node.args or node.args[0].keyword is not None:
             raise self.err(node, "pass the arrays as a tuple or list first")
-        items = self.value(node.args[0].value, out)
+        first = node.args[0].value
+        if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, (cst.ListComp, cst.GeneratorExp)) \
+                and not self.is_static_comprehension(first):
+            return self.filled_array(first, out, target)
+        items = self.value(first, out)
         if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
             raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)")
         axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]
@@ -1389,6 +1407,236 @@ class Lowerer:
             return tuple(self.item_atoms(part, hint, body) for part in item)
         return self.emit(body, self.temp(hint), item)
 
+    def builtin_call(self, node: cst.Call, fn, out, target):
+        """max / min / sum / any / all of several values, of a tuple/list, an array or a comprehension;
+        list / tuple / dict of static containers."""
+        positional = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        name = fn.__name__
+        if fn in (list, tuple, dict):
+            return self.container_call(node, fn, positional, keywords, out)
+        if set(keywords) - ({"start"} if fn is sum else set()):
+            raise self.err(node, f"{name}() with `{next(iter(keywords))}=` is not supported here",
+                           "write the loop that computes it")
+        if fn is sum and len(positional) == 2 and not keywords:
+            keywords["start"] = positional.pop()
+        if not positional or (len(positional) > 1 and fn not in (max, min)):
+            raise self.err(node, f"{name}() takes {'one iterable' if fn not in (max, min) else 'arguments'} here")
+        start = self.expr(keywords["start"], out) if "start" in keywords else None
+        if len(positional) > 1:
+            items = [self.expr(p, out) for p in positional]
+        elif isinstance(positional[0], (cst.GeneratorExp, cst.ListComp)):
+            return self.comprehension_reduce(positional[0], fn, start, out, target)
+        elif self.is_static_iterable(positional[0]):
+            items = self.static_items(positional[0], out)
+            if any(is_tree(i) for i in items):
+                raise self.err(node, f"{name}() of a tuple/list of tuples/lists is not supported")
+        elif fn in (any, all):  # an array: walk its first axis
+            gen = cst.GeneratorExp(cst.Name("v"), cst.CompFor(cst.Name("v"), positional[0]))
+            return self.comprehension_reduce(gen, fn, start, out, target)
+        else:  # an array: Python walks its first axis, NumPy reduces it
+            x = self.expr(positional[0], out)
+            found = rules.lookup_object({sum: np.sum, max: np.max, min: np.min}[fn])
+            axis = (("axis", Const(0)),) if fn is sum else ()
+            total = self.emit(out, target or self.temp(found[0].name), Prim(found[0], (x,), axis, found[1]))
+            return total if start is None else self.prim(out, "add", (start, total), target=target)
+        return self.fold(node, fn, items if start is None else [start] + items, out, target)
+
+    def fold(self, node, fn, items, out, target):
+        """The reduction of values known one by one when the code is generated: a chain of operations."""
+        if not items:
+            if fn in (max, min):
+                raise self.err(node, f"{fn.__name__}() of an empty sequence")
+            return Const({sum: 0, any: False, all: True}[fn])
+        op, spelled = REDUCERS[fn.__name__][:2]
+        rule = rules.lookup(op) if isinstance(op, str) else rules.lookup_object(op)[0]
+        acc = self.truth(items[0], fn, out)
+        for item in items[1:]:
+            acc = self.emit(out, self.temp(REDUCERS[fn.__name__][2]), Prim(rule, (acc, self.truth(item, fn, out)), (),
+                                                                          spelled))
+        return self.expr_result(acc, out, target)
+
+    def expr_result(self, atom, out, target):
+        if target is not None and atom != Var(target):
+            return self.emit(out, target, Copy(atom))
+        return atom
+
+    def truth(self, atom, fn, out, boolean=False):
+        """any / all combine truth values: a number becomes bool(number)."""
+        if fn not in (any, all) or boolean or isinstance(atom, Const) and isinstance(atom.value, bool):
+            return atom
+        return self.emit(out, self.temp("truth"), Prim(rules.lookup_object(bool)[0], (atom,), (), "bool"))
+
+    def comprehension_reduce(self, comp, fn, start, out, target):
+        """sum / max / min / any / all of a comprehension: unrolled over static containers, else an
+        accumulator updated in a loop."""
+        name = fn.__name__
+        op, spelled, hint = REDUCERS[name]
+        rule = rules.lookup(op) if isinstance(op, str) else rules.lookup_object(op)[0]
+        mark, loc, values, acc = len(out), self.loc, [], []
+        boolean = isinstance(comp.elt, (cst.Comparison, cst.BooleanOperation)) or \
+            isinstance(comp.elt, cst.UnaryOperation) and isinstance(comp.elt.operator, cst.Not)
+
+        def visit(body, dynamic):
+            value = self.truth(self.expr(comp.elt, body), fn, body, boolean)
+            if not dynamic:
+                values.append(value)
+                return
+            if not acc:  # the accumulator starts before the outermost loop
+                init = start if start is not None else Const(REDUCER_START[name])
+                acc.append(self.temp(hint))
+                out.insert(mark, Assign(acc[0], Copy(init), loc))
+            self.emit(body, acc[0], Prim(rule, (Var(acc[0]), value), (), spelled))
+
+        self.comprehension(comp, out, visit)
+        if acc:
+            return self.expr_result(Var(acc[0]), out, target)
+        return self.fold(comp, fn, values if start is None else [start] + values, out, target)
+
+    def comprehension(self, comp, out, visit):
+        """Call `visit(out, dynamic)` once per item of a comprehension, with its targets bound in a scope
+        of their own: static containers are unrolled, anything else is a loop (`dynamic`: inside a loop
+        or an `if` on run-time values)."""
+        with self.comprehension_scope(comp):
+            self.comprehension_for(comp.for_in, out, visit, False)
+
+    @contextlib.contextmanager
+    def comprehension_scope(self, comp):
+        names, level = set(), comp.for_in
+        while level is not None:
+            names |= _target_names(level.target)
+            level = level.inner_for_in
+        saved = {n: (self.scope.get(n), self.trees.get(n)) for n in names}
+        locals_ = self.locals
+        self.locals = locals_ | names
+        for n in names:  # the user's name where no other variable of the function has it
+            self.scope[n] = n if n not in locals_ and n not in self.scope and not self.stack[1:] else self.renamed(n)
+            self.trees.pop(n, None)
+        try:
+            yield
+        finally:
+            self.locals = locals_
+            for n, (var, tree) in saved.items():
+                for table, value in ((self.scope, var), (self.trees, tree)):
+                    if value is None:
+                        table.pop(n, None)
+                    else:
+                        table[n] = value
+
+    def comprehension_for(self, level, out, visit, dynamic):
+        if level.asynchronous is not None:
+            raise self.err(level, "`async for` cannot be differentiated")
+        if self.is_static_iterable(level.iter):
+            for item in self.static_items(level.iter, out):
+                self.bind_again(level.target, item, out)
+                self.comprehension_ifs(level, 0, out, visit, dynamic)
+            return
+        loc, body = self.loc, []
+        it = level.iter
+        with self.inside_loop():
+            if isinstance(it, cst.Call) and self.static_value(it.func) is range and isinstance(level.target, cst.Name):
+                bounds = self.range_args(it, out)
+                counter = self.var(level.target.value)
+            else:
+                walk = self.walk(it, out)
+                counter = self.names.fresh("k")
+                bounds = (Const(0), walk.length, Const(1))
+                self.bind_item(level.target, walk.item(Var(counter), body), body)
+            self.comprehension_ifs(level, 0, body, visit, True)
+        self.loc = loc
+        out.append(For(counter, *bounds, body, loc))
+
+    def comprehension_ifs(self, level, i, out, visit, dynamic):
+        if i == len(level.ifs):
+            if level.inner_for_in is not None:
+                self.comprehension_for(level.inner_for_in, out, visit, dynamic)
+            else:
+                visit(out, dynamic)
+            return
+        test = self.expr(level.ifs[i].test, out)
+        if isinstance(test, Const):  # decided when the code is generated
+            if test.value:
+                self.comprehension_ifs(level, i + 1, out, visit, dynamic)
+            return
+        loc, inner = self.loc, []
+        with self.inside_loop():
+            self.comprehension_ifs(level, i + 1, inner, visit, True)
+        out.append(If(self.stable_test(test, inner, out), inner, [], loc))
+
+    @contextlib.contextmanager
+    def inside_loop(self):
+        self.branch_depth += 1
+        self.nested += 1
+        try:
+            yield
+        finally:
+            self.branch_depth -= 1
+            self.nested -= 1
+
+    def list_comp(self, comp, out):
+        """A list comprehension over static containers: a static list, unrolled."""
+        items = []
+
+        def visit(body, dynamic):
+            if dynamic:
+                raise self.err(comp, "this comprehension's length is only known at run time (it loops over a "
+                                     "range or an array, or filters with an `if` on run-time values)",
+                               "np.array([...]) of it makes an array, sum(...), max(...), any(...) reduce it; or "
+                               "write the loop: out = np.zeros(n); for i in range(n): out[i] = ...")
+            items.append(self.value(comp.elt, body))
+
+        self.comprehension(comp, out, visit)
+        return items
+
+    def is_static_comprehension(self, comp) -> bool:
+        return self.is_static_iterable(comp.for_in.iter) and comp.for_in.inner_for_in is None
+
+    def filled_array(self, comp, out, target):
+        """np.array([f(x) for x in ...]) of a run-time length: fill a preallocated array of numbers."""
+        level = comp.for_in
+        if level.inner_for_in is not None or level.ifs:
+            return self.list_comp(comp, out)  # static, or an error that says why not
+        loc = self.loc
+        with self.comprehension_scope(comp):
+            walk = self.walk(level.iter, out)
+            zeros = rules.lookup_object(np.zeros)
+            filled = self.emit(out, target or self.temp("filled"), Prim(zeros[0], (walk.length,), (), zeros[1]))
+            k, body = self.names.fresh("k"), []
+            with self.inside_loop():
+                item = walk.item(Var(k), body)
+                if isinstance(level.target, cst.Name) and item == Copy(Var(k)):  # range(n): count with the target
+                    k = self.var(level.target.value)
+                else:
+                    self.bind_item(level.target, item, body)
+                body.append(Store(filled.name, (Var(k),), self.expr(comp.elt, body), self.loc))
+        self.loc = loc
+        out.append(For(k, Const(0), walk.length, Const(1), body, loc))
+        return filled
+
+    def container_call(self, node, fn, positional, keywords, out):
+        """list(...), tuple(...) and dict(...) of static containers: static containers again."""
+        if fn is dict:
+            pairs = self.container_call(node, list, positional, {}, out) if positional else []
+            if any(not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], Const)) for p in pairs):
+                raise self.err(node, "dict() takes constant (key, value) pairs or keyword arguments here")
+            return {**{k.value: v for k, v in pairs}, **{k: self.value(v, out) for k, v in keywords.items()}}
+        if keywords or len(positional) > 1:
+            raise self.err(node, f"{fn.__name__}() takes one iterable here")
+        if not positional:
+            return fn()
+        arg = positional[0]
+        if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
+            return fn(self.list_comp(arg, out))
+        if isinstance(arg, cst.Call) and self.static_value(arg.func) is range:
+            bounds = [self.expr(a.value, out) for a in arg.args]
+            if all(isinstance(b, Const) and isinstance(b.value, int) for b in bounds):
+                return fn(Const(v) for v in range(*(b.value for b in bounds)))
+        if not self.is_static_iterable(arg):
+            raise self.err(node, f"{fn.__name__}() of an array or a run-time range: its length is only known at run "
+                                 "time, and s2sad fixes tuples and lists when it generates code",
+                           "index the array itself, or np.array(...) / x.copy() for a copy")
+        return fn(self.static_items(arg, out))
+
     # -------------------------------------------------------------- function
     @property
     def params(self):
@@ -1526,6 +1774,15 @@ def _reads_a_tape(node) -> bool:
 
 def _param_names(func: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in func.params.params + func.params.kwonly_params}
+
+
+def _target_names(target) -> set[str]:
+    """The names a loop or comprehension target binds: `i`, `(a, (b, c))`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_target_names(e.value) for e in target.elements))
+    return set()
 
 
 def _count_names(node, name) -> int:
