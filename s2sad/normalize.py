@@ -96,6 +96,7 @@ REDUCERS = {  # builtin reductions: the operation folding two items, how it is s
     "sum": ("add", None, "total"), "max": (max, "max", "largest"), "min": (min, "min", "smallest"),
     "any": ("or", None, "any_true"), "all": ("and", None, "all_true"),
 }
+UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
 REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
 
 
@@ -627,7 +628,8 @@ class Lowerer:
     def tree_of(self, node):
         """The static tree a name (or a constant subscript chain of one) is bound to, else None."""
         if isinstance(node, cst.Name):
-            return self.trees.get(node.value)
+            tree = self.trees.get(node.value)
+            return tree if is_tree(tree) else None  # not a comprehension's constant index
         if isinstance(node, cst.Attribute):
             base = self.tree_of(node.value)
             if isinstance(base, Record) and base.names and node.attr.value in base.names:
@@ -773,6 +775,8 @@ class Lowerer:
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
                 isinstance(node.expression, cst.Integer):
             return -node.expression.evaluated_value
+        if self.is_static_key(node) and isinstance(node, cst.Name) and node.value in self.trees:
+            return self.trees[node.value].value  # the index of an unrolled comprehension
         value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return value
@@ -784,6 +788,8 @@ class Lowerer:
         if is_tree(base):
             if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
                 raise self.err(node, "index a tuple/list/dict with a single constant")
+            if not self.is_static_key(node.slice[0].slice.value):
+                return self.runtime_item(node, base, node.slice[0].slice.value, out, target)
             key = self.static_key(node.slice[0].slice.value)
             try:
                 return base[key]
@@ -1526,9 +1532,10 @@ class Lowerer:
     def comprehension_for(self, level, out, visit, dynamic):
         if level.asynchronous is not None:
             raise self.err(level, "`async for` cannot be differentiated")
-        if self.is_static_iterable(level.iter):
-            for item in self.static_items(level.iter, out):
-                self.bind_again(level.target, item, out)
+        items = self.small_range(level.iter)
+        if items is not None or self.is_static_iterable(level.iter):
+            for item in items if items is not None else self.static_items(level.iter, out):
+                self.bind_unrolled(level.target, item, out)
                 self.comprehension_ifs(level, 0, out, visit, dynamic)
             return
         loc, body = self.loc, []
@@ -1545,6 +1552,16 @@ class Lowerer:
             self.comprehension_ifs(level, 0, body, visit, True)
         self.loc = loc
         out.append(For(counter, *bounds, body, loc))
+
+    def bind_unrolled(self, target, item, out):
+        """Bind an unrolled comprehension's target; an int stays a constant, so that `b[s]` picks an item."""
+        if isinstance(target, cst.Name) and isinstance(item, Const) and type(item.value) is int:
+            self.trees[target.value] = item
+        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(item, tuple) and len(item) == len(target.elements):
+            for element, part in zip(target.elements, item):
+                self.bind_unrolled(element.value, part, out)
+        else:
+            self.bind_again(target, item, out)
 
     def comprehension_ifs(self, level, i, out, visit, dynamic):
         if i == len(level.ifs):
@@ -1589,7 +1606,19 @@ class Lowerer:
         return items
 
     def is_static_comprehension(self, comp) -> bool:
-        return self.is_static_iterable(comp.for_in.iter) and comp.for_in.inner_for_in is None
+        it = comp.for_in.iter
+        return (self.is_static_iterable(it) or self.small_range(it) is not None) and comp.for_in.inner_for_in is None
+
+    def small_range(self, it):
+        """The items of `range(...)` with constant bounds and at most UNROLL_RANGE items, else None: a
+        comprehension over it is unrolled, so that it can make a list, or add arrays."""
+        if not (isinstance(it, cst.Call) and self.static_value(it.func) is range and 1 <= len(it.args) <= 3
+                and all(a.keyword is None and self.is_static_key(a.value) for a in it.args)):
+            return None
+        bounds = [self.static_key(a.value) for a in it.args]
+        if not all(isinstance(b, int) for b in bounds) or len(range(*bounds)) > UNROLL_RANGE:
+            return None
+        return [Const(v) for v in range(*bounds)]
 
     def filled_array(self, comp, out, target):
         """np.array([f(x) for x in ...]) of a run-time length: fill a preallocated array of numbers."""
@@ -1636,6 +1665,56 @@ class Lowerer:
                                  "time, and s2sad fixes tuples and lists when it generates code",
                            "index the array itself, or np.array(...) / x.copy() for a copy")
         return fn(self.static_items(arg, out))
+
+    def is_static_key(self, node) -> bool:
+        """Is `node` an index known when the code is generated (what static_key accepts)?"""
+        if isinstance(node, (cst.SimpleString, cst.Integer)):
+            return True
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return isinstance(node.expression, cst.Integer)
+        if isinstance(node, cst.Name) and node.value in self.trees:
+            value = self.trees[node.value]
+            return isinstance(value, Const) and type(value.value) is int
+        value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
+        return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+    def runtime_item(self, node, items, index_node, out, target):
+        """`coeffs[i]` of a static tuple/list with a run-time index `i`: a constant table of numbers, or a
+        chain of `if`s choosing among numbers and arrays."""
+        if isinstance(items, dict):
+            raise self.err(node, "a dict is indexed with a constant key", "use a tuple, or an array, for run-time indices")
+        if not items:
+            raise self.err(node, "index into an empty tuple/list")
+        i = self.expr(index_node, out)
+        leaves, _ = flatten(items)
+        if all(isinstance(v, Const) and type(v.value) in (int, float) for v in leaves):
+            return self.emit(out, target or self.temp("coeff"), Load(self.constant_table(node, items, out), (i,)))
+        if any(is_tree(v) for v in items):
+            raise self.err(node, "a run-time index picks a number or an array here; these items are tuples/lists",
+                           "index with a constant, or make the items arrays (np.array(...))")
+        result = target or self.temp("item")
+        tests = [self.prim(out, "eq", (i, Const(k)), hint="is_item") for k in range(len(items) - 1)]
+        self.choose(tests, list(items), result, out)
+        return Var(result)
+
+    def constant_table(self, node, items, out) -> Var:
+        """A static tuple/list of numbers (nested: rows of equal length) as one constant tuple variable."""
+        table = np.array(_constant_tuple(items))
+        if table.dtype.kind not in "iuf" or table.ndim != _depth(items):
+            raise self.err(node, "a table indexed at run time needs rows of equal length",
+                           "pad the shorter rows with 0.0")
+        return self.emit(out, self.temp("table"), Copy(Const(_nested_tuple(table.tolist()))))
+
+    def choose(self, tests, items, result, out):
+        """`result = items[i]` as `if i == 0: ... else: if i == 1: ...` (the last item: any other i). The
+        tests are computed before the chain, so every one of them has a value in every pass of a loop."""
+        if not tests:
+            self.emit(out, result, Copy(items[0]))
+            return
+        body, orelse = [], []
+        self.emit(body, result, Copy(items[0]))
+        self.choose(tests[1:], items[1:], result, orelse)
+        out.append(If(tests[0], body, orelse, self.loc))
 
     # -------------------------------------------------------------- function
     @property
@@ -1774,6 +1853,14 @@ def _reads_a_tape(node) -> bool:
 
 def _param_names(func: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in func.params.params + func.params.kwonly_params}
+
+
+def _depth(value) -> int:
+    return 1 + _depth(value[0]) if isinstance(value, (tuple, list)) and value else 0
+
+
+def _nested_tuple(value):
+    return tuple(_nested_tuple(v) for v in value) if isinstance(value, list) else value
 
 
 def _target_names(target) -> set[str]:
