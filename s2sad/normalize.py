@@ -13,6 +13,7 @@ import contextlib
 import functools
 import keyword
 import math
+import operator
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,7 @@ REDUCERS = {  # builtin reductions: the operation folding two items, how it is s
     "any": ("or", None, "any_true"), "all": ("and", None, "all_true"),
 }
 UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
+RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
 REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
 
 
@@ -226,6 +228,7 @@ class Lowerer:
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
     nested: int = 0  # the same, counting the rest of a block after an early exit: 0 in straight-line code
     spelled: dict = field(default_factory=dict)  # IR name -> the user's name, where the two differ
+    jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -254,6 +257,9 @@ class Lowerer:
         return Var(target)
 
     def prim(self, out, key, args, kwargs=(), target=None, hint=None):
+        folded = _fold_ints(key, args) if not kwargs else None
+        if folded is not None:  # `n - 1`, `n == 0` of constant ints: what unrolled recursion decides on
+            return self.emit(out, target, Copy(folded)) if target else folded
         rule = rules.lookup(key) if isinstance(key, str) else key
         target = target or self.temp(hint or rule.name)
         return self.emit(out, target, Prim(rule, tuple(args), tuple(kwargs)))
@@ -268,6 +274,10 @@ class Lowerer:
         flags: set = set()
         for i, node in enumerate(stmts):
             new = self.stmt(node, out)
+            if self.jumped_statically:  # `if n == 0: return x` with a constant n: the rest never runs
+                self.jumped_statically = False
+                flags |= new
+                break
             if new:
                 flags |= new
                 rest = stmts[i + 1:]
@@ -533,6 +543,8 @@ class Lowerer:
 
     def if_stmt(self, node: cst.If, out) -> set:
         test = self.expr(node.test, out)
+        if isinstance(test, Const) and test.value is not None and not isinstance(test.value, str):
+            return self.static_if(node, bool(test.value), out)
         loc = self.loc
         body, orelse = [], []
         flags = self.branch(node.body.body, body)
@@ -540,6 +552,7 @@ class Lowerer:
             self.loc = loc
             if isinstance(node.orelse, cst.If):  # elif
                 flags |= self.if_stmt(node.orelse, orelse)
+                self.jumped_statically = False  # reached only when the run-time test above is false
             else:
                 flags |= self.branch(node.orelse.body.body, orelse)
         out.append(If(self.stable_test(test, body + orelse, out), body, orelse, loc))
@@ -691,7 +704,7 @@ class Lowerer:
     def iter_loop(self, node: cst.For, out):
         """`for v in array`, `for a, b in zip(x, y)`, `for i, (a, b) in enumerate(zip(x, y))`: a loop over a
         counter, binding the target to the counter's item of every array and range."""
-        walk = self.walk(node.iter, out, node)
+        walk = self.walk(node.iter, out, node, node.target)
         first = node.target.elements[0].value if isinstance(node.target, cst.Tuple) and node.target.elements else None
         index = first.value if walk.counts and isinstance(first, cst.Name) and self.private_to(node, first.value) \
             else None  # enumerate's index, read only in the body: the loop's own counter
@@ -786,6 +799,8 @@ class Lowerer:
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
         if is_tree(base):
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and isinstance(base, (tuple, list)):
+                return self.static_slice(node, base, out)
             if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
                 raise self.err(node, "index a tuple/list/dict with a single constant")
             if not self.is_static_key(node.slice[0].slice.value):
@@ -932,6 +947,8 @@ class Lowerer:
 
     def if_exp(self, node: cst.IfExp, out, target):
         test = self.expr(node.test, out)
+        if isinstance(test, Const) and test.value is not None and not isinstance(test.value, str):
+            return self.expr(node.body if test.value else node.orelse, out, target)  # decided now
         result = target or self.temp("choice")
         body, orelse = [], []
         self.expr(node.body, body, target=result)
@@ -1188,10 +1205,10 @@ class Lowerer:
                      for lo, hi in zip(bounds[:-1], bounds[1:]))
 
     def inline(self, node, fn, leading, out, target):
-        if fn in self.stack:
-            raise self.err(node, f"recursive call to `{fn.__name__}` is not supported", "write it as a loop")
         args = leading + [self.value(a.value, out) for a in node.args if a.keyword is None]
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
+        if fn in self.stack:
+            self.check_recursion(node, fn, args + list(kwargs.values()))
         parsed = parse_function(fn)
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled)
@@ -1277,15 +1294,18 @@ class Lowerer:
         return tuple(items) if treedef.kind == "tuple" else items
 
     # ------------------------------------------- iteration: zip, enumerate, comprehensions, builtins
-    def walk(self, it, out, loop: cst.For | None = None) -> Walk:
-        """A run-time iteration over `it`: an array's first axis, a range, or zip / enumerate of those."""
+    def walk(self, it, out, loop: cst.For | None = None, target=None) -> Walk:
+        """A run-time iteration over `it`: an array's first axis, a range, np.ndindex, or zip / enumerate of
+        those. `target`: what each item is bound to (np.ndindex of a shape variable takes its rank from it)."""
         fn = self.static_value(it.func) if isinstance(it, cst.Call) else _NOT_STATIC
         if fn is zip:
-            return self.zip_walk(it, out, loop)
+            return self.zip_walk(it, out, loop, target)
         if fn is enumerate:
-            return self.enumerate_walk(it, out, loop)
+            return self.enumerate_walk(it, out, loop, target)
         if fn is range or fn is numba.prange:
             return self.range_walk(it, out)
+        if fn is np.ndindex:
+            return self.ndindex_walk(it, out, target)
         if self.is_static_iterable(it):
             raise self.err(it, "a tuple/list/dict is unrolled when the code is generated; here it is mixed with "
                                "arrays or ranges, whose length is only known at run time",
@@ -1298,20 +1318,21 @@ class Lowerer:
         n = self.prim(out, "len", (arr,), hint="n")
         return Walk(n, lambda k, body: Load(arr, (k,)))
 
-    def zip_walk(self, it, out, loop) -> Walk:
+    def zip_walk(self, it, out, loop, target) -> Walk:
         if not it.args or any(a.keyword for a in it.args):
             raise self.err(it, "zip() takes the iterables as positional arguments here")
-        walks = [self.walk(a.value, out, loop) for a in it.args]
+        parts = _parts(target, len(it.args))
+        walks = [self.walk(a.value, out, loop, t) for a, t in zip(it.args, parts)]
         n = walks[0].length
         for w in walks[1:]:  # the shortest wins, as in Python
             n = self.emit(out, self.temp("n"), Prim(rules.lookup_object(min)[0], (n, w.length), (), "min"))
         return Walk(n, lambda k, body: tuple(w.item(k, body) for w in walks))
 
-    def enumerate_walk(self, it, out, loop) -> Walk:
+    def enumerate_walk(self, it, out, loop, target) -> Walk:
         if not 1 <= len(it.args) <= 2 or it.args[0].keyword or any(a.keyword and a.keyword.value != "start"
                                                                     for a in it.args[1:]):
             raise self.err(it, "enumerate() takes an iterable and an optional start here")
-        inner = self.walk(it.args[0].value, out, loop)
+        inner = self.walk(it.args[0].value, out, loop, _parts(target, 2)[1])
         start = self.expr(it.args[1].value, out) if len(it.args) == 2 else Const(0)
         counts = start == Const(0)
         index = (lambda k: Copy(k)) if counts else (lambda k: Prim(rules.lookup("add"), (k, start)))
@@ -1333,6 +1354,39 @@ class Lowerer:
             n = self.prim(out, "floordiv", (self.prim(out, "add", (n, Const(abs(s) - 1)), hint="n"), Const(abs(s))),
                           hint="n")
         return Walk(n, lambda k, body: self.range_item(start, step, k, body))
+
+    def ndindex_walk(self, it, out, target) -> Walk:
+        """np.ndindex(shape): one counter over the product of the dimensions, split into an index per axis."""
+        if any(a.keyword for a in it.args) or not it.args:
+            raise self.err(it, "np.ndindex() takes a shape here")
+        dims = [self.value(a.value, out) for a in it.args]
+        if len(dims) == 1 and is_tree(dims[0]):
+            dims = list(dims[0])
+        elif len(dims) == 1:  # a shape variable (x.shape): its rank comes from the loop target
+            rank = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
+            if rank is None:
+                raise self.err(it, "the rank of this shape is known only at run time",
+                               "unpack the index: `for i, j in np.ndindex(x.shape)`")
+            dims = [self.emit(out, self.temp("dim"), Load(dims[0], (Const(d),))) for d in range(rank)]
+        if any(is_tree(d) for d in dims):
+            raise self.err(it, "np.ndindex() takes a shape: ints, or a tuple of ints")
+        strides = [Const(1)]
+        for axis in reversed(range(len(dims))):
+            d = dims[axis]
+            strides.insert(0, d if strides[0] == Const(1) else
+                           self.prim(out, "mul", (strides[0], d), hint="stride" if axis else "n"))
+        n, strides = strides[0], strides[1:]
+
+        def item(k, body):
+            index = []
+            for axis, (d, stride) in enumerate(zip(dims, strides)):
+                if axis == 0:
+                    index.append(Copy(k) if stride == Const(1) else Prim(rules.lookup("floordiv"), (k, stride)))
+                    continue
+                q = k if stride == Const(1) else self.prim(body, "floordiv", (k, stride), hint="q")
+                index.append(Prim(rules.lookup("mod"), (q, d)))
+            return tuple(index)
+        return Walk(n, item)
 
     def range_item(self, start, step, k, body):
         offset = k if step == Const(1) else self.prim(body, "mul", (k, step), hint="offset")
@@ -1545,7 +1599,7 @@ class Lowerer:
                 bounds = self.range_args(it, out)
                 counter = self.var(level.target.value)
             else:
-                walk = self.walk(it, out)
+                walk = self.walk(it, out, target=level.target)
                 counter = self.names.fresh("k")
                 bounds = (Const(0), walk.length, Const(1))
                 self.bind_item(level.target, walk.item(Var(counter), body), body)
@@ -1627,7 +1681,7 @@ class Lowerer:
             return self.list_comp(comp, out)  # static, or an error that says why not
         loc = self.loc
         with self.comprehension_scope(comp):
-            walk = self.walk(level.iter, out)
+            walk = self.walk(level.iter, out, target=level.target)
             zeros = rules.lookup_object(np.zeros)
             filled = self.emit(out, target or self.temp("filled"), Prim(zeros[0], (walk.length,), (), zeros[1]))
             k, body = self.names.fresh("k"), []
@@ -1699,8 +1753,11 @@ class Lowerer:
 
     def constant_table(self, node, items, out) -> Var:
         """A static tuple/list of numbers (nested: rows of equal length) as one constant tuple variable."""
-        table = np.array(_constant_tuple(items))
-        if table.dtype.kind not in "iuf" or table.ndim != _depth(items):
+        try:
+            table = np.array(_constant_tuple(items))
+        except ValueError:  # ragged rows
+            table = None
+        if table is None or table.dtype.kind not in "iuf" or table.ndim != _depth(items):
             raise self.err(node, "a table indexed at run time needs rows of equal length",
                            "pad the shorter rows with 0.0")
         return self.emit(out, self.temp("table"), Copy(Const(_nested_tuple(table.tolist()))))
@@ -1715,6 +1772,39 @@ class Lowerer:
         self.emit(body, result, Copy(items[0]))
         self.choose(tests[1:], items[1:], result, orelse)
         out.append(If(tests[0], body, orelse, self.loc))
+
+    def static_if(self, node: cst.If, taken: bool, out) -> set:
+        """An `if` whose test is a constant when the code is generated: only the branch it takes."""
+        orelse = node.orelse
+        if taken or orelse is None:
+            stmts = node.body.body if taken else []
+        elif isinstance(orelse, cst.If):  # elif
+            return self.stmt(orelse, out)
+        else:
+            stmts = orelse.body.body
+        flags = self.block(stmts, out)
+        self.jumped_statically = bool(stmts) and self.always_jumps(stmts[-1])
+        return flags
+
+    def check_recursion(self, node, fn, args):
+        """A recursive call is unrolled when a constant argument (an int, a tuple/list) can end it: the
+        depth is then fixed when the code is generated."""
+        if not any(isinstance(a, Const) and type(a.value) is int or is_tree(a) for a in args):
+            raise self.err(node, f"recursive call to `{fn.__name__}` with arguments known only at run time: s2sad "
+                                 "unrolls recursion only where constant arguments fix its depth",
+                           "write it as a loop, or pass the depth as a constant (a literal or a global int)")
+        if self.stack.count(fn) >= RECURSION_DEPTH:
+            raise self.err(node, f"recursive call to `{fn.__name__}` still recurses after {RECURSION_DEPTH} levels "
+                                 "when the code is generated", "write it as a loop")
+
+    def static_slice(self, node, items, out):
+        """`xs[a:b]` of a static tuple/list, with bounds known when the code is generated."""
+        part = node.slice[0].slice
+        bounds = [None if b is None else self.expr(b, out) for b in (part.lower, part.upper, part.step)]
+        if any(b is not None and not (isinstance(b, Const) and type(b.value) is int) for b in bounds):
+            raise self.err(node, "a tuple/list is sliced with constant bounds",
+                           "s2sad resolves tuples and lists when it generates code")
+        return items[slice(*(None if b is None else b.value for b in bounds))]
 
     # -------------------------------------------------------------- function
     @property
@@ -1756,6 +1846,9 @@ class Lowerer:
             value = bound[p.name.value] if bound is not None else None
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
+                continue
+            if isinstance(value, Const) and type(value.value) is int and p.name.value not in rebound:
+                self.trees[p.name.value] = value  # a constant int: `n - 1`, `n == 0` are decided now (recursion)
                 continue
             name = self.var(p.name.value)
             self._params.append(name)
@@ -1853,6 +1946,29 @@ def _reads_a_tape(node) -> bool:
 
 def _param_names(func: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in func.params.params + func.params.kwonly_params}
+
+
+INT_FOLDS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
+             "mod": operator.mod, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+             "gt": operator.gt, "ge": operator.ge, "not": operator.not_}
+
+
+def _fold_ints(key, args) -> Const | None:
+    """The result of an operation on constant ints and bools (exact, so computed now), else None."""
+    if not (isinstance(key, str) and key in INT_FOLDS and args
+            and all(isinstance(a, Const) and type(a.value) in (int, bool) for a in args)):
+        return None
+    values = [a.value for a in args]
+    if key in ("floordiv", "mod") and values[1] == 0:
+        return None
+    return Const(INT_FOLDS[key](*values))
+
+
+def _parts(target, n: int) -> list:
+    """The sub-targets of a tuple target with n items (None where it has no such parts)."""
+    if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == n:
+        return [e.value for e in target.elements]
+    return [None] * n
 
 
 def _depth(value) -> int:

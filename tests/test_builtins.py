@@ -1,11 +1,10 @@
 """zip / enumerate / range loops, max / min / sum / any / all, comprehensions, list / tuple / dict and
 tuples indexed at run time, in programs shaped like numba kernels, against finite differences."""
 
-import math
-
 import numba
 import numpy as np
 import pytest
+from numba import prange
 
 import s2sad
 from helpers import assert_close, fd_grad
@@ -229,11 +228,59 @@ def alternating(v, A, B):
     return np.sum(v)
 
 
+# ---------------------------------------------------------------- prange, np.ndindex, recursion
+def grid_energy(x):
+    s = 0.0
+    for i, j in np.ndindex(x.shape):
+        s += x[i, j] ** 2 * (i + 2 * j)
+    for i, j, k in np.ndindex(2, 3, x.shape[1]):
+        s += x[i, k] * j
+    return s
+
+
+def parallel_map(x):
+    n = x.shape[0]
+    out = np.zeros(n)
+    for i in numba.prange(n):
+        out[i] = np.sin(x[i]) * x[i]
+    for i in prange(n):
+        out[i] += x[i]
+    return np.sum(out)
+
+
+def power(n, x):
+    return x if n == 0 else x * power(n - 1, x)
+
+
+def chebyshev(n, t):
+    if n == 0:
+        return 1.0
+    if n == 1:
+        return t
+    return 2 * t * chebyshev(n - 1, t) - chebyshev(n - 2, t)
+
+
+def pairwise_sum(xs):
+    if len(xs) == 1:
+        return xs[0]
+    return pairwise_sum(xs[:len(xs) // 2]) + pairwise_sum(xs[len(xs) // 2:])
+
+
+def recursive(x):
+    return power(4, x[0]) + chebyshev(5, x[1]) + pairwise_sum([x[0], x[1] ** 2, np.sin(x[2]), x[0] * x[2], x[1]])
+
+
 Y0 = np.array([0.5, -0.3])
 A2 = np.array([[0.5, 0.1], [-0.2, 0.3]])
 INDEXED_CASES = [
     (rk4, (Y0, 0.1), (0, 1)),
     (alternating, (Y0, A2, A2.T * 1.5), (0, 1, 2)),
+]
+
+INDEXED_CASES += [
+    (grid_energy, (RNG.normal(size=(2, 3)),), 0),
+    (parallel_map, (X4,), 0),
+    (recursive, (X4,), 0),
 ]
 
 CASES = ITERATION_CASES + REDUCTION_CASES + COMPREHENSION_CASES + INDEXED_CASES
@@ -271,3 +318,64 @@ def test_forward_mode_matches_finite_differences(case, backend):
     out, tangent = s2sad.jvp(fn, args, tuple(tangents), backend=backend)
     assert_close(out, fn(*args), rtol=1e-12)
     assert_close(tangent, (along(eps) - along(-eps)) / (2 * eps))
+
+
+def test_recursion_is_unrolled():
+    code = [line for line in s2sad.source(recursive).splitlines() if not line.strip().startswith("#")]
+    assert not any(name + "(" in line for line in code for name in ("power", "chebyshev", "pairwise_sum"))
+
+
+# ---------------------------------------------------------------- what stays unsupported says so
+def zip_static_and_array(x):
+    s = 0.0
+    for w, v in zip((1.0, 2.0), x):
+        s += w * v
+    return s
+
+
+def runtime_list(x):
+    ys = [x[i] for i in range(len(x))]
+    return ys[0]
+
+
+def max_with_key(x):
+    return max(x[0], x[1], key=abs)
+
+
+def ragged_table(x):
+    a = ((1.0,), (0.5, 0.5))
+    s = 0.0
+    for i in range(2):
+        s += a[i][0] * x[i]
+    return s
+
+
+def list_of_array(x):
+    return tuple(x)[0]
+
+
+def recursion_at_run_time(x):
+    return power(len(x), x[0])
+
+
+def ndindex_of_unknown_rank(x):
+    s = 0.0
+    for idx in np.ndindex(x.shape):
+        s += x[idx]
+    return s
+
+
+@pytest.mark.parametrize("fn, words", [
+    (zip_static_and_array, "zip() of a tuple/list with an array"),
+    (runtime_list, "length is only known at run time"),
+    (max_with_key, "max() with `key=`"),
+    (ragged_table, "rows of equal length"),
+    (list_of_array, "tuple() of an array"),
+    (recursion_at_run_time, "recursive call to `power` with arguments known only at run time"),
+    (ndindex_of_unknown_rank, "rank of this shape"),
+])
+def test_unsupported_forms_are_located(fn, words):
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(fn, backend="python")(X4)
+    text = str(info.value)
+    assert words in text and __file__ in text and "hint:" in text
