@@ -1142,8 +1142,11 @@ class Lowerer:
 
     def prim_arg(self, node, out):
         """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
-        if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and not self.is_static_comprehension(node):
-            return self.filled_array(node, out, None)  # NumPy makes the list an array anyway
+        self.refuse_generator(node)
+        if isinstance(node, cst.ListComp):  # NumPy makes the list an array anyway
+            if not self.is_static_comprehension(node):
+                return self.filled_array(node, out, None)
+            return self.array_of(node, self.list_comp(node, out), out)
         value = self.value(node, out)
         if not is_tree(value):
             return value
@@ -1161,7 +1164,8 @@ class Lowerer:
         if not node.args or node.args[0].keyword is not None:
             raise self.err(node, "pass the arrays as a tuple or list first")
         first = node.args[0].value
-        if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, (cst.ListComp, cst.GeneratorExp)) \
+        self.refuse_generator(first)
+        if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, cst.ListComp) \
                 and not self.is_static_comprehension(first):
             return self.filled_array(first, out, target)
         items = self.value(first, out)
@@ -1695,6 +1699,22 @@ class Lowerer:
         self.loc = loc
         out.append(For(k, Const(0), walk.length, Const(1), body, loc))
         return filled
+
+    def refuse_generator(self, node):
+        if isinstance(node, cst.GeneratorExp):
+            raise self.err(node, "NumPy functions refuse generator expressions (np.sum(x for ...) raises TypeError)",
+                           "write the builtin sum(...), max(...), min(...), or a list: np.sum([... for ...])")
+
+    def array_of(self, node, items, out):
+        """np.array(items) of numbers, or of arrays of one shape: stacked along a new first axis."""
+        if not items or any(is_tree(i) for i in items):
+            raise self.err(node, "NumPy takes numbers or arrays here; this comprehension makes "
+                                 f"{'no items' if not items else 'tuples/lists'}")
+        items = [self.prim(out, "expand_dims_any", (i, Const(0)), hint="item") for i in items]
+        result = items[0]
+        for item in items[1:]:
+            result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
+        return result
 
     def container_call(self, node, fn, positional, keywords, out):
         """list(...), tuple(...) and dict(...) of static containers: static containers again."""

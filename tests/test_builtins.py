@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from numba import prange
 
+import hostile_functions
 import s2sad
 from helpers import assert_close, fd_grad
 
@@ -195,6 +196,7 @@ COMPREHENSION_CASES = [
     (features, (X4,), 0),
     (containers, (X4,), 0),
     (scoped_names, (X4,), 0),
+    (hostile_functions.list_comp, (1.5,), 0),
 ]
 
 
