@@ -97,9 +97,9 @@ REDUCERS = {  # builtin reductions: the operation folding two items, how it is s
     "sum": ("add", None, "total"), "max": (max, "max", "largest"), "min": (min, "min", "smallest"),
     "any": ("or", None, "any_true"), "all": ("and", None, "all_true"),
 }
+REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
 UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
 RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
-REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
 
 
 class Names:
@@ -623,6 +623,9 @@ class Lowerer:
             return None if inner is None else [(Const(i), item) for i, item in enumerate(inner, start)]
         if isinstance(it, cst.Call) and self.callee_is(it.func, zip):
             return self.static_zip(it, out)
+        if isinstance(it, cst.Call) and len(it.args) == 1 and self.static_value(it.func) in (reversed, list, tuple):
+            inner = self.static_items(it.args[0].value, out)
+            return None if inner is None else inner[::-1] if self.callee_is(it.func, reversed) else inner
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
                 it.func.attr.value in ("items", "keys", "values"):
             base = self.tree_of(it.func.value)
@@ -1310,6 +1313,10 @@ class Lowerer:
             return self.range_walk(it, out)
         if fn is np.ndindex:
             return self.ndindex_walk(it, out, target)
+        if fn is reversed and len(it.args) == 1:
+            inner = self.walk(it.args[0].value, out, loop, target)
+            last = self.prim(out, "sub", (inner.length, Const(1)), hint="last")
+            return Walk(inner.length, lambda k, body: inner.item(self.prim(body, "sub", (last, k), hint="back"), body))
         if self.is_static_iterable(it):
             raise self.err(it, "a tuple/list/dict is unrolled when the code is generated; here it is mixed with "
                                "arrays or ranges, whose length is only known at run time",

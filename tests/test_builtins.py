@@ -78,6 +78,17 @@ def mlp_layers(x, weights, biases):
     return s
 
 
+def backward_scan(x):
+    n = len(x)
+    s = 0.0
+    for i in reversed(range(n)):
+        s = s * 0.5 + x[i] * i
+    for v in reversed(x):
+        s = s * 0.9 + v
+    ws = (1.0, 2.0)
+    return s + sum(w * x[0] for w in reversed(ws)) + sum(list(ws)) * x[1]
+
+
 RNG = np.random.default_rng(7)
 X4 = np.array([0.3, -0.4, 0.5, 0.9])
 Y3 = np.array([1.0, 2.0, -0.7])  # shorter than X4: zip stops at 3, as in Python
@@ -94,6 +105,7 @@ ITERATION_CASES = [
     (pair_energy, (POINTS,), 0),
     (zip_as_tuple, (X4, Y3), (0, 1)),
     (mlp_layers, (np.array([0.4, -0.2]), WEIGHTS, BIASES), 0),
+    (backward_scan, (X4,), 0),
 ]
 
 
@@ -237,7 +249,7 @@ def grid_energy(x):
         s += x[i, j] ** 2 * (i + 2 * j)
     for i, j, k in np.ndindex(2, 3, x.shape[1]):
         s += x[i, k] * j
-    return s
+    return s + np.sum(sum(x) ** 2)  # the builtin adds the rows
 
 
 def parallel_map(x):
