@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import dataclasses
 import functools
 import keyword
+import math
+import operator
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +95,14 @@ BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
     "getattr": "pass the value itself as an argument",
     "setattr": "return the new value instead of storing it on an object",
 }
+
+REDUCERS = {  # builtin reductions: the operation folding two items, how it is spelled, a name for the result
+    "sum": ("add", None, "total"), "max": (max, "max", "largest"), "min": (min, "min", "smallest"),
+    "any": ("or", None, "any_true"), "all": ("and", None, "all_true"),
+}
+REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
+UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
+RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
 
 
 class Names:
@@ -186,6 +197,15 @@ class Loop:
 
 
 @dataclass
+class Walk:
+    """A run-time iteration: `length` items, the k-th built by `item(k, out)` as a tree whose leaves are IR
+    expressions (a row of an array, the counter, `start + k * step` of a range)."""
+    length: Any
+    item: Any
+    counts: bool = False  # the first item is the counter itself (enumerate from 0)
+
+
+@dataclass
 class Returns:
     outputs: list[str] | None = None
     flag: str | None = None
@@ -216,6 +236,7 @@ class Lowerer:
     copied: list = field(default_factory=list)  # arguments the function writes into, copied on entry
     copy_arguments: bool = True
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
+    jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -244,6 +265,9 @@ class Lowerer:
         return Var(target)
 
     def prim(self, out, key, args, kwargs=(), target=None, hint=None):
+        folded = _fold_ints(key, args) if not kwargs else None
+        if folded is not None:  # `n - 1`, `n == 0` of constant ints: what unrolled recursion decides on
+            return self.emit(out, target, Copy(folded)) if target else folded
         rule = rules.lookup(key) if isinstance(key, str) else key
         target = target or self.temp(hint or rule.name)
         return self.emit(out, target, Prim(rule, tuple(args), tuple(kwargs)))
@@ -258,6 +282,10 @@ class Lowerer:
         flags: set = set()
         for i, node in enumerate(stmts):
             new = self.stmt(node, out)
+            if self.jumped_statically:  # `if n == 0: return x` with a constant n: the rest never runs
+                self.jumped_statically = False
+                flags |= new
+                break
             if new:
                 flags |= new
                 rest = stmts[i + 1:]
@@ -564,6 +592,8 @@ class Lowerer:
 
     def if_stmt(self, node: cst.If, out) -> set:
         test = self.expr(node.test, out)
+        if isinstance(test, Const) and test.value is not None and not isinstance(test.value, str):
+            return self.static_if(node, bool(test.value), out)
         loc = self.loc
         body, orelse = [], []
         flags = self.branch(node.body.body, body)
@@ -571,6 +601,7 @@ class Lowerer:
             self.loc = loc
             if isinstance(node.orelse, cst.If):  # elif
                 flags |= self.if_stmt(node.orelse, orelse)
+                self.jumped_statically = False  # reached only when the run-time test above is false
             else:
                 flags |= self.branch(node.orelse.body.body, orelse)
         out.append(If(self.stable_test(test, body + orelse, out), body, orelse, loc))
@@ -595,7 +626,7 @@ class Lowerer:
             raise self.err(node, "`for ... else` is not supported", "set a flag before `break` and test it after the loop")
         it = node.iter
         loc = self.loc
-        pre = []  # statements each iteration runs first (the element of an array / enumerate)
+        pre = None  # binds the target to each iteration's item (zip, enumerate, an array's rows)
         if isinstance(it, cst.Call) and self.static_value(it.func) in (range, numba.prange):
             if not isinstance(node.target, cst.Name):
                 raise self.err(node.target, "a range loop needs a single loop variable")
@@ -617,9 +648,9 @@ class Lowerer:
             counter = self.names.fresh(user_target or "i")
             if user_target:
                 self.emit(body, self.var(user_target), Copy(Var(counter)))
-        for name, atom in pre:
+        if pre is not None:
             self.loc = loc
-            self.emit(body, self.var(name), atom(counter))
+            pre(Var(counter), body)
         flags = self.branch(node.body.body, body)
         self.loops.pop()
         self.loc = loc
@@ -635,9 +666,15 @@ class Lowerer:
     def static_items(self, it, out):
         """The items of a loop over a static tuple/list/dict (or its .items()/.keys()/.values(), or
         enumerate of one), else None."""
-        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate) and len(it.args) == 1:
+        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate) and 1 <= len(it.args) <= 2:
             inner = self.static_items(it.args[0].value, out)
-            return None if inner is None else [(Const(i), item) for i, item in enumerate(inner)]
+            start = self.static_key(it.args[1].value) if len(it.args) == 2 else 0
+            return None if inner is None else [(Const(i), item) for i, item in enumerate(inner, start)]
+        if isinstance(it, cst.Call) and self.callee_is(it.func, zip):
+            return self.static_zip(it, out)
+        if isinstance(it, cst.Call) and len(it.args) == 1 and self.static_value(it.func) in (reversed, list, tuple):
+            inner = self.static_items(it.args[0].value, out)
+            return None if inner is None else inner[::-1] if self.callee_is(it.func, reversed) else inner
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
                 it.func.attr.value in ("items", "keys", "values"):
             base = self.tree_of(it.func.value)
@@ -657,7 +694,8 @@ class Lowerer:
         """The static tree a name (or a constant subscript chain of one) is bound to, else None."""
         if isinstance(node, cst.Name):
             if node.value in self.trees or node.value in self.locals:
-                return self.trees.get(node.value)
+                tree = self.trees.get(node.value)
+                return tree if is_tree(tree) else None  # not a comprehension's constant index
             if self.enclosing is not None and self.enclosing.knows(node.value):
                 return self.enclosing.tree_of(node)
             ref = self.static_ref(node)
@@ -721,23 +759,14 @@ class Lowerer:
         return set()
 
     def iter_loop(self, node: cst.For, out):
-        """`for v in array` / `for i, v in enumerate(array)`: loop over the first axis."""
-        it, target = node.iter, node.target
-        if isinstance(it, cst.Call) and self.callee_is(it.func, enumerate):
-            arr = self.iterated(node, it.args[0].value, out)
-            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2
-                    and all(isinstance(e.value, cst.Name) for e in target.elements)):
-                raise self.err(target, "use `for i, v in enumerate(array)`")
-            idx, val = (e.value.value for e in target.elements)
-            n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
-            return Const(0), n, Const(1), idx, [(val, lambda c: Load(arr, (Var(c),)))]
-        if not isinstance(target, cst.Name):
-            raise self.err(target, "loop over an array with a single loop variable")
-        arr = self.iterated(node, it, out)
-        if not isinstance(arr, Var):
-            raise self.err(it, "can only loop over range(...), an array, or enumerate(array)")
-        n = self.prim(out, rules.lookup("len"), (arr,), hint="n")
-        return Const(0), n, Const(1), None, [(target.value, lambda c: Load(arr, (Var(c),)))]
+        """`for v in array`, `for a, b in zip(x, y)`, `for i, (a, b) in enumerate(zip(x, y))`: a loop over a
+        counter, binding the target to the counter's item of every array and range."""
+        walk = self.walk(node.iter, out, node, node.target)
+        first = node.target.elements[0].value if isinstance(node.target, cst.Tuple) and node.target.elements else None
+        index = first.value if walk.counts and isinstance(first, cst.Name) and self.private_to(node, first.value) \
+            else None  # enumerate's index, read only in the body: the loop's own counter
+        return Const(0), walk.length, Const(1), index, \
+            lambda k, body: self.bind_item(node.target, walk.item(k, body), body)
 
     def iterated(self, loop: cst.For, it, out):
         """The array a loop walks: the object bound before the loop, even where the body rebinds its name."""
@@ -791,6 +820,8 @@ class Lowerer:
             return out_dict
         if isinstance(node, cst.Name) and node.value in self.trees:
             return self.trees[node.value]
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self.list_comp(node, out)
         if isinstance(node, cst.Lambda):
             return StaticRef(NestedFunction(*_lambda_def(node, self.parsed), self), None)
         if isinstance(node, cst.Name) and node.value not in self.locals and self.tree_of(node) is not None:
@@ -838,6 +869,8 @@ class Lowerer:
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
                 isinstance(node.expression, cst.Integer):
             return -node.expression.evaluated_value
+        if self.is_static_key(node) and isinstance(node, cst.Name) and node.value in self.trees:
+            return self.trees[node.value].value  # the index of an unrolled comprehension
         value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return value
@@ -847,8 +880,12 @@ class Lowerer:
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
         if is_tree(base):
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and isinstance(base, (tuple, list)):
+                return self.static_slice(node, base, out)
             if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
                 raise self.err(node, "index a tuple/list/dict with a single constant")
+            if not self.is_static_key(node.slice[0].slice.value):
+                return self.runtime_item(node, base, node.slice[0].slice.value, out, target)
             key = self.static_key(node.slice[0].slice.value)
             try:
                 return base[key]
@@ -992,6 +1029,8 @@ class Lowerer:
 
     def if_exp(self, node: cst.IfExp, out, target):
         test = self.expr(node.test, out)
+        if isinstance(test, Const) and test.value is not None and not isinstance(test.value, str):
+            return self.expr(node.body if test.value else node.orelse, out, target)  # decided now
         result = target or self.temp("choice")
         body, orelse = [], []
         self.expr(node.body, body, target=result)
@@ -1164,6 +1203,8 @@ class Lowerer:
         return self.inline(call, tangent_fn, [], out, target)
 
     def apply(self, node, fn, leading, out, target):
+        if not leading and any(fn is b for b in (max, min, sum, any, all, list, tuple, dict)):
+            return self.builtin_call(node, fn, out, target)
         if fn is len and len(node.args) == 1 and not leading:
             value = self.value(node.args[0].value, out)
             if is_tree(value):
@@ -1227,6 +1268,11 @@ class Lowerer:
 
     def prim_arg(self, node, out):
         """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
+        self.refuse_generator(node)
+        if isinstance(node, cst.ListComp):  # NumPy makes the list an array anyway
+            if not self.is_static_comprehension(node):
+                return self.filled_array(node, out, None)
+            return self.array_of(node, self.list_comp(node, out), out)
         value = self.value(node, out)
         if not is_tree(value):
             return value
@@ -1243,7 +1289,12 @@ class Lowerer:
             return self.split(node, out)
         if not node.args or node.args[0].keyword is not None:
             raise self.err(node, "pass the arrays as a tuple or list first")
-        items = self.value(node.args[0].value, out)
+        first = node.args[0].value
+        self.refuse_generator(first)
+        if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, cst.ListComp) \
+                and not self.is_static_comprehension(first):
+            return self.filled_array(first, out, target)
+        items = self.value(first, out)
         if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
             raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)")
         axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]
@@ -1284,10 +1335,10 @@ class Lowerer:
                      for lo, hi in zip(bounds[:-1], bounds[1:]))
 
     def inline(self, node, fn, leading, out, target):
-        if fn in self.stack:
-            raise self.err(node, f"recursive call to `{fn.__name__}` is not supported", "write it as a loop")
         args = leading + [self.value(a.value, out) for a in node.args if a.keyword is None]
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
+        if fn in self.stack:
+            self.check_recursion(node, fn, args + list(kwargs.values()))
         parsed = parse_function(fn)
         mentioned = user_names(parsed.node)
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
@@ -1417,6 +1468,539 @@ class Lowerer:
         items = [self.leaf_tree(c, f"{path}_{i}") for i, c in enumerate(treedef.children)]
         return tuple(items) if treedef.kind == "tuple" else items
 
+    # ------------------------------------------- iteration: zip, enumerate, comprehensions, builtins
+    def walk(self, it, out, loop: cst.For | None = None, target=None) -> Walk:
+        """A run-time iteration over `it`: an array's first axis, a range, np.ndindex, or zip / enumerate of
+        those. `target`: what each item is bound to (np.ndindex of a shape variable takes its rank from it)."""
+        fn = self.static_value(it.func) if isinstance(it, cst.Call) else _NOT_STATIC
+        if fn is zip:
+            return self.zip_walk(it, out, loop, target)
+        if fn is enumerate:
+            return self.enumerate_walk(it, out, loop, target)
+        if fn is range or fn is numba.prange:
+            return self.range_walk(it, out)
+        if fn is np.ndindex:
+            return self.ndindex_walk(it, out, target)
+        if fn is reversed and len(it.args) == 1:
+            inner = self.walk(it.args[0].value, out, loop, target)
+            last = self.prim(out, "sub", (inner.length, Const(1)), hint="last")
+            return Walk(inner.length, lambda k, body: inner.item(self.prim(body, "sub", (last, k), hint="back"), body))
+        if self.is_static_iterable(it):
+            raise self.err(it, "a tuple/list/dict is unrolled when the code is generated; here it is mixed with "
+                               "arrays or ranges, whose length is only known at run time",
+                           "loop over the tuple/list and index the array with its position: "
+                           "`for k, w in enumerate(ws): v = x[k]`")
+        arr = self.iterated(loop, it, out) if loop is not None else self.expr(it, out)
+        if not isinstance(arr, Var):
+            raise self.err(it, "cannot loop over a number",
+                           "loop over range(...), an array, a tuple/list, or zip / enumerate of those")
+        n = self.prim(out, "len", (arr,), hint="n")
+        return Walk(n, lambda k, body: Load(arr, (k,)))
+
+    def zip_walk(self, it, out, loop, target) -> Walk:
+        if not it.args or any(a.keyword for a in it.args):
+            raise self.err(it, "zip() takes the iterables as positional arguments here")
+        parts = _parts(target, len(it.args))
+        walks = [self.walk(a.value, out, loop, t) for a, t in zip(it.args, parts)]
+        n = walks[0].length
+        for w in walks[1:]:  # the shortest wins, as in Python
+            n = self.emit(out, self.temp("n"), Prim(rules.lookup_object(min)[0], (n, w.length), (), "min"))
+        return Walk(n, lambda k, body: tuple(w.item(k, body) for w in walks))
+
+    def enumerate_walk(self, it, out, loop, target) -> Walk:
+        if not 1 <= len(it.args) <= 2 or it.args[0].keyword or any(a.keyword and a.keyword.value != "start"
+                                                                    for a in it.args[1:]):
+            raise self.err(it, "enumerate() takes an iterable and an optional start here")
+        inner = self.walk(it.args[0].value, out, loop, _parts(target, 2)[1])
+        start = self.expr(it.args[1].value, out) if len(it.args) == 2 else Const(0)
+        counts = start == Const(0)
+        index = (lambda k: Copy(k)) if counts else (lambda k: Prim(rules.lookup("add"), (k, start)))
+        return Walk(inner.length, lambda k, body: (index(k), inner.item(k, body)), counts)
+
+    def range_walk(self, it, out) -> Walk:
+        """range(start, stop, step) as the k-th item `start + k * step`, k < its length."""
+        start, stop, step = self.range_args(it, out)
+        if not (isinstance(step, Const) and isinstance(step.value, int) and step.value):
+            raise self.err(it, "a range inside zip() or enumerate() needs a constant, nonzero step")
+        s = step.value
+        if isinstance(start, Const) and isinstance(stop, Const):
+            n = Const(len(range(start.value, stop.value, s)))
+        elif start == Const(0) and s > 0:
+            n = stop
+        else:
+            n = self.prim(out, "sub", (stop, start) if s > 0 else (start, stop), hint="n")
+        if abs(s) != 1 and not isinstance(n, Const):  # a negative length runs no iteration, as an empty range
+            n = self.prim(out, "floordiv", (self.prim(out, "add", (n, Const(abs(s) - 1)), hint="n"), Const(abs(s))),
+                          hint="n")
+        return Walk(n, lambda k, body: self.range_item(start, step, k, body))
+
+    def ndindex_walk(self, it, out, target) -> Walk:
+        """np.ndindex(shape): one counter over the product of the dimensions, split into an index per axis."""
+        if any(a.keyword for a in it.args) or not it.args:
+            raise self.err(it, "np.ndindex() takes a shape here")
+        dims = [self.value(a.value, out) for a in it.args]
+        if len(dims) == 1 and is_tree(dims[0]):
+            dims = list(dims[0])
+        elif len(dims) == 1:  # a shape variable (x.shape): its rank comes from the loop target
+            rank = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
+            if rank is None:
+                raise self.err(it, "the rank of this shape is known only at run time",
+                               "unpack the index: `for i, j in np.ndindex(x.shape)`")
+            dims = [self.emit(out, self.temp("dim"), Load(dims[0], (Const(d),))) for d in range(rank)]
+        if any(is_tree(d) for d in dims):
+            raise self.err(it, "np.ndindex() takes a shape: ints, or a tuple of ints")
+        strides = [Const(1)]
+        for axis in reversed(range(len(dims))):
+            d = dims[axis]
+            strides.insert(0, d if strides[0] == Const(1) else
+                           self.prim(out, "mul", (strides[0], d), hint="stride" if axis else "n"))
+        n, strides = strides[0], strides[1:]
+
+        def item(k, body):
+            index = []
+            for axis, (d, stride) in enumerate(zip(dims, strides)):
+                if axis == 0:
+                    index.append(Copy(k) if stride == Const(1) else Prim(rules.lookup("floordiv"), (k, stride)))
+                    continue
+                q = k if stride == Const(1) else self.prim(body, "floordiv", (k, stride), hint="q")
+                index.append(Prim(rules.lookup("mod"), (q, d)))
+            return tuple(index)
+        return Walk(n, item)
+
+    def range_item(self, start, step, k, body):
+        offset = k if step == Const(1) else self.prim(body, "mul", (k, step), hint="offset")
+        return Copy(offset) if start == Const(0) else Prim(rules.lookup("add"), (start, offset))
+
+    def static_zip(self, it, out):
+        """zip of static tuples/lists (and ranges with constant bounds) as a list of tuples; None when no
+        argument is static."""
+        parts = []
+        for arg in it.args:
+            node = arg.value
+            if arg.keyword or arg.star:
+                raise self.err(it, "zip() takes the iterables as positional arguments here")
+            if isinstance(node, cst.Call) and self.static_value(node.func) is range:
+                parts.append(node)
+            elif self.is_static_iterable(node):
+                parts.append(self.static_items(node, out))
+            else:
+                parts.append(None)
+        if all(p is None or isinstance(p, cst.Call) for p in parts):
+            return None
+        for i, (p, arg) in enumerate(zip(parts, it.args)):
+            if isinstance(p, cst.Call):
+                bounds = [self.expr(a.value, out) for a in p.args]
+                if all(isinstance(b, Const) and isinstance(b.value, int) for b in bounds):
+                    parts[i] = [Const(v) for v in range(*(b.value for b in bounds))]
+            if not isinstance(parts[i], list):
+                raise self.err(arg.value, "zip() of a tuple/list with an array or a run-time range: the tuple/list is "
+                                          "unrolled when the code is generated, the array's length is only known at "
+                                          "run time", "loop over the tuple/list and index the array with its "
+                                                      "position: `for k, w in enumerate(ws): v = x[k]`")
+        return [tuple(items) for items in zip(*parts)]
+
+    def is_static_iterable(self, it) -> bool:
+        """Does `it` name a static tuple/list/dict (or zip / enumerate / .items() of one), known without
+        lowering it?"""
+        if isinstance(it, (cst.Tuple, cst.List)):
+            return True
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and \
+                it.func.attr.value in ("items", "keys", "values") and not it.args:
+            return isinstance(self.tree_of(it.func.value), dict)
+        if isinstance(it, cst.Call) and it.args:
+            fn = self.static_value(it.func)
+            if fn is enumerate or fn in (list, tuple, reversed):
+                return self.is_static_iterable(it.args[0].value)
+            if fn is zip:
+                return any(self.is_static_iterable(a.value) for a in it.args)
+            return False
+        return self.tree_of(it) is not None
+
+    def bind_item(self, target, item, body):
+        """Bind a loop or comprehension target to a run-time item: a tree whose leaves are IR expressions."""
+        if isinstance(target, cst.Name):
+            name = target.value
+            if isinstance(item, tuple):  # `for pair in zip(x, y)`: a tuple of this iteration's values
+                self.trees[name] = self.item_atoms(item, name, body)
+                return
+            self.trees.pop(name, None)
+            var = self.var(name)
+            if item != Copy(Var(var)):  # enumerate's index that is the loop counter itself
+                self.emit(body, var, item)
+            return
+        if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement)
+                                                                 for e in target.elements):
+            raise self.err(target, "a loop target is a name or a tuple of names", "`for a, (b, c) in ...`")
+        names = [e.value for e in target.elements]
+        if isinstance(item, Load):  # `for a, b in pairs`: unpack the row of a 2-D array
+            item = tuple(Load(item.base, item.index + (Const(j),)) for j in range(len(names)))
+        if not isinstance(item, tuple):
+            raise self.err(target, "cannot unpack a number into several names")
+        if len(item) != len(names):
+            raise self.err(target, f"cannot unpack {len(item)} values into {len(names)} names")
+        for name, part in zip(names, item):
+            self.bind_item(name, part, body)
+
+    def item_atoms(self, item, hint, body):
+        if isinstance(item, tuple):
+            return tuple(self.item_atoms(part, hint, body) for part in item)
+        return self.emit(body, self.temp(hint), item)
+
+    def builtin_call(self, node: cst.Call, fn, out, target):
+        """max / min / sum / any / all of several values, of a tuple/list, an array or a comprehension;
+        list / tuple / dict of static containers."""
+        positional = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        name = fn.__name__
+        if fn in (list, tuple, dict):
+            return self.container_call(node, fn, positional, keywords, out)
+        if set(keywords) - ({"start"} if fn is sum else set()):
+            raise self.err(node, f"{name}() with `{next(iter(keywords))}=` is not supported here",
+                           "write the loop that computes it")
+        if fn is sum and len(positional) == 2 and not keywords:
+            keywords["start"] = positional.pop()
+        if not positional or (len(positional) > 1 and fn not in (max, min)):
+            raise self.err(node, f"{name}() takes {'one iterable' if fn not in (max, min) else 'arguments'} here")
+        start = self.expr(keywords["start"], out) if "start" in keywords else None
+        if len(positional) > 1:
+            items = [self.expr(p, out) for p in positional]
+        elif isinstance(positional[0], (cst.GeneratorExp, cst.ListComp)):
+            return self.comprehension_reduce(positional[0], fn, start, out, target)
+        elif self.is_static_iterable(positional[0]):
+            items = self.static_items(positional[0], out)
+            if any(is_tree(i) for i in items):
+                raise self.err(node, f"{name}() of a tuple/list of tuples/lists is not supported")
+        elif fn in (any, all):  # an array: walk its first axis
+            gen = cst.GeneratorExp(cst.Name("v"), cst.CompFor(cst.Name("v"), positional[0]))
+            return self.comprehension_reduce(gen, fn, start, out, target)
+        else:  # an array: Python walks its first axis, NumPy reduces it
+            x = self.expr(positional[0], out)
+            found = rules.lookup_object({sum: np.sum, max: np.max, min: np.min}[fn])
+            axis = (("axis", Const(0)),) if fn is sum else ()
+            total = self.emit(out, target or self.temp(found[0].name), Prim(found[0], (x,), axis, found[1]))
+            return total if start is None else self.prim(out, "add", (start, total), target=target)
+        return self.fold(node, fn, items if start is None else [start] + items, out, target)
+
+    def fold(self, node, fn, items, out, target):
+        """The reduction of values known one by one when the code is generated: a chain of operations."""
+        if not items:
+            if fn in (max, min):
+                raise self.err(node, f"{fn.__name__}() of an empty sequence")
+            return Const({sum: 0, any: False, all: True}[fn])
+        op, spelled = REDUCERS[fn.__name__][:2]
+        rule = rules.lookup(op) if isinstance(op, str) else rules.lookup_object(op)[0]
+        acc = self.truth(items[0], fn, out)
+        for item in items[1:]:
+            acc = self.emit(out, self.temp(REDUCERS[fn.__name__][2]), Prim(rule, (acc, self.truth(item, fn, out)), (),
+                                                                          spelled))
+        return self.expr_result(acc, out, target)
+
+    def expr_result(self, atom, out, target):
+        if target is not None and atom != Var(target):
+            return self.emit(out, target, Copy(atom))
+        return atom
+
+    def truth(self, atom, fn, out, boolean=False):
+        """any / all combine truth values: a number becomes bool(number)."""
+        if fn not in (any, all) or boolean or isinstance(atom, Const) and isinstance(atom.value, bool):
+            return atom
+        return self.emit(out, self.temp("truth"), Prim(rules.lookup_object(bool)[0], (atom,), (), "bool"))
+
+    def comprehension_reduce(self, comp, fn, start, out, target):
+        """sum / max / min / any / all of a comprehension: unrolled over static containers, else an
+        accumulator updated in a loop."""
+        name = fn.__name__
+        op, spelled, hint = REDUCERS[name]
+        rule = rules.lookup(op) if isinstance(op, str) else rules.lookup_object(op)[0]
+        mark, loc, values, acc = len(out), self.loc, [], []
+        boolean = isinstance(comp.elt, (cst.Comparison, cst.BooleanOperation)) or \
+            isinstance(comp.elt, cst.UnaryOperation) and isinstance(comp.elt.operator, cst.Not)
+
+        def visit(body, dynamic):
+            value = self.truth(self.expr(comp.elt, body), fn, body, boolean)
+            if not dynamic:
+                values.append(value)
+                return
+            if not acc:  # the accumulator starts before the outermost loop
+                init = start if start is not None else Const(REDUCER_START[name])
+                acc.append(self.temp(hint))
+                out.insert(mark, Assign(acc[0], Copy(init), loc))
+            self.emit(body, acc[0], Prim(rule, (Var(acc[0]), value), (), spelled))
+
+        self.comprehension(comp, out, visit)
+        if acc:
+            return self.expr_result(Var(acc[0]), out, target)
+        return self.fold(comp, fn, values if start is None else [start] + values, out, target)
+
+    def comprehension(self, comp, out, visit):
+        """Call `visit(out, dynamic)` once per item of a comprehension, with its targets bound in a scope
+        of their own: static containers are unrolled, anything else is a loop (`dynamic`: inside a loop
+        or an `if` on run-time values)."""
+        with self.comprehension_scope(comp):
+            self.comprehension_for(comp.for_in, out, visit, False)
+
+    @contextlib.contextmanager
+    def comprehension_scope(self, comp):
+        names, level = set(), comp.for_in
+        while level is not None:
+            names |= _target_names(level.target)
+            level = level.inner_for_in
+        saved = {n: (self.scope.get(n), self.trees.get(n)) for n in names}
+        locals_ = self.locals
+        self.locals = locals_ | names
+        for n in names:  # the user's name where no other variable of the function has it
+            self.scope[n] = n if n not in locals_ and n not in self.scope and not self.stack[1:] else self.renamed(n)
+            self.trees.pop(n, None)
+        try:
+            yield
+        finally:
+            self.locals = locals_
+            for n, (var, tree) in saved.items():
+                for table, value in ((self.scope, var), (self.trees, tree)):
+                    if value is None:
+                        table.pop(n, None)
+                    else:
+                        table[n] = value
+
+    def comprehension_for(self, level, out, visit, dynamic):
+        if level.asynchronous is not None:
+            raise self.err(level, "`async for` cannot be differentiated")
+        items = self.small_range(level.iter)
+        if items is not None or self.is_static_iterable(level.iter):
+            for item in items if items is not None else self.static_items(level.iter, out):
+                self.bind_unrolled(level.target, item, out)
+                self.comprehension_ifs(level, 0, out, visit, dynamic)
+            return
+        loc, body = self.loc, []
+        it = level.iter
+        with self.inside_loop():
+            if isinstance(it, cst.Call) and self.static_value(it.func) is range and isinstance(level.target, cst.Name):
+                bounds = self.range_args(it, out)
+                counter = self.var(level.target.value)
+            else:
+                walk = self.walk(it, out, target=level.target)
+                counter = self.names.fresh("k")
+                bounds = (Const(0), walk.length, Const(1))
+                self.bind_item(level.target, walk.item(Var(counter), body), body)
+            self.comprehension_ifs(level, 0, body, visit, True)
+        self.loc = loc
+        out.append(For(counter, *bounds, body, loc))
+
+    def bind_unrolled(self, target, item, out):
+        """Bind an unrolled comprehension's target; an int stays a constant, so that `b[s]` picks an item."""
+        if isinstance(target, cst.Name) and isinstance(item, Const) and type(item.value) is int:
+            self.trees[target.value] = item
+        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(item, tuple) and len(item) == len(target.elements):
+            for element, part in zip(target.elements, item):
+                self.bind_unrolled(element.value, part, out)
+        else:
+            self.bind_again(target, item, out)
+
+    def comprehension_ifs(self, level, i, out, visit, dynamic):
+        if i == len(level.ifs):
+            if level.inner_for_in is not None:
+                self.comprehension_for(level.inner_for_in, out, visit, dynamic)
+            else:
+                visit(out, dynamic)
+            return
+        test = self.expr(level.ifs[i].test, out)
+        if isinstance(test, Const):  # decided when the code is generated
+            if test.value:
+                self.comprehension_ifs(level, i + 1, out, visit, dynamic)
+            return
+        loc, inner = self.loc, []
+        with self.inside_loop():
+            self.comprehension_ifs(level, i + 1, inner, visit, True)
+        out.append(If(self.stable_test(test, inner, out), inner, [], loc))
+
+    @contextlib.contextmanager
+    def inside_loop(self):
+        self.branch_depth += 1
+        self.nested += 1
+        try:
+            yield
+        finally:
+            self.branch_depth -= 1
+            self.nested -= 1
+
+    def list_comp(self, comp, out):
+        """A list comprehension over static containers: a static list, unrolled."""
+        items = []
+
+        def visit(body, dynamic):
+            if dynamic:
+                raise self.err(comp, "this comprehension's length is only known at run time (it loops over a "
+                                     "range or an array, or filters with an `if` on run-time values)",
+                               "np.array([...]) of it makes an array, sum(...), max(...), any(...) reduce it; or "
+                               "write the loop: out = np.zeros(n); for i in range(n): out[i] = ...")
+            items.append(self.value(comp.elt, body))
+
+        self.comprehension(comp, out, visit)
+        return items
+
+    def is_static_comprehension(self, comp) -> bool:
+        it = comp.for_in.iter
+        return (self.is_static_iterable(it) or self.small_range(it) is not None) and comp.for_in.inner_for_in is None
+
+    def small_range(self, it):
+        """The items of `range(...)` with constant bounds and at most UNROLL_RANGE items, else None: a
+        comprehension over it is unrolled, so that it can make a list, or add arrays."""
+        if not (isinstance(it, cst.Call) and self.static_value(it.func) is range and 1 <= len(it.args) <= 3
+                and all(a.keyword is None and self.is_static_key(a.value) for a in it.args)):
+            return None
+        bounds = [self.static_key(a.value) for a in it.args]
+        if not all(isinstance(b, int) for b in bounds) or len(range(*bounds)) > UNROLL_RANGE:
+            return None
+        return [Const(v) for v in range(*bounds)]
+
+    def filled_array(self, comp, out, target):
+        """np.array([f(x) for x in ...]) of a run-time length: fill a preallocated array of numbers."""
+        level = comp.for_in
+        if level.inner_for_in is not None or level.ifs:
+            return self.list_comp(comp, out)  # static, or an error that says why not
+        loc = self.loc
+        with self.comprehension_scope(comp):
+            walk = self.walk(level.iter, out, target=level.target)
+            zeros = rules.lookup_object(np.zeros)
+            filled = self.emit(out, target or self.temp("filled"), Prim(zeros[0], (walk.length,), (), zeros[1]))
+            k, body = self.names.fresh("k"), []
+            with self.inside_loop():
+                item = walk.item(Var(k), body)
+                if isinstance(level.target, cst.Name) and item == Copy(Var(k)):  # range(n): count with the target
+                    k = self.var(level.target.value)
+                else:
+                    self.bind_item(level.target, item, body)
+                body.append(Store(filled.name, (Var(k),), self.expr(comp.elt, body), self.loc))
+        self.loc = loc
+        out.append(For(k, Const(0), walk.length, Const(1), body, loc))
+        return filled
+
+    def refuse_generator(self, node):
+        if isinstance(node, cst.GeneratorExp):
+            raise self.err(node, "NumPy functions refuse generator expressions (np.sum(x for ...) raises TypeError)",
+                           "write the builtin sum(...), max(...), min(...), or a list: np.sum([... for ...])")
+
+    def array_of(self, node, items, out):
+        """np.array(items) of numbers, or of arrays of one shape: stacked along a new first axis."""
+        if not items or any(is_tree(i) for i in items):
+            raise self.err(node, "NumPy takes numbers or arrays here; this comprehension makes "
+                                 f"{'no items' if not items else 'tuples/lists'}")
+        items = [self.prim(out, "expand_dims_any", (i, Const(0)), hint="item") for i in items]
+        result = items[0]
+        for item in items[1:]:
+            result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
+        return result
+
+    def container_call(self, node, fn, positional, keywords, out):
+        """list(...), tuple(...) and dict(...) of static containers: static containers again."""
+        if fn is dict:
+            pairs = self.container_call(node, list, positional, {}, out) if positional else []
+            if any(not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], Const)) for p in pairs):
+                raise self.err(node, "dict() takes constant (key, value) pairs or keyword arguments here")
+            return {**{k.value: v for k, v in pairs}, **{k: self.value(v, out) for k, v in keywords.items()}}
+        if keywords or len(positional) > 1:
+            raise self.err(node, f"{fn.__name__}() takes one iterable here")
+        if not positional:
+            return fn()
+        arg = positional[0]
+        if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
+            return fn(self.list_comp(arg, out))
+        if isinstance(arg, cst.Call) and self.static_value(arg.func) is range:
+            bounds = [self.expr(a.value, out) for a in arg.args]
+            if all(isinstance(b, Const) and isinstance(b.value, int) for b in bounds):
+                return fn(Const(v) for v in range(*(b.value for b in bounds)))
+        if not self.is_static_iterable(arg):
+            raise self.err(node, f"{fn.__name__}() of an array or a run-time range: its length is only known at run "
+                                 "time, and s2sad fixes tuples and lists when it generates code",
+                           "index the array itself, or np.array(...) / x.copy() for a copy")
+        return fn(self.static_items(arg, out))
+
+    def is_static_key(self, node) -> bool:
+        """Is `node` an index known when the code is generated (what static_key accepts)?"""
+        if isinstance(node, (cst.SimpleString, cst.Integer)):
+            return True
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return isinstance(node.expression, cst.Integer)
+        if isinstance(node, cst.Name) and node.value in self.trees:
+            value = self.trees[node.value]
+            return isinstance(value, Const) and type(value.value) is int
+        value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
+        return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+    def runtime_item(self, node, items, index_node, out, target):
+        """`coeffs[i]` of a static tuple/list with a run-time index `i`: a constant table of numbers, or a
+        chain of `if`s choosing among numbers and arrays."""
+        if isinstance(items, dict):
+            raise self.err(node, "a dict is indexed with a constant key", "use a tuple, or an array, for run-time indices")
+        if not items:
+            raise self.err(node, "index into an empty tuple/list")
+        i = self.expr(index_node, out)
+        leaves, _ = flatten(items)
+        if all(isinstance(v, Const) and type(v.value) in (int, float) for v in leaves):
+            return self.emit(out, target or self.temp("coeff"), Load(self.constant_table(node, items, out), (i,)))
+        if any(is_tree(v) for v in items):
+            raise self.err(node, "a run-time index picks a number or an array here; these items are tuples/lists",
+                           "index with a constant, or make the items arrays (np.array(...))")
+        result = target or self.temp("item")
+        tests = [self.prim(out, "eq", (i, Const(k)), hint="is_item") for k in range(len(items) - 1)]
+        self.choose(tests, list(items), result, out)
+        return Var(result)
+
+    def constant_table(self, node, items, out) -> Var:
+        """A static tuple/list of numbers (nested: rows of equal length) as one constant tuple variable."""
+        try:
+            table = np.array(_constant_tuple(items))
+        except ValueError:  # ragged rows
+            table = None
+        if table is None or table.dtype.kind not in "iuf" or table.ndim != _depth(items):
+            raise self.err(node, "a table indexed at run time needs rows of equal length",
+                           "pad the shorter rows with 0.0")
+        return self.emit(out, self.temp("table"), Copy(Const(_nested_tuple(table.tolist()))))
+
+    def choose(self, tests, items, result, out):
+        """`result = items[i]` as `if i == 0: ... else: if i == 1: ...` (the last item: any other i). The
+        tests are computed before the chain, so every one of them has a value in every pass of a loop."""
+        if not tests:
+            self.emit(out, result, Copy(items[0]))
+            return
+        body, orelse = [], []
+        self.emit(body, result, Copy(items[0]))
+        self.choose(tests[1:], items[1:], result, orelse)
+        out.append(If(tests[0], body, orelse, self.loc))
+
+    def static_if(self, node: cst.If, taken: bool, out) -> set:
+        """An `if` whose test is a constant when the code is generated: only the branch it takes."""
+        orelse = node.orelse
+        if taken or orelse is None:
+            stmts = node.body.body if taken else []
+        elif isinstance(orelse, cst.If):  # elif
+            return self.stmt(orelse, out)
+        else:
+            stmts = orelse.body.body
+        flags = self.block(stmts, out)
+        self.jumped_statically = bool(stmts) and self.always_jumps(stmts[-1])
+        return flags
+
+    def check_recursion(self, node, fn, args):
+        """A recursive call is unrolled when a constant argument (an int, a tuple/list) can end it: the
+        depth is then fixed when the code is generated."""
+        if not any(isinstance(a, Const) and type(a.value) is int or is_tree(a) for a in args):
+            raise self.err(node, f"recursive call to `{fn.__name__}` with arguments known only at run time: s2sad "
+                                 "unrolls recursion only where constant arguments fix its depth",
+                           "write it as a loop, or pass the depth as a constant (a literal or a global int)")
+        if self.stack.count(fn) >= RECURSION_DEPTH:
+            raise self.err(node, f"recursive call to `{fn.__name__}` still recurses after {RECURSION_DEPTH} levels "
+                                 "when the code is generated", "write it as a loop")
+
+    def static_slice(self, node, items, out):
+        """`xs[a:b]` of a static tuple/list, with bounds known when the code is generated."""
+        part = node.slice[0].slice
+        bounds = [None if b is None else self.expr(b, out) for b in (part.lower, part.upper, part.step)]
+        if any(b is not None and not (isinstance(b, Const) and type(b.value) is int) for b in bounds):
+            raise self.err(node, "a tuple/list is sliced with constant bounds",
+                           "s2sad resolves tuples and lists when it generates code")
+        return items[slice(*(None if b is None else b.value for b in bounds))]
+
     # -------------------------------------------------------------- function
     @property
     def params(self):
@@ -1489,6 +2073,9 @@ class Lowerer:
             value = bound[p.name.value] if bound is not None else None
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
+                continue
+            if isinstance(value, Const) and type(value.value) is int and p.name.value not in rebound:
+                self.trees[p.name.value] = value  # a constant int: `n - 1`, `n == 0` are decided now (recursion)
                 continue
             name = self.var(p.name.value)
             self._params.append(name)
@@ -1680,6 +2267,46 @@ def _reads_a_tape(node) -> bool:
 
 def _param_names(func: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in func.params.params + func.params.kwonly_params}
+
+
+INT_FOLDS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
+             "mod": operator.mod, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+             "gt": operator.gt, "ge": operator.ge, "not": operator.not_}
+
+
+def _fold_ints(key, args) -> Const | None:
+    """The result of an operation on constant ints and bools (exact, so computed now), else None."""
+    if not (isinstance(key, str) and key in INT_FOLDS and args
+            and all(isinstance(a, Const) and type(a.value) in (int, bool) for a in args)):
+        return None
+    values = [a.value for a in args]
+    if key in ("floordiv", "mod") and values[1] == 0:
+        return None
+    return Const(INT_FOLDS[key](*values))
+
+
+def _parts(target, n: int) -> list:
+    """The sub-targets of a tuple target with n items (None where it has no such parts)."""
+    if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == n:
+        return [e.value for e in target.elements]
+    return [None] * n
+
+
+def _depth(value) -> int:
+    return 1 + _depth(value[0]) if isinstance(value, (tuple, list)) and value else 0
+
+
+def _nested_tuple(value):
+    return tuple(_nested_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def _target_names(target) -> set[str]:
+    """The names a loop or comprehension target binds: `i`, `(a, (b, c))`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_target_names(e.value) for e in target.elements))
+    return set()
 
 
 def _count_names(node, name) -> int:
