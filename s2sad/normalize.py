@@ -236,6 +236,8 @@ class Lowerer:
     copied: list = field(default_factory=list)  # arguments the function writes into, copied on entry
     copy_arguments: bool = True
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
+    arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
+    updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
 
     # ---------------------------------------------------------------- helpers
@@ -262,6 +264,8 @@ class Lowerer:
 
     def emit(self, out, target, value):
         out.append(Assign(target, value, self.loc))
+        if _makes_array(value, self.arrays):
+            self.arrays.add(target)
         return Var(target)
 
     def prim(self, out, key, args, kwargs=(), target=None, hint=None):
@@ -453,7 +457,7 @@ class Lowerer:
         the old value still in its variable, where a name that kept one variable needs a tape. An
         inlined helper counts from 0 even inside a caller's loop: each call binds all its names afresh
         before reading them, so none carries a value from one iteration to the next."""
-        if self.nested or user_name not in self.scope:
+        if self.nested or user_name not in self.scope or user_name in self.updates_callers:
             return None
         return self.renamed(user_name)
 
@@ -851,8 +855,13 @@ class Lowerer:
         if isinstance(value, (bool, int, float, np.floating, np.integer)):
             return Const(value.item() if isinstance(value, np.generic) else value)
         if is_hidden_array(value) and where is not None:
-            return Var(self.hidden.var(where))
+            return self.hidden_var(where)
         return StaticRef(value, where)
+
+    def hidden_var(self, where: Hidden) -> Var:
+        name = self.hidden.var(where)
+        self.arrays.add(name)
+        return Var(name)
 
     def record_field(self, node: cst.Attribute):
         record = self.tree_of(node.value)
@@ -972,7 +981,7 @@ class Lowerer:
         if isinstance(value, (bool, int, float, np.floating, np.integer)):
             return Const(value.item() if isinstance(value, np.generic) else value)
         if is_hidden_array(value) and ref.where is not None:
-            return Var(self.hidden.var(ref.where))
+            return self.hidden_var(ref.where)
         what = cst.Module([]).code_for_node(node)
         kind = "function" if callable(value) else type(value).__name__
         raise self.err(node, f"`{what}` is a {kind}, which cannot be used as a number or array here",
@@ -1344,7 +1353,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden)
+                         hidden=self.hidden, arrays=self.arrays)
         callee.loc = self.loc
         try:
             args = self.with_hidden(fn, args)
@@ -1363,7 +1372,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker)
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays)
         callee.loc = self.loc
         try:
             bound = _bind_parameters(fn.node, args, kwargs)
@@ -2056,7 +2065,7 @@ class Lowerer:
             if bound is not None and isinstance(bound[p.name.value], StaticRef):
                 ref = bound[p.name.value]
                 if is_hidden_array(ref.obj) and ref.where is not None:
-                    bound[p.name.value] = Var(self.hidden.var(ref.where))
+                    bound[p.name.value] = self.hidden_var(ref.where)
                 else:
                     self.objects[p.name.value] = ref
                     continue
@@ -2073,6 +2082,10 @@ class Lowerer:
             value = bound[p.name.value] if bound is not None else None
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
+                continue
+            if isinstance(value, Var) and value.name in self.arrays and p.name.value in _updated_only(func):
+                self.scope[p.name.value] = value.name  # `force += ...` on the caller's array: NumPy writes into it
+                self.updates_callers.add(p.name.value)
                 continue
             if isinstance(value, Const) and type(value.value) is int and p.name.value not in rebound:
                 self.trees[p.name.value] = value  # a constant int: `n - 1`, `n == 0` are decided now (recursion)
@@ -2319,6 +2332,49 @@ def _find_yields(func) -> list:
 
 def _find_returns(func):
     return [n for n in _walk(func, skip=(cst.FunctionDef,)) if isinstance(n, cst.Return)]
+
+
+_ARRAY_MAKERS = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "copy", "eye",
+                           "arange", "linspace", "tile", "ascontiguousarray", "asfortranarray"})
+_ARRAY_ARITHMETIC = frozenset({"add", "sub", "mul", "truediv", "pow", "neg", "pos", "matmul"})
+
+
+def _makes_array(value, arrays: set) -> bool:
+    """Does this right-hand side surely give an array? (made by NumPy, a slice of an array, or arithmetic
+    with one): what a helper's `x += ...` on its parameter needs to know to write into the caller's array."""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Var) and value.value.name in arrays
+    if isinstance(value, Load):
+        return any(isinstance(i, Slice) for i in value.index)
+    if isinstance(value, Prim):
+        name = value.rule.name
+        return name in _ARRAY_MAKERS or (name in _ARRAY_ARITHMETIC and any(
+            isinstance(a, Var) and a.name in arrays for a in value.args))
+    return False
+
+
+def _updated_only(func: cst.FunctionDef) -> set[str]:
+    """Names the function only updates in place (`x += ...`), never binds anew."""
+    updated = {n.target.value for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))
+               if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)}
+    return updated - _bound_names(func)
+
+
+def _bound_names(func: cst.FunctionDef) -> set[str]:
+    """Names assigned with `=`, `:` or as loop targets (not `op=`)."""
+    out: set = set()
+
+    def targets(t):
+        if isinstance(t, cst.Name):
+            out.add(t.value)
+        elif isinstance(t, (cst.Tuple, cst.List)):
+            for el in t.elements:
+                targets(el.value)
+
+    for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
+        if isinstance(n, (cst.AssignTarget, cst.AnnAssign, cst.For)):
+            targets(n.target)
+    return out
 
 
 def _written_arguments(func: cst.FunctionDef) -> set[str]:

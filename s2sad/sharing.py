@@ -11,8 +11,8 @@ says how to break the sharing.
 
 Only names known to be arrays take part: a store's base, a name bound to a slice or to a view
 function's result (`VIEWS`), a plain copy of one of those, and what an augmented
-assignment of one of those makes. `row = m[i]` of a 2-D `m` is a view as well, but it reads like
-an element here and is not seen. Reads are ordered by position in the program: a read in the
+assignment of one of those makes. `row = m[i]` is a view of `m` where `row` is sliced or written
+into; where it is only read whole, it reads like an element here and is not seen. Reads are ordered by position in the program: a read in the
 other branch of an `if` counts as later, which can only refuse more, never less.
 """
 
@@ -74,6 +74,9 @@ class _Program:
                 self.arrays.add(s.base)
             if isinstance(s, Assign) and (source := view_source(s.value)) is not None:
                 self._share(source, s.target)
+        for s in self._stmts():  # `row = m[i]` whose result is sliced or written into: a row, a view of `m`
+            if isinstance(s, Assign) and isinstance(s.value, Load) and s.target in self.arrays:
+                self._share(s.value.base.name, s.target)
         grown = True
         while grown:  # plain copies and in-place updates of arrays are arrays sharing the same memory
             grown = False
