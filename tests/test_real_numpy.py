@@ -176,3 +176,27 @@ def test_scipy_rules_load_when_a_program_names_scipy(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(tmp_path)])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert_close(float(out), 2.0 * 2.0 / math.sqrt(math.pi) * math.exp(-0.09), rtol=1e-12)
+
+
+def test_compiled_stand_ins_match_scipy():
+    """The numba versions of SciPy's functions (math, and series for digamma and polygamma) against SciPy,
+    poles and ends included."""
+    from numba import njit
+
+    from s2sad.runtime import (norm_cdf, norm_logpdf, norm_pdf, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gammaln,
+                               sp_logit, sp_logsumexp, sp_polygamma, sp_xlogy)
+
+    @njit
+    def compiled(x, p):
+        return (sp_erf(x), sp_erfc(x), sp_expit(x), sp_logit(p), sp_gammaln(x), sp_digamma(x), sp_polygamma(1, x),
+                sp_polygamma(3, x), sp_xlogy(p, x), norm_cdf(x, 0.3, 2.0), norm_pdf(x, 0.3, 2.0),
+                norm_logpdf(x, 0.3, 2.0), sp_logsumexp(x[:6]), sp_logsumexp(x[:6].reshape(2, 3), 1))
+
+    sp = scipy.special
+    x = np.concatenate([np.random.default_rng(5).uniform(-7.0, 30.0, 20), [0.0, -1.0, -2.5, 1e-3, 1e6]])
+    p = np.concatenate([np.random.default_rng(6).uniform(0.0, 1.0, 21), [0.0, 1.0, 1.5, -0.5]])
+    expected = (sp.erf(x), sp.erfc(x), sp.expit(x), sp.logit(p), sp.gammaln(x), sp.digamma(x), sp.polygamma(1, x),
+                sp.polygamma(3, x), sp.xlogy(p, x), norm.cdf(x, 0.3, 2.0), norm.pdf(x, 0.3, 2.0),
+                norm.logpdf(x, 0.3, 2.0), sp.logsumexp(x[:6]), sp.logsumexp(x[:6].reshape(2, 3), 1))
+    for got, want in zip(compiled(x, p), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
