@@ -36,6 +36,15 @@ def clipped_residuals(r, cap):
     return np.sum(out ** 2) + np.sum(r[r > 0.0])
 
 
+def leaky_relu_in_place(x, slope, shift):
+    """Augmented writes through masks of a 2-D array."""
+    y = x.copy()
+    y[y < 0.0] *= slope
+    big = y > 0.5
+    y[big] += shift * y[big]
+    return np.sum(y ** 2)
+
+
 def regression_log_likelihood(beta, sigma, X, y):
     resid = y - X @ beta
     return np.sum(norm.logpdf(resid, loc=0.0, scale=sigma))
@@ -102,6 +111,7 @@ SPD = R.normal(size=(3, 3))
 CASES = [
     (relu_layer, (R.normal(size=(4, 3)), R.normal(size=4), R.normal(size=3)), (0, 1, 2)),
     (clipped_residuals, (R.normal(size=7), 0.8), (0, 1)),
+    (leaky_relu_in_place, (R.normal(size=(3, 4)), 0.1, 0.3), (0, 1, 2)),
     (regression_log_likelihood, (R.normal(size=3), 0.7, R.normal(size=(6, 3)), R.normal(size=6)), (0, 1)),
     (black_scholes_erf, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
     (black_scholes_norm, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
