@@ -967,6 +967,9 @@ class Lowerer:
                            "pass the arguments one by one (s2sad resolves every call when it generates code)")
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
+        if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
+            frozen = node.func.value
+            node = node.with_changes(func=node.func.with_changes(value=frozen.func), args=[*node.args, *frozen.args])
         fn = self.static_value(node.func)
         from s2sad import api
 
@@ -994,6 +997,11 @@ class Lowerer:
                                  "and other Python functions", HINT_RULE)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def is_frozen_distribution(self, func) -> bool:
+        """`dist(...).method`, where `dist` is an object whose methods have rules (scipy.stats.norm)."""
+        return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) \
+            and rules.registry.is_namespace(self.static_value(func.value.func))
 
     def static_transform(self, node: cst.Call):
         """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""

@@ -50,6 +50,12 @@ def regression_log_likelihood(beta, sigma, X, y):
     return np.sum(norm.logpdf(resid, loc=0.0, scale=sigma))
 
 
+def map_objective(theta, prior_mean, prior_scale, X, y):
+    """A MAP objective with frozen distributions, `norm(loc, scale).logpdf(x)`, as PyMC-era code writes it."""
+    prior = np.sum(norm(prior_mean, prior_scale).logpdf(theta))
+    return prior + np.sum(norm(loc=X @ theta, scale=prior_scale).logpdf(y))
+
+
 def normal_cdf(x):
     return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
 
@@ -113,6 +119,7 @@ CASES = [
     (clipped_residuals, (R.normal(size=7), 0.8), (0, 1)),
     (leaky_relu_in_place, (R.normal(size=(3, 4)), 0.1, 0.3), (0, 1, 2)),
     (regression_log_likelihood, (R.normal(size=3), 0.7, R.normal(size=(6, 3)), R.normal(size=6)), (0, 1)),
+    (map_objective, (R.normal(size=3), 0.2, 1.3, R.normal(size=(5, 3)), R.normal(size=5)), (0, 1, 2)),
     (black_scholes_erf, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
     (black_scholes_norm, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
     (upper_quadratic_form, (R.normal(size=(3, 3)), R.normal(size=3)), (0, 1)),
