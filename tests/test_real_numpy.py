@@ -51,7 +51,7 @@ def regression_log_likelihood(beta, sigma, X, y):
 
 
 def map_objective(theta, prior_mean, prior_scale, X, y):
-    """A MAP objective with frozen distributions, `norm(loc, scale).logpdf(x)`, as PyMC-era code writes it."""
+    """A MAP objective written with frozen distributions, `norm(loc, scale).logpdf(x)`."""
     prior = np.sum(norm(prior_mean, prior_scale).logpdf(theta))
     return prior + np.sum(norm(loc=X @ theta, scale=prior_scale).logpdf(y))
 
