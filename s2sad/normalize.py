@@ -1104,6 +1104,9 @@ class Lowerer:
             node = self.spread(node, out)
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
+        if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
+            frozen = node.func.value
+            node = node.with_changes(func=node.func.with_changes(value=frozen.func), args=[*node.args, *frozen.args])
         ref = self.static_ref(node.func)
         fn = _NOT_STATIC if ref is None else ref.obj
         if isinstance(fn, NestedFunction):
@@ -1160,6 +1163,11 @@ class Lowerer:
                 item = cst.Subscript(cst.Name(name), [cst.SubscriptElement(cst.Index(index))])
                 args.append(cst.Arg(item, keyword=cst.Name(key) if a.star == "**" else None))
         return node.with_changes(args=args)
+
+    def is_frozen_distribution(self, func) -> bool:
+        """`dist(...).method`, where `dist` is an object whose methods have rules (scipy.stats.norm)."""
+        return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) \
+            and rules.registry.is_namespace(self.static_value(func.value.func))
 
     def static_transform(self, node: cst.Call):
         """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""

@@ -36,9 +36,24 @@ def clipped_residuals(r, cap):
     return np.sum(out ** 2) + np.sum(r[r > 0.0])
 
 
+def leaky_relu_in_place(x, slope, shift):
+    """Augmented writes through masks of a 2-D array."""
+    y = x.copy()
+    y[y < 0.0] *= slope
+    big = y > 0.5
+    y[big] += shift * y[big]
+    return np.sum(y ** 2)
+
+
 def regression_log_likelihood(beta, sigma, X, y):
     resid = y - X @ beta
     return np.sum(norm.logpdf(resid, loc=0.0, scale=sigma))
+
+
+def map_objective(theta, prior_mean, prior_scale, X, y):
+    """A MAP objective written with frozen distributions, `norm(loc, scale).logpdf(x)`."""
+    prior = np.sum(norm(prior_mean, prior_scale).logpdf(theta))
+    return prior + np.sum(norm(loc=X @ theta, scale=prior_scale).logpdf(y))
 
 
 def normal_cdf(x):
@@ -102,7 +117,9 @@ SPD = R.normal(size=(3, 3))
 CASES = [
     (relu_layer, (R.normal(size=(4, 3)), R.normal(size=4), R.normal(size=3)), (0, 1, 2)),
     (clipped_residuals, (R.normal(size=7), 0.8), (0, 1)),
+    (leaky_relu_in_place, (R.normal(size=(3, 4)), 0.1, 0.3), (0, 1, 2)),
     (regression_log_likelihood, (R.normal(size=3), 0.7, R.normal(size=(6, 3)), R.normal(size=6)), (0, 1)),
+    (map_objective, (R.normal(size=3), 0.2, 1.3, R.normal(size=(5, 3)), R.normal(size=5)), (0, 1, 2)),
     (black_scholes_erf, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
     (black_scholes_norm, (R.uniform(80.0, 120.0, 4), 0.25, 100.0, 0.5, 0.03), (0, 1)),
     (upper_quadratic_form, (R.normal(size=(3, 3)), R.normal(size=3)), (0, 1)),
@@ -176,3 +193,27 @@ def test_scipy_rules_load_when_a_program_names_scipy(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(tmp_path)])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert_close(float(out), 2.0 * 2.0 / math.sqrt(math.pi) * math.exp(-0.09), rtol=1e-12)
+
+
+def test_compiled_stand_ins_match_scipy():
+    """The numba versions of SciPy's functions (math, and series for digamma and polygamma) against SciPy,
+    poles and ends included."""
+    from numba import njit
+
+    from s2sad.runtime import (norm_cdf, norm_logpdf, norm_pdf, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gammaln,
+                               sp_logit, sp_logsumexp, sp_polygamma, sp_xlogy)
+
+    @njit
+    def compiled(x, p):
+        return (sp_erf(x), sp_erfc(x), sp_expit(x), sp_logit(p), sp_gammaln(x), sp_digamma(x), sp_polygamma(1, x),
+                sp_polygamma(3, x), sp_xlogy(p, x), norm_cdf(x, 0.3, 2.0), norm_pdf(x, 0.3, 2.0),
+                norm_logpdf(x, 0.3, 2.0), sp_logsumexp(x[:6]), sp_logsumexp(x[:6].reshape(2, 3), 1))
+
+    sp = scipy.special
+    x = np.concatenate([np.random.default_rng(5).uniform(-7.0, 30.0, 20), [0.0, -1.0, -2.5, 1e-3, 1e6]])
+    p = np.concatenate([np.random.default_rng(6).uniform(0.0, 1.0, 21), [0.0, 1.0, 1.5, -0.5]])
+    expected = (sp.erf(x), sp.erfc(x), sp.expit(x), sp.logit(p), sp.gammaln(x), sp.digamma(x), sp.polygamma(1, x),
+                sp.polygamma(3, x), sp.xlogy(p, x), norm.cdf(x, 0.3, 2.0), norm.pdf(x, 0.3, 2.0),
+                norm.logpdf(x, 0.3, 2.0), sp.logsumexp(x[:6]), sp.logsumexp(x[:6].reshape(2, 3), 1))
+    for got, want in zip(compiled(x, p), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)

@@ -71,7 +71,7 @@ def _elementwise2(scalar):
 
 # ---------------------------------------------------------------- scalar kernels (numba)
 
-@njit
+@njit(error_model="numpy")
 def _expit(x):
     if x >= 0.0:
         return 1.0 / (1.0 + math.exp(-x))
@@ -79,30 +79,32 @@ def _expit(x):
     return e / (1.0 + e)
 
 
-@njit
+@njit(error_model="numpy")
 def _logit(p):
     return math.log(p / (1.0 - p)) if 0.0 <= p <= 1.0 else math.nan
 
 
-@njit
+@njit(error_model="numpy")
 def _xlogy(x, y):
     if x == 0.0 and y == y:
         return 0.0
     return x * math.log(y) if y > 0.0 else (x * -math.inf if y == 0.0 else math.nan)
 
 
-@njit
+@njit(error_model="numpy")
 def _lgamma(x):
     return math.lgamma(x) if x > 0.0 or x != math.floor(x) else math.inf
 
 
-@njit
+@njit(error_model="numpy")
 def _digamma(x):
     """psi(x): shifted up to x >= 10 with psi(x) = psi(x + 1) - 1/x, then its asymptotic series; below zero
     the reflection psi(x) = psi(1 - x) - pi / tan(pi x)."""
     if x != x or x == -math.inf:
         return math.nan
-    if x <= 0.0 and x == math.floor(x):
+    if x == 0.0:  # the pole at 0, approached from the side of the zero's sign (as SciPy)
+        return -math.copysign(math.inf, x)
+    if x < 0.0 and x == math.floor(x):
         return math.nan
     result = 0.0
     if x < 0.0:
@@ -121,7 +123,7 @@ _BERNOULLI_OVER_FACTORIAL = (1.0 / 12, -1.0 / 720, 1.0 / 30240, -1.0 / 1209600, 
                              -691.0 / 1307674368000, 1.0 / 74724249600)
 
 
-@njit
+@njit(error_model="numpy")
 def _hurwitz_zeta(s, x):
     """zeta(s, x) = sum over k >= 0 of (x + k)^-s, for an integer s >= 2: the first terms summed until
     x + k >= 10 + s, the rest by Euler-Maclaurin (its error there is below 1e-15 relative)."""
@@ -139,14 +141,16 @@ def _hurwitz_zeta(s, x):
     return total
 
 
-@njit
+@njit(error_model="numpy")
 def _polygamma(n, x):
     """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x) for n >= 1."""
     if n == 0:
         return _digamma(x)
-    if n < 0 or x != x or (x <= 0.0 and x == math.floor(x)):
+    if n < 0 or x != x:
         return math.nan
     sign = 1.0 if n % 2 == 1 else -1.0
+    if x <= 0.0 and x == math.floor(x):  # a pole of every order's sign
+        return sign * math.inf
     return sign * math.gamma(n + 1.0) * _hurwitz_zeta(n + 1, x)
 
 

@@ -98,7 +98,8 @@ def einsum_tangent(g, out, subscripts, x, y=None):
                  Check("np.einsum('i,j->ij', a, b)", shapes=(((2,), (3,)),)),
                  Check("np.einsum('ij,ij->j', a, b)", shapes=MATRIX), Check("np.einsum('ii->', a)", shapes=SQUARE),
                  Check("np.einsum('ii->i', a)", shapes=SQUARE), Check("np.einsum('ij->ji', a)", shapes=MATRIX),
-                 Check("np.einsum('ij->', a)", shapes=MATRIX)])
+                 Check("np.einsum('ij->', a)", shapes=MATRIX),
+                 Check("np.einsum('bij,bjk->bik', a, b)", shapes=(((2, 3, 4), (2, 4, 2)),))])
 def einsum(g, out, subscripts, x, y=None):
     g = unbroadcast(g, out)
     return None, einsum_into(einsum_swap(subscripts, 0), x, g, y), einsum_into(einsum_swap(subscripts, 1), y, x, g)
