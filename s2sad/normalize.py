@@ -1723,13 +1723,29 @@ class Lowerer:
             result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
         return result
 
+    def dict_call(self, node, positional, keywords, out):
+        """dict(a=..., b=...), dict(zip(keys, values)), dict(other, key=...): a static dict."""
+        if len(positional) > 1:
+            raise self.err(node, "dict() takes one dict or iterable of pairs here")
+        items = {}
+        if positional:
+            arg = positional[0]
+            if isinstance(arg, cst.Dict) or isinstance(self.tree_of(arg), dict) or \
+                    isinstance(arg, cst.Call) and self.static_value(arg.func) is dict:
+                items.update(self.value(arg, out))
+            else:
+                pairs = self.static_items(arg, out) if self.is_static_iterable(arg) else None
+                if pairs is None or any(not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], Const))
+                                        for p in pairs):
+                    raise self.err(node, "dict() takes a dict, constant (key, value) pairs or keyword arguments here")
+                items.update({k.value: v for k, v in pairs})
+        items.update({k: self.value(v, out) for k, v in keywords.items()})
+        return items
+
     def container_call(self, node, fn, positional, keywords, out):
         """list(...), tuple(...) and dict(...) of static containers: static containers again."""
         if fn is dict:
-            pairs = self.container_call(node, list, positional, {}, out) if positional else []
-            if any(not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], Const)) for p in pairs):
-                raise self.err(node, "dict() takes constant (key, value) pairs or keyword arguments here")
-            return {**{k.value: v for k, v in pairs}, **{k: self.value(v, out) for k, v in keywords.items()}}
+            return self.dict_call(node, positional, keywords, out)
         if keywords or len(positional) > 1:
             raise self.err(node, f"{fn.__name__}() takes one iterable here")
         if not positional:

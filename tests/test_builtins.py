@@ -192,8 +192,8 @@ def containers(x):
     p = dict(a=x[0], b=x[1] * 2)
     t = tuple([x[2], x[3]])
     pairs = list(zip((1.0, 2.0), t))
-    q = dict(zip(("u", "v"), (x[0], x[3])))
-    return p["a"] * p["b"] + t[1] + pairs[1][0] * pairs[1][1] + len(list(range(3))) * q["v"] + q["u"]
+    q = dict(dict(zip(("u", "v"), (x[0], x[3]))), w=x[1])
+    return p["a"] * p["b"] + t[1] + pairs[1][0] * pairs[1][1] + len(list(range(3))) * q["v"] + q["u"] * q["w"]
 
 
 def scoped_names(x):
