@@ -623,7 +623,8 @@ class Lowerer:
             return None if inner is None else [(Const(i), item) for i, item in enumerate(inner, start)]
         if isinstance(it, cst.Call) and self.callee_is(it.func, zip):
             return self.static_zip(it, out)
-        if isinstance(it, cst.Call) and len(it.args) == 1 and self.static_value(it.func) in (reversed, list, tuple):
+        if isinstance(it, cst.Call) and len(it.args) == 1 and \
+                any(self.static_value(it.func) is f for f in (reversed, list, tuple)):
             inner = self.static_items(it.args[0].value, out)
             return None if inner is None else inner[::-1] if self.callee_is(it.func, reversed) else inner
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
@@ -1441,7 +1442,7 @@ class Lowerer:
             return isinstance(self.tree_of(it.func.value), dict)
         if isinstance(it, cst.Call) and it.args:
             fn = self.static_value(it.func)
-            if fn is enumerate or fn in (list, tuple, reversed):
+            if any(fn is f for f in (enumerate, list, tuple, reversed)):
                 return self.is_static_iterable(it.args[0].value)
             if fn is zip:
                 return any(self.is_static_iterable(a.value) for a in it.args)
