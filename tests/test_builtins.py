@@ -393,3 +393,12 @@ def test_unsupported_forms_are_located(fn, words):
         s2sad.grad(fn, backend="python")(X4)
     text = str(info.value)
     assert words in text and __file__ in text and "hint:" in text
+
+
+@pytest.mark.parametrize("fn, args", [
+    (weighted_pairs, (X4, Y3)), (sum_of_squares, (X4,)), (features, (X4,)), (largest_term, (X4,)),
+    (grid_energy, (RNG.normal(size=(2, 3)),)), (recursive, (X4,)), (backward_scan, (X4,)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_second_order_through_the_generated_loops(fn, args):
+    """The loops these constructs become are s2sad input again: forward over reverse vs differences."""
+    s2sad.check_grads(fn, args, order=2, backend="python")
