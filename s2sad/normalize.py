@@ -676,7 +676,8 @@ class Lowerer:
             return None if inner is None else [(Const(i), item) for i, item in enumerate(inner, start)]
         if isinstance(it, cst.Call) and self.callee_is(it.func, zip):
             return self.static_zip(it, out)
-        if isinstance(it, cst.Call) and len(it.args) == 1 and self.static_value(it.func) in (reversed, list, tuple):
+        if isinstance(it, cst.Call) and len(it.args) == 1 and \
+                any(self.static_value(it.func) is f for f in (reversed, list, tuple)):
             inner = self.static_items(it.args[0].value, out)
             return None if inner is None else inner[::-1] if self.callee_is(it.func, reversed) else inner
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
@@ -1626,7 +1627,7 @@ class Lowerer:
             return isinstance(self.tree_of(it.func.value), dict)
         if isinstance(it, cst.Call) and it.args:
             fn = self.static_value(it.func)
-            if fn is enumerate or fn in (list, tuple, reversed):
+            if any(fn is f for f in (enumerate, list, tuple, reversed)):
                 return self.is_static_iterable(it.args[0].value)
             if fn is zip:
                 return any(self.is_static_iterable(a.value) for a in it.args)
@@ -1908,13 +1909,29 @@ class Lowerer:
             result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
         return result
 
+    def dict_call(self, node, positional, keywords, out):
+        """dict(a=..., b=...), dict(zip(keys, values)), dict(other, key=...): a static dict."""
+        if len(positional) > 1:
+            raise self.err(node, "dict() takes one dict or iterable of pairs here")
+        items = {}
+        if positional:
+            arg = positional[0]
+            if isinstance(arg, cst.Dict) or isinstance(self.tree_of(arg), dict) or \
+                    isinstance(arg, cst.Call) and self.static_value(arg.func) is dict:
+                items.update(self.value(arg, out))
+            else:
+                pairs = self.static_items(arg, out) if self.is_static_iterable(arg) else None
+                if pairs is None or any(not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], Const))
+                                        for p in pairs):
+                    raise self.err(node, "dict() takes a dict, constant (key, value) pairs or keyword arguments here")
+                items.update({k.value: v for k, v in pairs})
+        items.update({k: self.value(v, out) for k, v in keywords.items()})
+        return items
+
     def container_call(self, node, fn, positional, keywords, out):
         """list(...), tuple(...) and dict(...) of static containers: static containers again."""
         if fn is dict:
-            pairs = self.container_call(node, list, positional, {}, out) if positional else []
-            if any(not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], Const)) for p in pairs):
-                raise self.err(node, "dict() takes constant (key, value) pairs or keyword arguments here")
-            return {**{k.value: v for k, v in pairs}, **{k: self.value(v, out) for k, v in keywords.items()}}
+            return self.dict_call(node, positional, keywords, out)
         if keywords or len(positional) > 1:
             raise self.err(node, f"{fn.__name__}() takes one iterable here")
         if not positional:

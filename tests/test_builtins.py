@@ -192,8 +192,8 @@ def containers(x):
     p = dict(a=x[0], b=x[1] * 2)
     t = tuple([x[2], x[3]])
     pairs = list(zip((1.0, 2.0), t))
-    q = dict(zip(("u", "v"), (x[0], x[3])))
-    return p["a"] * p["b"] + t[1] + pairs[1][0] * pairs[1][1] + len(list(range(3))) * q["v"] + q["u"]
+    q = dict(dict(zip(("u", "v"), (x[0], x[3]))), w=x[1])
+    return p["a"] * p["b"] + t[1] + pairs[1][0] * pairs[1][1] + len(list(range(3))) * q["v"] + q["u"] * q["w"]
 
 
 def scoped_names(x):
@@ -393,3 +393,12 @@ def test_unsupported_forms_are_located(fn, words):
         s2sad.grad(fn, backend="python")(X4)
     text = str(info.value)
     assert words in text and __file__ in text and "hint:" in text
+
+
+@pytest.mark.parametrize("fn, args", [
+    (weighted_pairs, (X4, Y3)), (sum_of_squares, (X4,)), (features, (X4,)), (largest_term, (X4,)),
+    (grid_energy, (RNG.normal(size=(2, 3)),)), (recursive, (X4,)), (backward_scan, (X4,)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_second_order_through_the_generated_loops(fn, args):
+    """The loops these constructs become are s2sad input again: forward over reverse vs differences."""
+    s2sad.check_grads(fn, args, order=2, backend="python")
