@@ -426,9 +426,13 @@ class Lowerer:
         return name
 
     def assign(self, node: cst.Assign, out):
-        if len(node.targets) != 1:
-            raise self.err(node, "chained assignment `a = b = ...` is not supported", "write two assignments")
-        self.assign_to(node.targets[0].target, node.value, out)
+        if len(node.targets) == 1:
+            return self.assign_to(node.targets[0].target, node.value, out)
+        # `a[i, j] = a[j, i] = v`: v once, then each target from left to right, as Python does
+        stash = self.names.fresh("chained")
+        self.trees[stash] = self.value(node.value, out)
+        for t in node.targets:
+            self.assign_to(t.target, cst.Name(stash), out)
 
     def assign_to(self, target, value, out):
         if isinstance(target, cst.Name):
@@ -1271,7 +1275,7 @@ class Lowerer:
                 args, kwargs = _keywords_in_place(t, args, kwargs)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         inner = unwrap(fn)
-        if isinstance(inner, types.FunctionType):
+        if isinstance(inner, types.FunctionType) and not _in_library(inner):
             return self.inline(node, inner, leading, out, target)
         name = getattr(fn, "__name__", None)
         if name is None:  # a callable object
@@ -2357,6 +2361,15 @@ def _find_yields(func) -> list:
 
 def _find_returns(func):
     return [n for n in _walk(func, skip=(cst.FunctionDef,)) if isinstance(n, cst.Return)]
+
+
+_LIBRARIES = frozenset({"numpy", "scipy", "numba", "math"})
+
+
+def _in_library(fn: types.FunctionType) -> bool:
+    """Is `fn` NumPy's, SciPy's or numba's own Python code? It is called as a library function (with a rule,
+    or on values that need none), never inlined: its source is no place to point a user at."""
+    return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARIES
 
 
 _ARRAY_MAKERS = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "copy", "eye",

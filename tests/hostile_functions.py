@@ -184,11 +184,6 @@ def starred_assign(x):
     return a
 
 
-def chained_assign(x):
-    a = b = x
-    return a * b
-
-
 def for_else(x):
     for i in range(3):
         x = x * 2.0

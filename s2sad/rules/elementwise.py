@@ -73,8 +73,9 @@ def logaddexp2(g, out, x, y):
 @defrule(np.sqrt, math.sqrt, checks=[Check("np.sqrt(a)", "positive"), Check("math.sqrt(a)", "positive", SCALAR)])
 def sqrt(g, out, x):
     # At x = 0 the derivative is infinite. Real code masks such entries out (the zero diagonal of a
-    # distance matrix), so their cotangent is 0: a floor on `out` makes that product 0, not 0 * inf = nan.
-    return (g * (0.5 / np.maximum(out, 1e-300)),)
+    # distance matrix), so their cotangent is 0, and so is their share: not 0 * inf = nan. Elsewhere
+    # (g != 0) the denominator is `out` itself, inf and nan as NumPy's math gives them.
+    return (0.5 * g / (out + (g == 0.0)),)
 
 
 @defrule(np.cbrt, costly=True, checks=[Check("np.cbrt(a)", "nonzero")])
