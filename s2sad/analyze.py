@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from s2sad import ir
 from s2sad.errors import UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
+from s2sad.rules.registry import Opaque
 from s2sad.sharing import VIEWS, check_shared_memory
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
@@ -182,6 +183,15 @@ class Analysis:
                     changed = True
         self.varied = varied
         self.active = varied & useful
+        self.check_opaque(useful)
+
+    def check_opaque(self, useful: set):
+        """A call with no rule was kept as written on the promise that it is inactive: refuse it where its
+        result reaches the differentiated output and an operand depends on a differentiated input."""
+        for s in self.stmts():
+            if isinstance(s, Assign) and isinstance(s.value, Prim) and isinstance(s.value.rule, Opaque) \
+                    and s.target in useful and set(ir.atom_vars(ir.expr_operands(s.value))) & self.varied:
+                raise UnsupportedError(s.value.rule.refusal)
 
     def known_int(self, name: str, seen: frozenset = frozenset()) -> bool:
         """Is `name` surely an integer scalar (a loop counter, a length, int arithmetic on those)?"""

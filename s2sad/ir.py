@@ -125,7 +125,18 @@ class While:
     loc: Loc | None
 
 
-Stmt = Union[Assign, Store, Push, If, For, While]
+@dataclass(eq=False)
+class Effect:
+    """A call run for its effect alone (`print(x)`, `np.random.seed(0)`), or with `raises` the exception
+    `raise ValueError("...")` makes: kept in the primal as the user wrote it, it writes no variable and
+    has no derivative."""
+
+    call: Prim
+    loc: Loc | None
+    raises: bool = False
+
+
+Stmt = Union[Assign, Store, Push, If, For, While, Effect]
 
 
 @dataclass
@@ -182,6 +193,8 @@ def stmt_reads(stmt) -> list[str]:
         return atom_vars([stmt.start, stmt.stop, stmt.step])
     if isinstance(stmt, While):
         return atom_vars([stmt.test])
+    if isinstance(stmt, Effect):
+        return atom_vars(expr_operands(stmt.call))
     return []
 
 
