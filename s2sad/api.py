@@ -16,7 +16,7 @@ from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
-from s2sad.errors import TupleOutputError
+from s2sad.errors import S2SADError, TupleOutputError, at_user_line
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
 from s2sad.tree import LEAF, tree_builder, tree_flatten, tree_unflatten
@@ -228,7 +228,7 @@ class _Transform:
         """`which` of the generated module ("primal", "derivative"), compiled for the backend."""
         if which not in self._compiled:
             g = self.generated
-            self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend)
+            self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend, g.fn)
         return self._compiled[which]
 
     @property
@@ -514,13 +514,16 @@ def _behind_entry(rev: _Reverse, general: Callable) -> Callable:
     @functools.wraps(rev.fun)
     def transformed(*args, **kwargs):
         nonlocal entry
-        if entry is not None and not kwargs:
-            out = entry(args)
-            if out is not None:
-                return out
-        r, leaves = rev.specialize(rev.bind(args, kwargs))
-        r.check(leaves)
-        out = general(r, leaves)
+        try:
+            if entry is not None and not kwargs:
+                out = entry(args)
+                if out is not None:
+                    return out
+            r, leaves = rev.specialize(rev.bind(args, kwargs))
+            r.check(leaves)
+            out = general(r, leaves)
+        except S2SADError as exc:
+            raise at_user_line(exc) from None
         if not kwargs and not rev.has_aux:
             entry = rev.entry_for(r, args, leaves)
         return out

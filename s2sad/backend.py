@@ -221,16 +221,20 @@ def record_check(source: str, stem: str, key: str) -> None:
         pass
 
 
-def compile_function(source: str, stem: str, func: str, backend: str):
-    """The function `func` defined in `source`, compiled for `backend`."""
+def compile_function(source: str, stem: str, func: str, backend: str, fn=None):
+    """The function `func` defined in `source`, compiled for `backend`; `fn`, the lowered function the
+    source was generated from, places numba's errors at the user's lines."""
     with _LOCK:
         module = load_module(source, stem, backend)
+        if fn is not None:
+            _LOWERED[module.__file__] = fn
         if backend == "numba" and module.__name__ not in _JITTED:
             _jit_module(module)
         return getattr(module, func)
 
 
 _JITTED: set[str] = set()
+_LOWERED: dict[str, object] = {}  # a generated module's file -> the ir.Function it was generated from
 
 
 def _jit_module(module: types.ModuleType) -> None:
@@ -245,8 +249,63 @@ def _jit_module(module: types.ModuleType) -> None:
             dispatcher = numba.njit(parallel=parallel, error_model="numpy")(obj)
             if on_disk:
                 _enable_disk_cache(dispatcher)
+            _translate_errors(dispatcher)
             setattr(module, name, dispatcher)
     _JITTED.add(module.__name__)
+
+
+def _translate_errors(dispatcher) -> None:
+    """numba types a function when a call finds no compiled version for its arguments; a TypingError
+    from that compile reaches the user as an error about their own line. The call path itself is C
+    and looks the method up on the instance, so compiled calls pay nothing."""
+    from numba.core.errors import TypingError
+
+    compile_for_args = dispatcher._compile_for_args
+
+    def compile_for_user(*args, **kwargs):
+        try:
+            return compile_for_args(*args, **kwargs)
+        except TypingError as exc:
+            found = user_typing_error(exc)
+            if found is None:
+                raise
+            raise found from None
+
+    dispatcher._compile_for_args = compile_for_user
+
+
+def user_typing_error(exc) -> Exception | None:
+    """numba's TypingError about a line of generated code as an error located at the user's line it
+    came from (the comment above it quotes that line), or None where the line cannot be told."""
+    from s2sad import ir
+    from s2sad.errors import UnsupportedError, located_at
+
+    loc = getattr(exc, "loc", None)
+    fn = _LOWERED.get(getattr(loc, "filename", None))
+    if fn is None or not loc.line:
+        return None
+    lines = linecache.getlines(loc.filename)
+    quoted = next((ln.strip()[2:] for ln in reversed(lines[:loc.line]) if ln.strip().startswith("# ")), "")
+    user = next((s.loc for s, _, _ in ir.walk(fn.body) if s.loc is not None and quoted.startswith(s.loc.text)
+                 and quoted[len(s.loc.text):] in ("", "  (reversed)")), None)
+    if user is None:
+        return None
+    generated = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""
+    return UnsupportedError(located_at(
+        f"numba cannot compile the code generated for this line (`{generated}`): {_reason(str(exc))}", user,
+        'rewrite the line with what numba compiles (its documentation lists the "Supported NumPy features"), '
+        'or run it uncompiled with backend="python"; s2sad.source(f) shows the generated code'))
+
+
+def _reason(message: str) -> str:
+    """The lines of numba's message that say what is wrong, without its pipeline header and the places."""
+    kept = []
+    for line in message.splitlines()[1:]:
+        if line.startswith(("File ", "During:", "There are ")):
+            break
+        if line.strip():
+            kept.append(line.strip())
+    return " ".join(kept)[:400]
 
 
 def _enable_disk_cache(dispatcher) -> None:

@@ -1367,6 +1367,10 @@ class Lowerer:
         name = target or self.temp(spelled.rsplit(".", 1)[-1])
         return self.emit(out, name, Prim(rule, tuple(args), tuple(kwargs), spelled))
 
+    def message_at(self, node, message, hint="") -> str:
+        """The located text of `self.err(node, message, hint)`, for an error raised later (errors.Located)."""
+        return self.err(node, message, hint).args[0]
+
     def expr_target(self, atom, out, target):
         return self.emit(out, target, Copy(atom)) if target is not None else atom
 
@@ -1375,16 +1379,16 @@ class Lowerer:
         name = getattr(fn, "__name__", None)
         if name is None:  # a callable object
             what = cst.Module([]).code_for_node(node.func)
-            return str(self.err(node, f"no derivative rule for `{what}`, a {type(fn).__name__} object", HINT_RULE))
+            return self.message_at(node, f"no derivative rule for `{what}`, a {type(fn).__name__} object", HINT_RULE)
         if self.builtin_name(fn):
-            return str(self.err(node, f"the builtin `{name}` has no derivative rule",
-                                BUILTIN_HINTS.get(name, "use a NumPy or math function with a rule, or arithmetic")))
+            return self.message_at(node, f"the builtin `{name}` has no derivative rule",
+                                   BUILTIN_HINTS.get(name, "use a NumPy or math function with a rule, or arithmetic"))
         if not callable(fn) or isinstance(fn, type) and not (fn.__module__ or "").startswith("numpy"):
-            return str(self.err(node, f"cannot call `{name}` here",
-                                "call NumPy/math functions or plain Python functions"))
+            return self.message_at(node, f"cannot call `{name}` here",
+                                   "call NumPy/math functions or plain Python functions")
         if _draws(fn):
-            return str(self.err(node, f"`{name}` draws random numbers from differentiated parameters", DRAW_HINT))
-        return str(self.err(node, f"no derivative rule for `{name}`", HINT_RULE))
+            return self.message_at(node, f"`{name}` draws random numbers from differentiated parameters", DRAW_HINT)
+        return self.message_at(node, f"no derivative rule for `{name}`", HINT_RULE)
 
     @staticmethod
     def builtin_name(fn) -> str:
@@ -1446,8 +1450,8 @@ class Lowerer:
     def opaque_attribute(self, node: cst.Attribute, base, out, target):
         """`x.dtype`, `np.finfo(d).eps`: an attribute with no rule is read as written, on inactive values."""
         attr = node.attr.value
-        refusal = str(self.err(node, f"attribute `.{attr}` has no derivative rule",
-                               "on differentiated values s2sad reads .shape, .size, .ndim and .T"))
+        refusal = self.message_at(node, f"attribute `.{attr}` has no derivative rule",
+                                  "on differentiated values s2sad reads .shape, .size, .ndim and .T")
         rule = Opaque(f"attribute {attr}", refusal=refusal, form="attribute", spelled=attr)
         hint = f"{base.name}_{attr}" if isinstance(base, Var) else attr
         return self.emit(out, target or self.temp(hint), Prim(rule, (base,), (), attr))
@@ -1461,8 +1465,8 @@ class Lowerer:
         dtype = self.prim_arg(node.args[0].value, out)
         if dtype == Const(np.dtype(np.float64)):
             return self.prim(out, "as_float", (x,), target=target)
-        refusal = str(self.err(node, "`.astype` to a dtype other than float64 has no derivative here",
-                               "differentiated values stay float64: use .astype(float)"))
+        refusal = self.message_at(node, "`.astype` to a dtype other than float64 has no derivative here",
+                                  "differentiated values stay float64: use .astype(float)")
         rule = Opaque("astype", refusal=refusal, form="method", spelled="astype")
         hint = f"{x.name}_cast" if isinstance(x, Var) else "cast"
         return self.emit(out, target or self.temp(hint), Prim(rule, (x, dtype), (), "astype"))

@@ -3,6 +3,8 @@ plumbing need no derivative rule; gradients checked against finite differences o
 
 import inspect
 import math
+import os
+import traceback
 
 import numpy as np
 import pytest
@@ -130,3 +132,29 @@ def test_active_call_without_rule_is_refused_in_forward_mode_too():
 def test_inactive_lgamma_of_a_constant_argument():
     f = lambda x, n: x * math.lgamma(n + 1.0)  # noqa: E731
     assert s2sad.grad(f, backend="python")(2.0, 4.0) == pytest.approx(math.lgamma(5.0))
+
+
+def _s2sad_frames(tb) -> list:
+    return [f for f in traceback.extract_tb(tb) if f"{os.sep}s2sad{os.sep}" in f.filename]
+
+
+def test_numba_typing_error_is_an_error_at_the_users_line():
+    assert_close(s2sad.grad(F.gammaln_of_length, backend="python")(X), 2.0 * X)  # closed form: uncompiled, it runs
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(F.gammaln_of_length, backend="numba")(X)
+    text = str(info.value)
+    assert text.startswith(_place(F.gammaln_of_length, "c = scipy.special.gammaln"))
+    assert "numba cannot compile the code generated for this line (`c = scipy.special.gammaln(add)`)" in text
+    assert "'gammaln'" in text and 'backend="python"' in text.splitlines()[-1]
+    assert "Failed in nopython mode" not in text and "During:" not in text
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert (last.filename, last.lineno) == (F.__file__, int(_place(F.gammaln_of_length, "c =").split(":")[1]))
+    assert len(_s2sad_frames(info.value.__traceback__)) == 1  # the API's own call, nothing below it
+
+
+def test_refusal_traceback_ends_at_the_users_line():
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(F.lgamma_of_input, backend="python")(2.5)
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert last.filename == F.__file__ and "math.lgamma(x)" in last.line
+    assert len(_s2sad_frames(info.value.__traceback__)) == 1
