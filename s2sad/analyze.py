@@ -604,11 +604,15 @@ class Analysis:
     def check_stores(self):
         for name, stores in self.stores.items():
             if self.aliased_at_store(name):
-                loc, name = stores[0].loc, self.fn.spelled.get(name, name)
-                msg = (f"in-place write to `{name}`, which is an argument, another name for an array or a view "
-                       "of one (a slice, reshape, transpose, np.asarray, ...)")
-                raise UnsupportedError(located_at(msg, loc, f"write into a new array instead: `{name} = {name}.copy()` "
-                                                            "or np.zeros(...)"))
+                loc, user = stores[0].loc, self.fn.spelled.get(name, name)
+                if name in self.fn.params:
+                    msg = (f"in-place write to `{user}`, an argument: its derivative is with respect to the values "
+                           "passed in, and the caller's array must not change")
+                else:
+                    msg = (f"in-place write to `{user}`, which is another name for an array or a view of one (a slice, "
+                           "reshape, transpose, np.asarray, ...)")
+                raise UnsupportedError(located_at(msg, loc, f"give `{user}` memory of its own before the first write: "
+                                                            f"`{user} = {user}.copy()`"))
 
 
 def _aliases(value) -> bool:
