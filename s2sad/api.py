@@ -16,7 +16,7 @@ from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
-from s2sad.errors import S2SADError, TupleOutputError, at_user_line
+from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
 from s2sad.tree import LEAF, tree_builder, tree_flatten, tree_unflatten
@@ -149,13 +149,16 @@ class _Transform:
         self.leaf_counts: tuple | None = None  # and how many leaves each has
         self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
         self._specialized: dict[tuple, _Transform] = {}
+        self.kinds: tuple | None = None  # ((param, ndim, type), ...) where the code depends on them
+        self._reads_kinds: bool | None = None
 
     @property
     def ir(self):
-        """The lowered function, specialized to the argument structure."""
+        """The lowered function, specialized to the argument structure (and kinds, where it reads them)."""
         if self._ir is None:
             trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
-            self._ir = normalize(self.fun, arg_trees=trees)
+            kinds = {p: (ndim, kind) for p, ndim, kind in self.kinds} if self.kinds is not None else None
+            self._ir = normalize(self.fun, arg_trees=trees, arg_kinds=kinds)
         return self._ir
 
     @property
@@ -174,7 +177,39 @@ class _Transform:
         return None
 
     def specialize(self, args) -> tuple["_Transform", tuple]:
-        """The transform for the structure of `args` (pytrees), and their leaves: what compiled code takes."""
+        """The transform for the structure of `args` (pytrees) and, for a function that branches on
+        them (`x.ndim`, `isinstance`), their ranks and types; and the leaves: what compiled code takes."""
+        found, leaves = self.specialize_structure(args)
+        if found.kinds is None and found.reads_kinds():
+            found = found.with_kinds(_arg_kinds(found.params, found.defs, args))
+        return found, leaves
+
+    def reads_kinds(self) -> bool:
+        """Does the code depend on the arguments' ranks or types? (Lowering without them says so.)"""
+        if self._reads_kinds is None:
+            try:
+                self.generated
+                self._reads_kinds = False
+            except TypesNeeded:
+                self._reads_kinds = True
+            except Exception:  # not about types: the call path generates again and raises it where it always has
+                return False
+        return self._reads_kinds
+
+    def with_kinds(self, kinds: tuple) -> "_Transform":
+        """This transform, generated for arguments of these ranks and types."""
+        key = ("kinds", kinds)
+        if key not in self._specialized:
+            found = copy.copy(self)
+            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
+            for cached in ("_checked_ranks", "_rebuild", "_entries"):
+                found.__dict__.pop(cached, None)
+            found.kinds, found._reads_kinds = kinds, True
+            self._specialized[key] = found
+        return self._specialized[key]
+
+    def specialize_structure(self, args) -> tuple["_Transform", tuple]:
+        """The transform for the structure of `args` (pytrees), and their leaves."""
         for a in args:
             if type(a) not in _LEAF_TYPES:
                 break
@@ -308,7 +343,7 @@ class _Reverse(_Transform):
         if not all(_printed_whole(d) for d in self.defs or ()):
             return None
         return ("reverse", self.what, self.has_aux, self.argnums, self.flat_argnums, repr(self.defs),
-                self.recompute_libm)
+                self.recompute_libm, repr(self.kinds))
 
     @property
     def vjp_fn(self):
@@ -447,6 +482,12 @@ class _Forward(_Transform):
 
 _LEAF_TYPES = (float, np.ndarray, int, np.float64, bool)  # arguments that need no flattening
 _MEMO: dict[tuple, _Transform] = {}
+
+
+def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
+    """(param, ndim, type) of each argument that is not a pytree: what `x.ndim` and `isinstance` read."""
+    return tuple((p, a.ndim if type(a) is np.ndarray else np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a))
+                 for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
 
 
 def _printed_whole(treedef) -> bool:

@@ -26,6 +26,11 @@ class UnsupportedError(S2SADError, NotImplementedError):
     """The function uses Python that s2sad cannot differentiate."""
 
 
+class TypesNeeded(UnsupportedError):
+    """The function branches on its arguments' ranks or types (`x.ndim`, `isinstance`): its code is
+    generated per argument types, which only a call provides."""
+
+
 class SourceUnavailableError(S2SADError, OSError):
     """The function's source text cannot be found (e.g. defined in `python -c`)."""
 

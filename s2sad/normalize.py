@@ -12,6 +12,7 @@ import builtins
 import functools
 import inspect
 import keyword
+import operator
 import random
 import types
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import numpy as np
 
 from s2sad import gencache, ir, rules
 from s2sad.backend import load_module
-from s2sad.errors import UnsupportedError, located_at
+from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
 from s2sad.rules.registry import Opaque, spelling
@@ -37,6 +38,8 @@ AUGOPS = {
     cst.FloorDivideAssign: "floordiv", cst.ModuloAssign: "mod", cst.PowerAssign: "pow",
     cst.MatrixMultiplyAssign: "matmul",
 }
+COMPARED = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+            "ne": operator.ne}
 COMPARE = {
     cst.LessThan: "lt", cst.LessThanEqual: "le", cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge",
     cst.Equal: "eq", cst.NotEqual: "ne",
@@ -213,6 +216,7 @@ class Lowerer:
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
     nested: int = 0  # the same, counting the rest of a block after an early exit: 0 in straight-line code
     spelled: dict = field(default_factory=dict)  # IR name -> the user's name, where the two differ
+    kinds: dict | None = None  # variable -> (ndim, type) of an argument not rebound yet; None: types unknown
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -237,6 +241,8 @@ class Lowerer:
         return name
 
     def emit(self, out, target, value):
+        if self.kinds:
+            self.kinds.pop(target, None)  # bound anew: no longer the argument whose type is known
         out.append(Assign(target, value, self.loc))
         return Var(target)
 
@@ -274,6 +280,7 @@ class Lowerer:
         """Lower statements that run conditionally or repeatedly at run time."""
         self.branch_depth += 1
         self.nested += 1
+        self.forget_kinds(stmts)
         try:
             return self.block(stmts, out)
         finally:
@@ -520,6 +527,8 @@ class Lowerer:
 
     def if_stmt(self, node: cst.If, out) -> set:
         test = self.expr(node.test, out)
+        if isinstance(test, Const):
+            return self.static_branch(node, bool(test.value), out)
         loc = self.loc
         body, orelse = [], []
         flags = self.branch(node.body.body, body)
@@ -870,7 +879,10 @@ class Lowerer:
     def unary(self, node, out, target):
         op = node.operator
         if isinstance(op, cst.Not):
-            return self.prim(out, "not", (self.expr(node.expression, out),), target=target)
+            operand = self.expr(node.expression, out)
+            if isinstance(operand, Const) and isinstance(operand.value, bool) and target is None:
+                return Const(not operand.value)
+            return self.prim(out, "not", (operand,), target=target)
         if isinstance(op, (cst.Minus, cst.Plus)):
             a = self.expr(node.expression, out)
             if isinstance(a, Const) and isinstance(a.value, (int, float)):
@@ -890,6 +902,8 @@ class Lowerer:
             parts.append((op, comp.comparator))
         if len(parts) == 1:
             right = self.expr(parts[0][1], out)
+            if isinstance(left, Const) and isinstance(right, Const) and target is None:
+                return Const(bool(COMPARED[parts[0][0]](left.value, right.value)))  # `x.ndim == 0`, folded
             return self.prim(out, parts[0][0], (left, right), target=target)
         result = self.temp("cmp")
         self.chain(left, parts, out, result)
@@ -918,6 +932,8 @@ class Lowerer:
 
     def if_exp(self, node: cst.IfExp, out, target):
         test = self.expr(node.test, out)
+        if isinstance(test, Const):  # decided by argument types: the other side is never generated
+            return self.expr(node.body if test.value else node.orelse, out, target)
         result = target or self.temp("choice")
         body, orelse = [], []
         self.expr(node.body, body, target=result)
@@ -936,6 +952,8 @@ class Lowerer:
             return self.record_field(node)
         base = self.expr(node.value, out)
         attr = node.attr.value
+        if attr == "ndim" and self.kind_of(base) is not None:
+            return Const(self.kind_of(base)[0])
         if attr in ATTRIBUTES:
             found = rules.lookup_object(ATTRIBUTES[attr])
             return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_{attr}")
@@ -1166,7 +1184,8 @@ class Lowerer:
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
         parsed = parse_function(fn)
         self.names.taken |= user_names(parsed.node)  # fresh temps must not shadow the callee's globals
-        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled)
+        callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
+                         kinds=self.kinds)
         callee.loc = self.loc
         try:
             bound = _bind(fn, args, kwargs)
@@ -1247,6 +1266,45 @@ class Lowerer:
             return Record([self.leaf_tree(c, f"{path}_{n}") for n, c in zip(labels, treedef.children)], names)
         items = [self.leaf_tree(c, f"{path}_{i}") for i, c in enumerate(treedef.children)]
         return tuple(items) if treedef.kind == "tuple" else items
+
+    # ------------------------------------------------------ argument types
+    # Code is generated per argument rank and type where the function asks for them: `x.ndim` and
+    # `isinstance(x, ...)` of an argument are constants then, and a branch on them keeps only its live side.
+    def kind_of(self, atom) -> tuple | None:
+        """(ndim, type) of an argument not rebound yet, else None; TypesNeeded while types are unknown."""
+        if not isinstance(atom, Var):
+            return None
+        if self.kinds is None:
+            raise TypesNeeded(f"`{self.spelled.get(atom.name, atom.name)}`'s type decides the code: s2sad generates "
+                              "it per argument type, when the function is called with arguments")
+        return self.kinds.get(atom.name)
+
+    def forget_kinds(self, stmts):
+        """Names a loop or branch body binds: a read before that binding may see either value."""
+        if self.kinds:
+            body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
+            for user in assigned_names(body):
+                self.kinds.pop(self.scope.get(user, user), None)
+
+    def type_test(self, node: cst.Call, out, target):
+        """`isinstance(x, np.ndarray)` of an argument: a constant for the argument types the code is for."""
+        if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
+            raise self.err(node, "isinstance takes an argument and a class (or a tuple of classes) here")
+        classes = self.static_arg(node.args[1].value)
+        kind = self.kind_of(self.expr(node.args[0].value, out))
+        if kind is None or not all(isinstance(c, type) for c in np.atleast_1d(np.array(classes, dtype=object))):
+            raise self.err(node, "isinstance is decided when the code is generated: it needs an argument of the "
+                                 "function, not rebound before, and classes", BUILTIN_HINTS["isinstance"])
+        return self.expr_target(Const(issubclass(kind[1], classes)), out, target)
+
+    def static_branch(self, node: cst.If, taken: bool, out) -> set:
+        """An `if` whose test the argument types decide: only the side that runs is generated (numba
+        would type the other too, where `x = np.array([x])` makes `x` two ranks at once)."""
+        if taken:
+            return self.block(node.body.body, out)
+        if isinstance(node.orelse, cst.If):
+            return self.if_stmt(node.orelse, out)
+        return self.block(node.orelse.body.body, out) if node.orelse is not None else set()
 
     # ----------------------------------------------------------- inactive code
     # Code that does not touch a differentiated value needs no rule: it stays in the primal as written.
@@ -1349,6 +1407,8 @@ class Lowerer:
     def opaque_call(self, node: cst.Call, fn, out, target, effect=False):
         """A call with no rule runs as written while its result does not depend on a differentiated
         input (the analysis refuses it otherwise); on constants, a pure one is evaluated now."""
+        if fn is isinstance:
+            return self.type_test(node, out, target)
         refusal = self.refusal(node, fn)
         if not self.runs_as_written(fn) or self.builtin_name(fn) in BUILTIN_HINTS or \
                 isinstance(fn, type) and not (fn.__module__ or "").startswith("numpy"):
@@ -1692,11 +1752,14 @@ def _positional(fn, args: list, kwargs: list) -> tuple[list, list]:
     return filled, []
 
 
-def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None) -> ir.Function:
+def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
+              arg_kinds: dict | None = None) -> ir.Function:
     """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code.
 
     `arg_trees` maps parameters that receive pytrees to their structure: the lowered function
-    takes their leaves instead, and the code is specialized to that structure.
+    takes their leaves instead, and the code is specialized to that structure. `arg_kinds` maps
+    the other parameters to (ndim, type) of their arguments, for code that asks (`x.ndim`,
+    `isinstance`); without it such code raises TypesNeeded, and the caller specializes.
     """
     from s2sad import runtime
 
@@ -1704,7 +1767,8 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None)
     # Generated code also calls numpy, math, the tape type and the runtime helpers: never shadow them.
     names = Names(user_names(parsed.node) | set(runtime.__all__) | {"np", "math", "List"})
     temps: set = set()
-    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {})
+    lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {},
+                 kinds=dict(arg_kinds) if arg_kinds is not None else None)
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(

@@ -83,6 +83,22 @@ def masked_energy(x, labels):
     return np.sum(out ** 2)
 
 
+def sum_of_squares_any_rank(x):
+    if x.ndim == 0:
+        x = np.array([x])
+    elif x.ndim == 2:
+        x = x.ravel()
+    return np.sum(x ** 2)
+
+
+def weighted_by_type(x, w):
+    if isinstance(x, np.ndarray):
+        total = np.sum(np.sin(x) * w)
+    else:
+        total = math.sin(x) * w
+    return total if not isinstance(w, int) else total * 2.0
+
+
 # ---------------------------------------------------------------- refused: these touch a differentiated value
 def lgamma_of_input(x):
     return math.lgamma(x) * 2.0

@@ -55,7 +55,6 @@ CASES = [
     (H.kwargs_unpack, "`**` unpacking in a call", "**options", "one by one", (ONES,)),
     (H.star_call, "`*` unpacking in a call", "*parts", "one by one", (1.5,)),
     (H.complex_literal, "`Imaginary` expressions", "1j", "real and imaginary parts", (1.5,)),
-    (H.isinstance_branch, "the builtin `isinstance`", "isinstance(x", "structure", (1.5,)),
     (H.bitwise, "operator `&` is not supported", "x & 1", "no derivative", (1.5,)),
     (H.real_part, "attribute `.real` has no derivative rule", "x.real", "s2sad reads .shape", (1.5,)),
     (H.list_append, "a list cannot grow", "acc.append(x)", "np.zeros(n)", (1.5,)),

@@ -158,3 +158,22 @@ def test_refusal_traceback_ends_at_the_users_line():
     last = traceback.extract_tb(info.value.__traceback__)[-1]
     assert last.filename == F.__file__ and "math.lgamma(x)" in last.line
     assert len(_s2sad_frames(info.value.__traceback__)) == 1
+
+
+def test_branches_on_argument_rank_keep_only_their_live_side(backend):
+    grad = s2sad.grad(F.sum_of_squares_any_rank, backend=backend)
+    for x in (X, np.float64(1.5), X.reshape(2, 2), X[:3], np.float64(0.5)):  # one transform, each rank in turn
+        assert_close(grad(x), fd_grad(F.sum_of_squares_any_rank, (x,), 0))
+    check_jvp(F.sum_of_squares_any_rank, (X.reshape(2, 2),), backend)
+
+
+def test_isinstance_of_an_argument_is_decided_per_argument_type(backend):
+    for x in (X, 0.7):
+        check_grad(F.weighted_by_type, (x, 1.5), (0, 1), backend)
+        check_jvp(F.weighted_by_type, (x, 1.5), backend)
+    assert s2sad.grad(F.weighted_by_type, backend=backend)(0.7, 3) == pytest.approx(6.0 * math.cos(0.7))
+
+
+def test_reading_the_code_of_a_function_that_branches_on_types_needs_arguments():
+    with pytest.raises(s2sad.UnsupportedError, match="`x`'s type decides the code"):
+        s2sad.source(F.sum_of_squares_any_rank)
