@@ -14,7 +14,8 @@ import numpy as np
 from s2sad import gencache, rules, synthesize
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
-from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
+from s2sad.backend import (compile_function, inferred_return_type, load_module, passed_check, record_check,
+                           remember_lowered)
 from s2sad.codegen.module import Generated, jvp_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
@@ -263,7 +264,8 @@ class _Transform:
         """`which` of the generated module ("primal", "derivative"), compiled for the backend."""
         if which not in self._compiled:
             g = self.generated
-            self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend, g.fn)
+            remember_lowered(g.source, g.stem, g.fn)
+            self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend)
         return self._compiled[which]
 
     @property

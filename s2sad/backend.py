@@ -221,20 +221,23 @@ def record_check(source: str, stem: str, key: str) -> None:
         pass
 
 
-def compile_function(source: str, stem: str, func: str, backend: str, fn=None):
-    """The function `func` defined in `source`, compiled for `backend`; `fn`, the lowered function the
-    source was generated from, places numba's errors at the user's lines."""
+def remember_lowered(source: str, stem: str, fn) -> None:
+    """`fn` is the lowered function `source` was generated from: numba's errors about the module's
+    lines are then placed at the user's lines (its statements' locations)."""
+    _LOWERED[module_name(source, stem)] = fn
+
+
+def compile_function(source: str, stem: str, func: str, backend: str):
+    """The function `func` defined in `source`, compiled for `backend`."""
     with _LOCK:
         module = load_module(source, stem, backend)
-        if fn is not None:
-            _LOWERED[module.__file__] = fn
         if backend == "numba" and module.__name__ not in _JITTED:
             _jit_module(module)
         return getattr(module, func)
 
 
 _JITTED: set[str] = set()
-_LOWERED: dict[str, object] = {}  # a generated module's file -> the ir.Function it was generated from
+_LOWERED: dict[str, object] = {}  # a generated module's name -> the ir.Function it was generated from
 
 
 def _jit_module(module: types.ModuleType) -> None:
@@ -281,7 +284,7 @@ def user_typing_error(exc) -> Exception | None:
     from s2sad.errors import UnsupportedError, located_at
 
     loc = getattr(exc, "loc", None)
-    fn = _LOWERED.get(getattr(loc, "filename", None))
+    fn = _LOWERED.get(Path(getattr(loc, "filename", None) or "").stem)
     if fn is None or not loc.line:
         return None
     lines = linecache.getlines(loc.filename)
