@@ -289,8 +289,8 @@ def user_typing_error(exc) -> Exception | None:
         return None
     lines = linecache.getlines(loc.filename)
     quoted = next((ln.strip()[2:] for ln in reversed(lines[:loc.line]) if ln.strip().startswith("# ")), "")
-    user = next((s.loc for s, _, _ in ir.walk(fn.body) if s.loc is not None and quoted.startswith(s.loc.text)
-                 and quoted[len(s.loc.text):] in ("", "  (reversed)")), None)
+    user = next((place for place in ir.places(fn) if quoted.startswith(place.text)
+                 and quoted[len(place.text):] in ("", "  (reversed)")), None)
     if user is None:
         return None
     generated = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""

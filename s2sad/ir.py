@@ -156,6 +156,13 @@ class Function:
     generated: bool = False  # s2sad's own generated code, differentiated again (it keeps its own sharing rules)
 
 
+def places(fn) -> list[Loc]:
+    """The user lines a function's statements came from, each once, in order (a saved Summary keeps them)."""
+    if not hasattr(fn, "body"):
+        return list(getattr(fn, "places", []))
+    return list(dict.fromkeys(s.loc for s, _, _ in walk(fn.body) if s.loc is not None))
+
+
 def atom_vars(atoms) -> list[str]:
     return [a.name for a in atoms if isinstance(a, Var)]
 

@@ -177,3 +177,12 @@ def test_isinstance_of_an_argument_is_decided_per_argument_type(backend):
 def test_reading_the_code_of_a_function_that_branches_on_types_needs_arguments():
     with pytest.raises(s2sad.UnsupportedError, match="`x`'s type decides the code"):
         s2sad.source(F.sum_of_squares_any_rank)
+
+
+def test_validation_stays_in_a_cuda_kernel():
+    """vmap(target="cuda") on numba's CUDA simulator (tests/conftest.py); closed form (1 - tanh^2) x."""
+    X_batch = np.random.default_rng(0).normal(size=(8, 3))
+    w = np.array([0.1, -0.2, 0.3])
+    g = s2sad.vmap(s2sad.grad(F.tanh_score), in_axes=(None, 0), target="cuda")(w, X_batch)
+    expected = (1.0 - np.tanh(X_batch @ w) ** 2)[:, None] * X_batch
+    assert_close(g, expected, rtol=1e-7)
