@@ -2,6 +2,7 @@
 input validation, printing, seeded random draws, normalising constants, dtype plumbing."""
 
 import math
+from math import lgamma as _lgamma
 
 import numpy as np
 import scipy.special
@@ -103,6 +104,27 @@ def tanh_score(w, x):
     if x.shape[0] != w.shape[0]:
         raise ValueError("one weight per feature")
     return np.tanh(np.sum(w * x))
+
+
+def poisson_pmf(k, mu):
+    if mu == 0:
+        return 1.0 if k == 0 else 0.0
+    logp = k * np.log(mu) - _lgamma(k + 1.0) - mu
+    return np.exp(logp)
+
+
+def mc_call_value(s0, t, k, r, q, v, num_paths, seed):
+    if not isinstance(num_paths, int) or not isinstance(seed, int):
+        raise ValueError("num_paths and seed must be int.")
+    v_sqrt_t = v * math.sqrt(t)
+    st = s0 * math.exp((r - q - v * v / 2.0) * t)
+    np.random.seed(seed)
+    g = np.random.standard_normal(num_paths)
+    payoff = 0.0
+    for i in range(0, num_paths):
+        s = st * math.exp(+g[i] * v_sqrt_t)
+        payoff += max(s - k, 0.0)
+    return payoff * np.exp(-r * t) / num_paths
 
 
 # ---------------------------------------------------------------- refused: these touch a differentiated value

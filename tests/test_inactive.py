@@ -66,6 +66,11 @@ def test_lgamma_of_data_is_a_constant_in_a_loop(backend):
     assert_close(value, F.poisson_nll(*args))
 
 
+def test_lgamma_imported_under_another_name(backend):
+    check_grad(F.poisson_pmf, (3.0, 2.5), 1, backend)
+    assert s2sad.grad(F.poisson_pmf, argnums=1, backend=backend)(3.0, 0.0) == 0.0
+
+
 def test_calls_on_constants_are_evaluated_when_the_code_is_generated(backend):
     check_grad(F.gaussian_nll, (X, 0.3), 1, backend)
     source = code(s2sad.source(F.gaussian_nll))
@@ -79,6 +84,13 @@ def test_seeded_draws_are_constants_and_never_drawn_again(backend):
     check_jvp(F.noisy_walk, (0.7, 20), backend)
     adjoint = code(s2sad.source(F.noisy_walk).split("adjoint sweep")[-1])
     assert "np.random" not in adjoint  # the reverse sweep restores the draws from a tape
+
+
+def test_monte_carlo_pricer_with_a_seed_argument(backend):
+    args = (100.0, 1.0, 105.0, 0.05, 0.01, 0.2, 400, 7)
+    check_grad(F.mc_call_value, args, (0, 5), backend)
+    with pytest.raises(ValueError, match="must be int"):  # (numba types the draw first: a located error)
+        s2sad.grad(F.mc_call_value, backend="python")(100.0, 1.0, 105.0, 0.05, 0.01, 0.2, 400.0, 7)
 
 
 def test_a_draw_nothing_reads_still_runs():
