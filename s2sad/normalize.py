@@ -880,7 +880,7 @@ class Lowerer:
         op = node.operator
         if isinstance(op, cst.Not):
             operand = self.expr(node.expression, out)
-            if isinstance(operand, Const) and isinstance(operand.value, bool) and target is None:
+            if isinstance(operand, Const) and isinstance(operand.value, bool):
                 return Const(not operand.value)
             return self.prim(out, "not", (operand,), target=target)
         if isinstance(op, (cst.Minus, cst.Plus)):
@@ -902,7 +902,7 @@ class Lowerer:
             parts.append((op, comp.comparator))
         if len(parts) == 1:
             right = self.expr(parts[0][1], out)
-            if isinstance(left, Const) and isinstance(right, Const) and target is None:
+            if isinstance(left, Const) and isinstance(right, Const):
                 return Const(bool(COMPARED[parts[0][0]](left.value, right.value)))  # `x.ndim == 0`, folded
             return self.prim(out, parts[0][0], (left, right), target=target)
         result = self.temp("cmp")
@@ -921,6 +921,11 @@ class Lowerer:
     def boolean(self, node: cst.BooleanOperation, out, target):
         result = self.temp("cond")
         self.expr(node.left, out, target=result)
+        if isinstance(out[-1], Assign) and out[-1].target == result and isinstance(out[-1].value, Copy) \
+                and isinstance(out[-1].value.value, Const):  # decided when the code is generated (argument types)
+            left = out.pop().value.value
+            decided = not left.value if isinstance(node.operator, cst.And) else bool(left.value)
+            return left if decided else self.expr(node.right, out, target)
         inner: list = []
         self.expr(node.right, inner, target=result)
         test = self.stable_test(Var(result), inner, out)  # `inner` overwrites `result`
