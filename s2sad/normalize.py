@@ -86,7 +86,8 @@ NO_DERIVATIVE_OPERATOR = ("bitwise and shift operators have no derivative: use `
                           "or arithmetic")
 BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
     "print": "call print as a statement of its own (`print(x)`): its value is None",
-    "isinstance": "s2sad specializes code on argument structure, not on types: branch outside the function",
+    "isinstance": "test an argument of the function itself (`isinstance(x, np.ndarray)`): s2sad decides it per "
+                  "argument type when it generates code",
     "type": "s2sad specializes code on argument structure, not on types: branch outside the function",
     "eval": "write the expression itself in the function",
     "exec": "write the statements themselves in the function",
@@ -1321,8 +1322,7 @@ class Lowerer:
             return self.print_call(call, out)
         if fn is not _NOT_STATIC and self.runs_as_written(fn) and self.builtin_name(fn) not in BUILTIN_HINTS:
             value = self.opaque_call(call, fn, out, None, effect=True)
-            if isinstance(value, Var) and out and isinstance(out[-1], Assign) and out[-1].target == value.name:
-                out.append(Effect(out.pop().value, self.loc))
+            out.append(Effect(out.pop().value, self.loc))  # the call opaque_call emitted, without a result
             return
         raise self.err(node, "an expression statement has no effect s2sad can differentiate",
                        self.unused_hint(call, fn))
@@ -1378,8 +1378,8 @@ class Lowerer:
         if call is not None and any(a.keyword is not None or a.star for a in call.args):
             raise self.err(call, "exception arguments must be positional", 'raise ValueError("message")')
         args = tuple(Const(self.message(a.value)) for a in call.args) if call is not None else ()
-        out.append(Effect(Prim(self.exception_rule(node.exc, cls), args, (), self.exception_rule(node.exc, cls).spelled),
-                          self.loc, raises=True))
+        rule = self.exception_rule(node.exc, cls)
+        out.append(Effect(Prim(rule, args, (), rule.spelled), self.loc, raises=True))
 
     def assert_stmt(self, node: cst.Assert, out):
         """`assert test, "message"` as `if not test: raise AssertionError("message")`."""
