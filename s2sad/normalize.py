@@ -1282,7 +1282,9 @@ class Lowerer:
             return None
         if self.kinds is None:
             raise TypesNeeded(f"`{self.spelled.get(atom.name, atom.name)}`'s type decides the code: s2sad generates "
-                              "it per argument type, when the function is called with arguments")
+                              "it per argument type when the function is called, so `s2sad.source(f)` and a "
+                              "transformation of a transformed function (grad(grad(f))) cannot read it; call "
+                              "grad(f) or jacfwd/hessian on arguments, or branch outside the function")
         return self.kinds.get(atom.name)
 
     def forget_kinds(self, stmts):
