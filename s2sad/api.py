@@ -189,8 +189,7 @@ class _Transform:
         """Does the code depend on the arguments' ranks or types? (Lowering without them says so.)"""
         if self._reads_kinds is None:
             try:
-                self.generated
-                self._reads_kinds = False
+                self._reads_kinds = self.generated.fn.asks_types
             except TypesNeeded:
                 self._reads_kinds = True
             except Exception:  # not about types: the call path generates again and raises it where it always has

@@ -47,6 +47,7 @@ class Summary:
     output_shape: Any
     returns_tuple: bool
     places: list = field(default_factory=list)  # the user lines' ir.Locs (numba errors point there)
+    asks_types: bool = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -236,7 +237,8 @@ def _save(path: Path, generated, rows: list) -> None:
     saved = {"rows": rows,
              "generated": {k: getattr(generated, k) for k in ("source", "stem", "primal", "derivative", "wrapper")},
              "fn": {"name": fn.name, "params": list(fn.params), "outputs": list(fn.outputs),
-                    "output_shape": fn.output_shape, "returns_tuple": fn.returns_tuple, "places": ir.places(fn)}}
+                    "output_shape": fn.output_shape, "returns_tuple": fn.returns_tuple, "places": ir.places(fn),
+                    "asks_types": fn.asks_types}}
     try:
         data = pickle.dumps(saved)
     except Exception:  # an output structure pickle cannot write: the next process generates again

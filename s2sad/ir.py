@@ -154,6 +154,7 @@ class Function:
     output_shape: Any = None  # the returned structure, leaves as None (None: one value); see normalize.flatten
     spelled: dict[str, str] = field(default_factory=dict)  # how the user spells a renamed variable (x2: x)
     generated: bool = False  # s2sad's own generated code, differentiated again (it keeps its own sharing rules)
+    asks_types: bool = False  # reads `x.ndim` of an argument: a caller that knows the types may specialize
 
 
 def places(fn) -> list[Loc]:

@@ -217,7 +217,7 @@ class Lowerer:
     branch_depth: int = 0  # inside how many `if`s / runtime loops (trees must not depend on them)
     nested: int = 0  # the same, counting the rest of a block after an early exit: 0 in straight-line code
     spelled: dict = field(default_factory=dict)  # IR name -> the user's name, where the two differ
-    kinds: dict | None = None  # variable -> (ndim, type) of an argument not rebound yet; None: types unknown
+    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -1276,11 +1276,16 @@ class Lowerer:
     # ------------------------------------------------------ argument types
     # Code is generated per argument rank and type where the function asks for them: `x.ndim` and
     # `isinstance(x, ...)` of an argument are constants then, and a branch on them keeps only its live side.
-    def kind_of(self, atom) -> tuple | None:
-        """(ndim, type) of an argument not rebound yet, else None; TypesNeeded while types are unknown."""
+    def kind_of(self, atom, required: bool = False) -> tuple | None:
+        """(ndim, type) of an argument not rebound yet, else None. While the argument types are unknown,
+        the function is marked as asking for them, and what cannot do without (`required`) raises
+        TypesNeeded."""
         if not isinstance(atom, Var):
             return None
-        if self.kinds is None:
+        if isinstance(self.kinds, UnknownKinds):
+            self.kinds.asked = True
+            if not required:
+                return None
             raise TypesNeeded(f"`{self.spelled.get(atom.name, atom.name)}`'s type decides the code: s2sad generates "
                               "it per argument type when the function is called, so `s2sad.source(f)` and a "
                               "transformation of a transformed function (grad(grad(f))) cannot read it; call "
@@ -1299,7 +1304,7 @@ class Lowerer:
         if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
             raise self.err(node, "isinstance takes an argument and a class (or a tuple of classes) here")
         classes = self.static_arg(node.args[1].value)
-        kind = self.kind_of(self.expr(node.args[0].value, out))
+        kind = self.kind_of(self.expr(node.args[0].value, out), required=True)
         if kind is None or not all(isinstance(c, type) for c in np.atleast_1d(np.array(classes, dtype=object))):
             raise self.err(node, "isinstance is decided when the code is generated: it needs an argument of the "
                                  "function, not rebound before, and classes", BUILTIN_HINTS["isinstance"])
@@ -1602,6 +1607,12 @@ _NOT_STATIC = object()
 NEWAXIS = object()  # a `None` item in an index, while lowering
 
 
+class UnknownKinds(dict):
+    """The argument types while lowering without them: empty, and noting whether the code asked."""
+
+    asked = False
+
+
 class Record(tuple):
     """A static namedtuple / registered dataclass while lowering: items by index, and by name."""
 
@@ -1775,12 +1786,12 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
     names = Names(user_names(parsed.node) | set(runtime.__all__) | {"np", "math", "List"})
     temps: set = set()
     lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {},
-                 kinds=dict(arg_kinds) if arg_kinds is not None else None)
+                 kinds=dict(arg_kinds) if arg_kinds is not None else UnknownKinds())
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(
         name=parsed.name, params=lw.params, body=body, outputs=outputs, filename=parsed.filename,
         firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
-        generated=written_by_s2sad(parsed.fn),
+        generated=written_by_s2sad(parsed.fn), asks_types=isinstance(lw.kinds, UnknownKinds) and lw.kinds.asked,
     )

@@ -97,6 +97,7 @@ class Opaque(Rule):
     result depends on a differentiated input after all."""
 
     adjoint: Callable | None = None
+    elementwise: bool = False  # nothing is known of its shapes
     cheap: bool = False  # never recomputed in the reverse sweep: a random draw must not run twice
     refusal: str = ""
     impure: bool = False  # a random draw: it runs where the user wrote it even when nothing reads it
