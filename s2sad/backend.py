@@ -258,17 +258,17 @@ def _jit_module(module: types.ModuleType) -> None:
 
 
 def _translate_errors(dispatcher) -> None:
-    """numba types a function when a call finds no compiled version for its arguments; a TypingError
-    from that compile reaches the user as an error about their own line. The call path itself is C
+    """numba compiles a function when a call finds no compiled version for its arguments; an error
+    from that compile (typing, mostly) reaches the user as an error about their own line. The call path itself is C
     and looks the method up on the instance, so compiled calls pay nothing."""
-    from numba.core.errors import TypingError
+    from numba.core.errors import NumbaError
 
     compile_for_args = dispatcher._compile_for_args
 
     def compile_for_user(*args, **kwargs):
         try:
             return compile_for_args(*args, **kwargs)
-        except TypingError as exc:
+        except NumbaError as exc:
             found = user_typing_error(exc)
             if found is None:
                 raise
@@ -278,8 +278,8 @@ def _translate_errors(dispatcher) -> None:
 
 
 def user_typing_error(exc) -> Exception | None:
-    """numba's TypingError about a line of generated code as an error located at the user's line it
-    came from (the comment above it quotes that line), or None where the line cannot be told."""
+    """numba's error (a TypingError, mostly) about a line of generated code as an error located at the
+    user's line it came from (the comment above it quotes that line), or None where that line is unknown."""
     from s2sad import ir
     from s2sad.errors import UnsupportedError, located_at
 
