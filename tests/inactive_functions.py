@@ -142,17 +142,6 @@ def sorts_in_place(x):
     return np.sum(y)
 
 
-def fill(out, x):
-    for i in range(x.shape[0]):
-        out[i] = x[i] ** 2
-
-
-def fills_by_call(x):
-    out = np.zeros(x.shape[0])
-    fill(out, x)
-    return np.sum(out)
-
-
 # ---------------------------------------------------------------- runs in Python, but numba has no SciPy
 def gammaln_of_length(x):
     c = scipy.special.gammaln(x.shape[0] + 1.0)

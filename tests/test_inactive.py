@@ -126,7 +126,6 @@ def _place(fn, snippet):
     (F.draw_from_input, (0.5,), "np.random.normal", "draws random numbers from differentiated parameters",
      "mu + sigma * np.random.normal(0.0, 1.0, n)"),
     (F.sorts_in_place, (X,), "y.sort()", "no effect s2sad can differentiate", "`x = np.sort(x)`"),
-    (F.fills_by_call, (X,), "fill(out, x)", "no effect s2sad can differentiate", "make `fill` return the array"),
 ])
 def test_active_calls_without_rules_are_refused_at_the_users_line(fn, args, snippet, message, hint):
     with pytest.raises(s2sad.UnsupportedError) as info:
