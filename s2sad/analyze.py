@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from s2sad import ir
-from s2sad.errors import UnsupportedError, located_at
+from s2sad.errors import NoRuleError, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.rules.registry import Opaque
 from s2sad.sharing import VIEWS, check_shared_memory
@@ -191,7 +191,7 @@ class Analysis:
         for s in self.stmts():
             if isinstance(s, Assign) and isinstance(s.value, Prim) and isinstance(s.value.rule, Opaque) \
                     and s.target in useful and set(ir.atom_vars(ir.expr_operands(s.value))) & self.varied:
-                raise UnsupportedError(s.value.rule.refusal)
+                raise NoRuleError(s.value.rule.refusal)
 
     def known_int(self, name: str, seen: frozenset = frozenset()) -> bool:
         """Is `name` surely an integer scalar (a loop counter, a length, int arithmetic on those)?"""

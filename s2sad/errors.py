@@ -26,6 +26,10 @@ class UnsupportedError(S2SADError, NotImplementedError):
     """The function uses Python that s2sad cannot differentiate."""
 
 
+class NoRuleError(UnsupportedError):
+    """A call kept as written because it has no derivative rule turns out to depend on a differentiated input."""
+
+
 class TypesNeeded(UnsupportedError):
     """The function branches on its arguments' ranks or types (`x.ndim`, `isinstance`): its code is
     generated per argument types, which only a call provides."""
