@@ -487,7 +487,7 @@ _MEMO: dict[tuple, _Transform] = {}
 
 def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
     """(param, ndim, type) of each argument that is not a pytree: what `x.ndim` and `isinstance` read."""
-    return tuple((p, a.ndim if type(a) is np.ndarray else np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a))
+    return tuple((p, np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a))
                  for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
 
 
