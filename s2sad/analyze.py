@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass, field
 
 from s2sad import ir
-from s2sad.errors import UnsupportedError, located_at
+from s2sad.errors import NoRuleError, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
+from s2sad.rules.registry import Opaque
 from s2sad.sharing import VIEWS, check_shared_memory
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
@@ -182,6 +183,15 @@ class Analysis:
                     changed = True
         self.varied = varied
         self.active = varied & useful
+        self.check_opaque(useful)
+
+    def check_opaque(self, useful: set):
+        """A call with no rule was kept as written on the promise that it is inactive: refuse it where its
+        result reaches the differentiated output and an operand depends on a differentiated input."""
+        for s in self.stmts():
+            if isinstance(s, Assign) and isinstance(s.value, Prim) and isinstance(s.value.rule, Opaque) \
+                    and s.target in useful and set(ir.atom_vars(ir.expr_operands(s.value))) & self.varied:
+                raise NoRuleError(s.value.rule.refusal)
 
     def known_int(self, name: str, seen: frozenset = frozenset()) -> bool:
         """Is `name` surely an integer scalar (a loop counter, a length, int arithmetic on those)?"""
@@ -594,11 +604,15 @@ class Analysis:
     def check_stores(self):
         for name, stores in self.stores.items():
             if self.aliased_at_store(name):
-                loc, name = stores[0].loc, self.fn.spelled.get(name, name)
-                msg = (f"in-place write to `{name}`, which is an argument, another name for an array or a view "
-                       "of one (a slice, reshape, transpose, np.asarray, ...)")
-                raise UnsupportedError(located_at(msg, loc, f"write into a new array instead: `{name} = {name}.copy()` "
-                                                            "or np.zeros(...)"))
+                loc, user = stores[0].loc, self.fn.spelled.get(name, name)
+                if name in self.fn.params:
+                    msg = (f"in-place write to `{user}`, an argument: its derivative is with respect to the values "
+                           "passed in, and the caller's array must not change")
+                else:
+                    msg = (f"in-place write to `{user}`, which is another name for an array or a view of one (a slice, "
+                           "reshape, transpose, np.asarray, ...)")
+                raise UnsupportedError(located_at(msg, loc, f"give `{user}` memory of its own before the first write: "
+                                                            f"`{user} = {user}.copy()`"))
 
 
 def _aliases(value) -> bool:

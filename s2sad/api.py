@@ -14,9 +14,10 @@ import numpy as np
 from s2sad import gencache, hidden, rules, synthesize
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
-from s2sad.backend import compile_function, inferred_return_type, load_module, passed_check, record_check
+from s2sad.backend import (compile_function, inferred_return_type, load_module, passed_check, record_check,
+                           remember_lowered)
 from s2sad.codegen.module import Generated, jvp_module, primal_module, vjp_module
-from s2sad.errors import TupleOutputError
+from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, normalize, unflatten
 from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
@@ -163,10 +164,12 @@ class _Transform:
         self.leaf_counts: tuple | None = None  # and how many leaves each has
         self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
         self._specialized: dict[tuple, _Transform] = {}
+        self.kinds: tuple | None = None  # ((param, ndim, type), ...) where the code depends on them
+        self._reads_kinds: bool | None = None
 
     @property
     def ir(self):
-        """The lowered function, specialized to the argument structure."""
+        """The lowered function, specialized to the argument structure (and kinds, where it reads them)."""
         if self._ir is None:
             trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
             self._ir = self.normalized(trees)
@@ -174,7 +177,11 @@ class _Transform:
 
     def normalized(self, trees: dict):
         """The function lowered for arguments of structure `trees` (parameter -> PyTreeDef)."""
-        return normalize(self.fun, arg_trees=trees)
+        return normalize(self.fun, arg_trees=trees, arg_kinds=self.arg_kinds())
+
+    def arg_kinds(self) -> dict | None:
+        """parameter -> (ndim, type), where the transform is specialized to them."""
+        return {p: (ndim, kind) for p, ndim, kind in self.kinds} if self.kinds is not None else None
 
     @property
     def generated(self) -> Generated:
@@ -192,9 +199,10 @@ class _Transform:
         return None
 
     def specialize(self, args) -> tuple["_Transform", tuple]:
-        """The transform for the structure of `args` (pytrees), and what its compiled code takes: their
+        """The transform for the structure of `args` (pytrees) and, for a function that branches on
+        them (`x.ndim`, `isinstance`), their ranks and types; and what its compiled code takes: their
         leaves, then the arrays it reads from outside (hidden.py)."""
-        found, leaves = self.structured_leaves(args)
+        found, leaves = self.specialize_kinds(args)
         return found, leaves + found.hidden_args()
 
     def hidden_args(self) -> tuple:
@@ -202,7 +210,37 @@ class _Transform:
         found = self.generated.fn.hidden
         return hidden.values(found) if found else ()
 
-    def structured_leaves(self, args) -> tuple["_Transform", tuple]:
+    def specialize_kinds(self, args) -> tuple["_Transform", tuple]:
+        """`specialize` without the hidden arrays: the transform, and the leaves of `args`."""
+        found, leaves = self.specialize_structure(args)
+        if found.kinds is None and found.reads_kinds():
+            found = found.with_kinds(_arg_kinds(found.params, found.defs, args))
+        return found, leaves
+
+    def reads_kinds(self) -> bool:
+        """Does the code depend on the arguments' ranks or types? (Lowering without them says so.)"""
+        if self._reads_kinds is None:
+            try:
+                self._reads_kinds = self.generated.fn.asks_types
+            except TypesNeeded:
+                self._reads_kinds = True
+            except Exception:  # not about types: the call path generates again and raises it where it always has
+                return False
+        return self._reads_kinds
+
+    def with_kinds(self, kinds: tuple) -> "_Transform":
+        """This transform, generated for arguments of these ranks and types."""
+        key = ("kinds", kinds)
+        if key not in self._specialized:
+            found = copy.copy(self)
+            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
+            for cached in ("_checked_ranks", "_rebuild", "_entries"):
+                found.__dict__.pop(cached, None)
+            found.kinds, found._reads_kinds = kinds, True
+            self._specialized[key] = found
+        return self._specialized[key]
+
+    def specialize_structure(self, args) -> tuple["_Transform", tuple]:
         """The transform for the structure of `args` (pytrees), and their leaves."""
         for a in args:
             if type(a) not in _LEAF_TYPES:
@@ -260,6 +298,7 @@ class _Transform:
         """`which` of the generated module ("primal", "derivative"), compiled for the backend."""
         if which not in self._compiled:
             g = self.generated
+            remember_lowered(g.source, g.stem, g.fn)
             self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend)
         return self._compiled[which]
 
@@ -343,7 +382,7 @@ class _Reverse(_Transform):
         if not all(_printed_whole(d) for d in self.defs or ()):
             return None
         return ("reverse", self.what, self.has_aux, self.argnums, self.flat_argnums, repr(self.defs),
-                self.recompute_libm)
+                self.recompute_libm, repr(self.kinds))
 
     @property
     def vjp_fn(self):
@@ -495,6 +534,12 @@ def _is_static_argument(value) -> bool:
         and not tree_registered(kind)
 
 
+def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
+    """(param, ndim, type) of each argument that is not a pytree: what `x.ndim` and `isinstance` read."""
+    return tuple((p, np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a))
+                 for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
+
+
 def _printed_whole(treedef) -> bool:
     """Does the structure's repr say all of it? (A namedtuple's or registered class's prints only its name.)"""
     if treedef.kind in ("namedtuple", "custom", "static"):
@@ -560,13 +605,16 @@ def _behind_entry(rev: _Reverse, general: Callable) -> Callable:
     @functools.wraps(rev.fun)
     def transformed(*args, **kwargs):
         nonlocal entry
-        if entry is not None and not kwargs:
-            out = entry(args)
-            if out is not None:
-                return out
-        r, leaves = rev.specialize(rev.bind(args, kwargs))
-        r.check(leaves)
-        out = general(r, leaves)
+        try:
+            if entry is not None and not kwargs:
+                out = entry(args)
+                if out is not None:
+                    return out
+            r, leaves = rev.specialize(rev.bind(args, kwargs))
+            r.check(leaves)
+            out = general(r, leaves)
+        except S2SADError as exc:
+            raise at_user_line(exc) from None
         if not kwargs and not rev.has_aux:
             entry = rev.entry_for(r, args, leaves)
         return out
@@ -585,7 +633,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
     When `fun` returns a tuple (and has_aux is False), `out` and the cotangent are tuples.
     """
     rev = _reverse(fun, tuple(range(len(primals))), has_aux, backend, "vjp")
-    rev, args = rev.structured_leaves(rev.bind(primals, {}))
+    rev, args = rev.specialize_kinds(rev.bind(primals, {}))
     if not has_aux and rev.returns_tuple():
         return _tuple_vjp(fun, primals, backend)
     args += rev.hidden_args()
@@ -808,7 +856,7 @@ class _AsWritten(_Transform):
     what = "call"
 
     def normalized(self, trees: dict):
-        return normalize(self.fun, arg_trees=trees, copy_arguments=False)
+        return normalize(self.fun, arg_trees=trees, arg_kinds=self.arg_kinds(), copy_arguments=False)
 
     def generate(self, fn_ir) -> Generated:
         return primal_module(fn_ir)

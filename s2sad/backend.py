@@ -221,6 +221,12 @@ def record_check(source: str, stem: str, key: str) -> None:
         pass
 
 
+def remember_lowered(source: str, stem: str, fn) -> None:
+    """`fn` is the lowered function `source` was generated from: numba's errors about the module's
+    lines are then placed at the user's lines (its statements' locations)."""
+    _LOWERED[module_name(source, stem)] = fn
+
+
 def compile_function(source: str, stem: str, func: str, backend: str):
     """The function `func` defined in `source`, compiled for `backend`."""
     with _LOCK:
@@ -231,6 +237,7 @@ def compile_function(source: str, stem: str, func: str, backend: str):
 
 
 _JITTED: set[str] = set()
+_LOWERED: dict[str, object] = {}  # a generated module's name -> the ir.Function it was generated from
 
 
 def _jit_module(module: types.ModuleType) -> None:
@@ -245,8 +252,63 @@ def _jit_module(module: types.ModuleType) -> None:
             dispatcher = numba.njit(parallel=parallel, error_model="numpy")(obj)
             if on_disk:
                 _enable_disk_cache(dispatcher)
+            _translate_errors(dispatcher)
             setattr(module, name, dispatcher)
     _JITTED.add(module.__name__)
+
+
+def _translate_errors(dispatcher) -> None:
+    """numba compiles a function when a call finds no compiled version for its arguments; an error
+    from that compile (typing, mostly) reaches the user as an error about their own line. The call path itself is C
+    and looks the method up on the instance, so compiled calls pay nothing."""
+    from numba.core.errors import NumbaError
+
+    compile_for_args = dispatcher._compile_for_args
+
+    def compile_for_user(*args, **kwargs):
+        try:
+            return compile_for_args(*args, **kwargs)
+        except NumbaError as exc:
+            found = user_typing_error(exc)
+            if found is None:
+                raise
+            raise found from None
+
+    dispatcher._compile_for_args = compile_for_user
+
+
+def user_typing_error(exc) -> Exception | None:
+    """numba's error (a TypingError, mostly) about a line of generated code as an error located at the
+    user's line it came from (the comment above it quotes that line), or None where that line is unknown."""
+    from s2sad import ir
+    from s2sad.errors import UnsupportedError, located_at
+
+    loc = getattr(exc, "loc", None)
+    fn = _LOWERED.get(Path(getattr(loc, "filename", None) or "").stem)
+    if fn is None or not loc.line:
+        return None
+    lines = linecache.getlines(loc.filename)
+    quoted = next((ln.strip()[2:] for ln in reversed(lines[:loc.line]) if ln.strip().startswith("# ")), "")
+    user = next((place for place in ir.places(fn) if quoted.startswith(place.text)
+                 and quoted[len(place.text):] in ("", "  (reversed)")), None)
+    if user is None:
+        return None
+    generated = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""
+    return UnsupportedError(located_at(
+        f"numba cannot compile the code generated for this line (`{generated}`): {_reason(str(exc))}", user,
+        'rewrite the line with what numba compiles (its documentation lists the "Supported NumPy features"), '
+        'or run it uncompiled with backend="python"; s2sad.source(f) shows the generated code'))
+
+
+def _reason(message: str) -> str:
+    """The lines of numba's message that say what is wrong, without its pipeline header and the places."""
+    kept = []
+    for line in message.splitlines()[1:]:
+        if line.startswith(("File ", "During:", "There are ")):
+            break
+        if line.strip():
+            kept.append(line.strip())
+    return " ".join(kept)[:400]
 
 
 def _enable_disk_cache(dispatcher) -> None:

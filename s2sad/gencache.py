@@ -22,12 +22,13 @@ import textwrap
 import threading
 import types
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from s2sad import ir
 from s2sad.cache import OWN_PREFIX, cache_dir
 
 FORMAT = 1
@@ -46,6 +47,8 @@ class Summary:
     output_shape: Any
     returns_tuple: bool
     hidden: tuple = ()  # never saved: a module with hidden parameters is generated in every process
+    places: list = field(default_factory=list)  # the user lines' ir.Locs (numba errors point there)
+    asks_types: bool = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -235,7 +238,8 @@ def _save(path: Path, generated, rows: list) -> None:
     saved = {"rows": rows,
              "generated": {k: getattr(generated, k) for k in ("source", "stem", "primal", "derivative", "wrapper")},
              "fn": {"name": fn.name, "params": list(fn.params), "outputs": list(fn.outputs),
-                    "output_shape": fn.output_shape, "returns_tuple": fn.returns_tuple}}
+                    "output_shape": fn.output_shape, "returns_tuple": fn.returns_tuple, "places": ir.places(fn),
+                    "asks_types": fn.asks_types}}
     try:
         data = pickle.dumps(saved)
     except Exception:  # an output structure pickle cannot write: the next process generates again

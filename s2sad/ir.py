@@ -125,7 +125,18 @@ class While:
     loc: Loc | None
 
 
-Stmt = Union[Assign, Store, Push, If, For, While]
+@dataclass(eq=False)
+class Effect:
+    """A call run for its effect alone (`print(x)`, `np.random.seed(0)`), or with `raises` the exception
+    `raise ValueError("...")` makes: kept in the primal as the user wrote it, it writes no variable and
+    has no derivative."""
+
+    call: Prim
+    loc: Loc | None
+    raises: bool = False
+
+
+Stmt = Union[Assign, Store, Push, If, For, While, Effect]
 
 
 @dataclass
@@ -145,6 +156,14 @@ class Function:
     generated: bool = False  # s2sad's own generated code, differentiated again (it keeps its own sharing rules)
     copied: tuple = ()  # parameters the function writes into: the body works on copies (normalize)
     hidden: tuple = ()  # ((parameter, Hidden), ...): arrays read from outside, the last parameters (hidden.py)
+    asks_types: bool = False  # reads `x.ndim` of an argument: a caller that knows the types may specialize
+
+
+def places(fn) -> list[Loc]:
+    """The user lines a function's statements came from, each once, in order (a saved Summary keeps them)."""
+    if not hasattr(fn, "body"):
+        return list(getattr(fn, "places", []))
+    return list(dict.fromkeys(s.loc for s, _, _ in walk(fn.body) if s.loc is not None))
 
 
 def atom_vars(atoms) -> list[str]:
@@ -184,6 +203,8 @@ def stmt_reads(stmt) -> list[str]:
         return atom_vars([stmt.start, stmt.stop, stmt.step])
     if isinstance(stmt, While):
         return atom_vars([stmt.test])
+    if isinstance(stmt, Effect):
+        return atom_vars(expr_operands(stmt.call))
     return []
 
 

@@ -13,9 +13,11 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import inspect
 import keyword
 import math
 import operator
+import random
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,10 +28,11 @@ import numpy as np
 
 from s2sad import gencache, hidden, ir, rules
 from s2sad.backend import load_module
-from s2sad.errors import UnsupportedError, located_at
+from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
-from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Slice, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
+from s2sad.rules.registry import Opaque, spelling
 
 BINOPS = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "truediv",
@@ -40,6 +43,8 @@ AUGOPS = {
     cst.FloorDivideAssign: "floordiv", cst.ModuloAssign: "mod", cst.PowerAssign: "pow",
     cst.MatrixMultiplyAssign: "matmul",
 }
+COMPARED = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+            "ne": operator.ne}
 COMPARE = {
     cst.LessThan: "lt", cst.LessThanEqual: "le", cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge",
     cst.Equal: "eq", cst.NotEqual: "ne",
@@ -63,8 +68,6 @@ STATEMENT_HINTS = {  # what to write instead of a statement s2sad refuses
     "Global": "return the new value instead of assigning to a global",
     "Nonlocal": "return the new value instead of assigning to an enclosing function's variable",
     "Del": "rebind the name, or simply stop using it",
-    "Assert": "check the inputs before calling the function",
-    "Raise": "check the inputs before calling the function: a differentiated function cannot raise",
     "Import": "import at module level",
     "ImportFrom": "import at module level",
 }
@@ -80,11 +83,16 @@ EXPRESSION_HINTS = {  # expressions s2sad refuses: what to write instead
     "FormattedString": "strings are not differentiable: format values outside the function",
     "Await": "differentiate a plain `def` function, and await outside it",
 }
+METHOD_HINT = (f"s2sad knows the array methods .{', .'.join(sorted(METHODS))} and .astype; call the NumPy function "
+               "instead (`np.sort(x)` for `x.sort()`), or a function of your own")
+DRAW_HINT = ("a random draw has no derivative with respect to its parameters: draw from constants and transform "
+             "the draw, e.g. `mu + sigma * np.random.normal(0.0, 1.0, n)`")
 NO_DERIVATIVE_OPERATOR = ("bitwise and shift operators have no derivative: use `and`/`or`/`not` in conditions, "
                           "or arithmetic")
 BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
-    "print": "print outside the function (value_and_grad returns the value)",
-    "isinstance": "s2sad specializes code on argument structure, not on types: branch outside the function",
+    "print": "call print as a statement of its own (`print(x)`): its value is None",
+    "isinstance": "test an argument of the function itself (`isinstance(x, np.ndarray)`): s2sad decides it per "
+                  "argument type when it generates code",
     "type": "s2sad specializes code on argument structure, not on types: branch outside the function",
     "eval": "write the expression itself in the function",
     "exec": "write the statements themselves in the function",
@@ -239,6 +247,7 @@ class Lowerer:
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
+    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -263,6 +272,8 @@ class Lowerer:
         return name
 
     def emit(self, out, target, value):
+        if self.kinds:
+            self.kinds.pop(target, None)  # bound anew: no longer the argument whose type is known
         out.append(Assign(target, value, self.loc))
         if _makes_array(value, self.arrays):
             self.arrays.add(target)
@@ -309,6 +320,7 @@ class Lowerer:
         """Lower statements that run conditionally or repeatedly at run time."""
         self.branch_depth += 1
         self.nested += 1
+        self.forget_kinds(stmts)
         try:
             return self.block(stmts, out)
         finally:
@@ -378,11 +390,11 @@ class Lowerer:
             raise self.err(node, "a list cannot grow inside a differentiated function: s2sad fixes lists when it "
                                  "generates code", "preallocate an array (out = np.zeros(n)) and write out[i] = ...")
         elif isinstance(node, cst.Expr):
-            called = node.value.func if isinstance(node.value, cst.Call) else None
-            name = called.value if isinstance(called, cst.Name) and called.value not in self.locals else ""
-            raise self.err(node, "an expression statement has no effect s2sad can differentiate",
-                           BUILTIN_HINTS.get(name, "assign its result, or remove it (printing and other side "
-                                                   "effects are not supported)"))
+            self.expression_statement(node, out)
+        elif isinstance(node, cst.Raise):
+            self.raise_stmt(node, out)
+        elif isinstance(node, cst.Assert):
+            self.assert_stmt(node, out)
         else:
             kind = type(node).__name__
             raise self.err(node, f"`{kind}` is not supported inside differentiated functions",
@@ -995,7 +1007,10 @@ class Lowerer:
     def unary(self, node, out, target):
         op = node.operator
         if isinstance(op, cst.Not):
-            return self.prim(out, "not", (self.expr(node.expression, out),), target=target)
+            operand = self.expr(node.expression, out)
+            if isinstance(operand, Const) and isinstance(operand.value, bool):
+                return Const(not operand.value)
+            return self.prim(out, "not", (operand,), target=target)
         if isinstance(op, (cst.Minus, cst.Plus)):
             a = self.expr(node.expression, out)
             if isinstance(a, Const) and isinstance(a.value, (int, float)):
@@ -1015,6 +1030,8 @@ class Lowerer:
             parts.append((op, comp.comparator))
         if len(parts) == 1:
             right = self.expr(parts[0][1], out)
+            if isinstance(left, Const) and isinstance(right, Const):
+                return Const(bool(COMPARED[parts[0][0]](left.value, right.value)))  # `x.ndim == 0`, folded
             return self.prim(out, parts[0][0], (left, right), target=target)
         result = self.temp("cmp")
         self.chain(left, parts, out, result)
@@ -1032,6 +1049,11 @@ class Lowerer:
     def boolean(self, node: cst.BooleanOperation, out, target):
         result = self.temp("cond")
         self.expr(node.left, out, target=result)
+        if isinstance(out[-1], Assign) and out[-1].target == result and isinstance(out[-1].value, Copy) \
+                and isinstance(out[-1].value.value, Const):  # decided when the code is generated (argument types)
+            left = out.pop().value.value
+            decided = not left.value if isinstance(node.operator, cst.And) else bool(left.value)
+            return left if decided else self.expr(node.right, out, target)
         inner: list = []
         self.expr(node.right, inner, target=result)
         test = self.stable_test(Var(result), inner, out)  # `inner` overwrites `result`
@@ -1056,15 +1078,19 @@ class Lowerer:
         ref = self.static_ref(node)
         if ref is not None:
             return self.constant(node, ref)
+        folded = self.constant_attribute(node)
+        if folded is not None:
+            return folded
         if isinstance(self.tree_of(node.value), Record):
             return self.record_field(node)
         base = self.expr(node.value, out)
         attr = node.attr.value
+        if attr == "ndim" and self.kind_of(base) is not None:
+            return Const(self.kind_of(base)[0])
         if attr in ATTRIBUTES:
             found = rules.lookup_object(ATTRIBUTES[attr])
             return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_{attr}")
-        raise self.err(node, f"attribute `.{attr}` is not supported",
-                       "supported: .shape, .size, .ndim (more come with the NumPy coverage work)")
+        return self.opaque_attribute(node, base, out, target)
 
     def static_value(self, node):
         """The object an attribute chain such as `np.linalg.norm` names, or _NOT_STATIC."""
@@ -1134,16 +1160,14 @@ class Lowerer:
                     node = node.with_changes(args=[packed] + [a for a in node.args if a.keyword is not None])
                 return self.apply(node, METHODS[method], [receiver], out, target)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype":
-                if len(node.args) != 1 or self.static_value(node.args[0].value) not in (float, np.float64):
-                    raise self.err(node, "only .astype(float) is supported (derivatives need float arrays)")
-                return self.prim(out, "as_float", (self.expr(node.func.value, out),), target=target)
+                return self.astype(node, out, target)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "pop" and not node.args \
                     and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
                 return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
                                  hint="popped")
             what = cst.Module([]).code_for_node(node.func)
             raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
-                                 "and other Python functions", HINT_RULE)
+                                 "and other Python functions", METHOD_HINT)
         result = self.apply(node, fn, [], out, target)
         return result
 
@@ -1277,19 +1301,13 @@ class Lowerer:
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType) and not _in_library(inner):
             return self.inline(node, inner, leading, out, target)
-        name = getattr(fn, "__name__", None)
-        if name is None:  # a callable object
-            what = cst.Module([]).code_for_node(node.func)
-            raise self.err(node, f"no derivative rule for `{what}`, a {type(fn).__name__} object", HINT_RULE)
-        if getattr(builtins, name, None) is fn:
-            raise self.err(node, f"the builtin `{name}` has no derivative rule",
-                           BUILTIN_HINTS.get(name, "use a NumPy or math function with a rule, or arithmetic"))
-        if not callable(fn) or isinstance(fn, type):
-            raise self.err(node, f"cannot call `{name}` here", "call NumPy/math functions or plain Python functions")
-        raise self.err(node, f"no derivative rule for `{name}`", HINT_RULE)
+        return self.opaque_call(node, fn, out, target)
 
     def prim_arg(self, node, out):
         """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
+        dtype = self.static_dtype(node)
+        if dtype is not None:
+            return Const(dtype)
         self.refuse_generator(node)
         if isinstance(node, cst.ListComp):  # NumPy makes the list an array anyway
             if not self.is_static_comprehension(node):
@@ -1366,7 +1384,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays)
+                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds)
         callee.loc = self.loc
         try:
             args = self.with_hidden(fn, args)
@@ -1385,7 +1403,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays)
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds)
         callee.loc = self.loc
         try:
             bound = _bind_parameters(fn.node, args, kwargs)
@@ -2038,6 +2056,266 @@ class Lowerer:
             raise self.err(node, "a tuple/list is sliced with constant bounds",
                            "s2sad resolves tuples and lists when it generates code")
         return items[slice(*(None if b is None else b.value for b in bounds))]
+    # ------------------------------------------------------ argument types
+    # Code is generated per argument rank and type where the function asks for them: `x.ndim` and
+    # `isinstance(x, ...)` of an argument are constants then, and a branch on them keeps only its live side.
+    def kind_of(self, atom, required: bool = False) -> tuple | None:
+        """(ndim, type) of an argument not rebound yet, else None. While the argument types are unknown,
+        the function is marked as asking for them, and what cannot do without (`required`) raises
+        TypesNeeded."""
+        if not isinstance(atom, Var):
+            return None
+        if isinstance(self.kinds, UnknownKinds):
+            self.kinds.asked = True
+            if not required:
+                return None
+            raise TypesNeeded(f"`{self.spelled.get(atom.name, atom.name)}`'s type decides the code: s2sad generates "
+                              "it per argument type when the function is called, so `s2sad.source(f)` and a "
+                              "transformation of a transformed function (grad(grad(f))) cannot read it; call "
+                              "grad(f) or jacfwd/hessian on arguments, or branch outside the function")
+        return self.kinds.get(atom.name)
+
+    def forget_kinds(self, stmts):
+        """Names a loop or branch body binds: a read before that binding may see either value."""
+        if self.kinds:
+            body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
+            for user in assigned_names(body):
+                self.kinds.pop(self.scope.get(user, user), None)
+
+    def type_test(self, node: cst.Call, out, target):
+        """`isinstance(x, np.ndarray)` of an argument: a constant for the argument types the code is for."""
+        if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
+            raise self.err(node, "isinstance takes an argument and a class (or a tuple of classes) here")
+        classes = self.static_arg(node.args[1].value)
+        kind = self.kind_of(self.expr(node.args[0].value, out), required=True)
+        if kind is None or not all(isinstance(c, type) for c in np.atleast_1d(np.array(classes, dtype=object))):
+            raise self.err(node, "isinstance is decided when the code is generated: it needs an argument of the "
+                                 "function, not rebound before, and classes", BUILTIN_HINTS["isinstance"])
+        return self.expr_target(Const(issubclass(kind[1], classes)), out, target)
+
+    # ----------------------------------------------------------- inactive code
+    # Code that does not touch a differentiated value needs no rule: it stays in the primal as written.
+    def expression_statement(self, node: cst.Expr, out):
+        """`print(x)`, `np.random.seed(0)`: a call made for its effect runs as written."""
+        call = node.value if isinstance(node.value, cst.Call) else None
+        fn = self.static_value(call.func) if call is not None else _NOT_STATIC
+        if fn is print:
+            return self.print_call(call, out)
+        if fn is not _NOT_STATIC and self.runs_as_written(fn) and self.builtin_name(fn) not in BUILTIN_HINTS:
+            value = self.opaque_call(call, fn, out, None, effect=True)
+            out.append(Effect(out.pop().value, self.loc))  # the call opaque_call emitted, without a result
+            return
+        raise self.err(node, "an expression statement has no effect s2sad can differentiate",
+                       self.unused_hint(call, fn))
+
+    def unused_hint(self, call, fn) -> str:
+        if fn is not _NOT_STATIC and self.builtin_name(fn) in BUILTIN_HINTS:
+            return BUILTIN_HINTS[self.builtin_name(fn)]
+        if call is None or fn is _NOT_STATIC and isinstance(call.func, cst.Attribute):
+            return ("assign the result of a NumPy function instead of changing an array by a method "
+                    "(`x = np.sort(x)` for `x.sort()`), or remove the line")
+        if isinstance(unwrap(fn), types.FunctionType):
+            name = unwrap(fn).__name__
+            return (f"s2sad differentiates the values functions return: make `{name}` return the array it fills "
+                    f"and assign it (`out = {name}(...)`)")
+        return "its value is unused: assign it (`y = ...`) or remove the line"
+
+    @staticmethod
+    def runs_as_written(fn) -> bool:
+        """A callee with no rule that is not a Python function s2sad inlines: kept as a call."""
+        from s2sad.custom import _Custom
+
+        return rules.lookup_object(fn) is None and not isinstance(fn, _Custom) and callable(fn) \
+            and not isinstance(unwrap(fn), types.FunctionType)
+
+    def print_call(self, call: cst.Call, out):
+        """`print(a, f"x = {x}")` as numba prints: positional operands; an f-string as its pieces."""
+        args = []
+        for a in call.args:
+            if a.keyword is not None or a.star:
+                raise self.err(a, "print takes only positional arguments here (numba has no sep=, end=, file=)",
+                               "print the pieces as positional arguments: print(a, b)")
+            if isinstance(a.value, cst.FormattedString):
+                for part in a.value.parts:
+                    if isinstance(part, cst.FormattedStringText):  # print puts the spaces back
+                        args += [Const(part.value.strip())] if part.value.strip() else []
+                    else:
+                        args.append(self.expr(part.expression, out))
+            else:
+                args.append(self.expr(a.value, out))
+        out.append(Effect(Prim(Opaque("print", spelled="print"), tuple(args), (), "print"), self.loc))
+
+    def raise_stmt(self, node: cst.Raise, out):
+        """`raise ValueError("...")` runs as written; numba raises only constant messages, so a message
+        made at run time (an f-string, a variable) is its source text."""
+        if node.exc is None:
+            raise self.err(node, "a bare `raise` (re-raising an exception) is not supported",
+                           'raise a new exception: raise ValueError("...")')
+        call = node.exc if isinstance(node.exc, cst.Call) else None
+        cls = self.static_value(call.func if call is not None else node.exc)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise self.err(node.exc, "only an exception class, or a call of one, can be raised here",
+                           'raise ValueError("...") or another exception class')
+        if call is not None and any(a.keyword is not None or a.star for a in call.args):
+            raise self.err(call, "exception arguments must be positional", 'raise ValueError("message")')
+        args = tuple(Const(self.message(a.value)) for a in call.args) if call is not None else ()
+        rule = self.exception_rule(node.exc, cls)
+        out.append(Effect(Prim(rule, args, (), rule.spelled), self.loc, raises=True))
+
+    def assert_stmt(self, node: cst.Assert, out):
+        """`assert test, "message"` as `if not test: raise AssertionError("message")`."""
+        test = self.expr(node.test, out)
+        failed = self.prim(out, "not", (test,), hint="failed")
+        args = (Const(self.message(node.msg)),) if node.msg is not None else ()
+        rule = self.exception_rule(node, AssertionError)
+        out.append(If(failed, [Effect(Prim(rule, args, (), rule.spelled), self.loc, raises=True)], [], self.loc))
+
+    def exception_rule(self, node, cls) -> Opaque:
+        if getattr(builtins, cls.__name__, None) is cls:
+            return Opaque(cls.__name__, spelled=cls.__name__)
+        if cls.__module__ in ("__main__", "builtins") or "<" in cls.__qualname__:
+            raise self.err(node, f"the exception class `{cls.__qualname__}` cannot be named from generated code",
+                           "define it at module level in an importable module, or raise a built-in exception")
+        return Opaque(cls.__name__, spelled=f"{cls.__module__}.{cls.__qualname__}")
+
+    @staticmethod
+    def message(node) -> Any:
+        """A constant exception argument: a literal as it is, anything else as its source text."""
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)):
+            value = node.evaluated_value
+            if value is not None:
+                return value
+        if isinstance(node, cst.FormattedString):
+            return "".join(p.value if isinstance(p, cst.FormattedStringText)
+                           else "{" + cst.Module([]).code_for_node(p.expression) + "}" for p in node.parts)
+        return cst.Module([]).code_for_node(node)
+
+    def opaque_call(self, node: cst.Call, fn, out, target, effect=False):
+        """A call with no rule runs as written while its result does not depend on a differentiated
+        input (the analysis refuses it otherwise); on constants, a pure one is evaluated now."""
+        if fn is isinstance:
+            return self.type_test(node, out, target)
+        refusal = self.refusal(node, fn)
+        if not self.runs_as_written(fn) or self.builtin_name(fn) in BUILTIN_HINTS or \
+                isinstance(fn, type) and not (fn.__module__ or "").startswith("numpy"):
+            raise UnsupportedError(refusal)
+        spelled = self.callee_spelling(node.func, fn)
+        if spelled is None:
+            raise UnsupportedError(refusal)
+        args = [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
+        kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
+        args, kwargs = _positional(fn, args, kwargs)
+        if not effect and _pure(fn) and all(isinstance(a, Const) for a in args + [v for _, v in kwargs]):
+            folded = _evaluate(fn, args, kwargs)
+            if folded is not None:
+                return self.expr_target(folded, out, target)
+        rule = Opaque(spelled, refusal=refusal, impure=_draws(fn), spelled=spelled)
+        name = target or self.temp(spelled.rsplit(".", 1)[-1])
+        return self.emit(out, name, Prim(rule, tuple(args), tuple(kwargs), spelled))
+
+    def message_at(self, node, message, hint="") -> str:
+        """The located text of `self.err(node, message, hint)`, for an error raised later (errors.Located)."""
+        return self.err(node, message, hint).args[0]
+
+    def expr_target(self, atom, out, target):
+        return self.emit(out, target, Copy(atom)) if target is not None else atom
+
+    def refusal(self, node: cst.Call, fn) -> str:
+        """The error for a call with no rule whose result turns out to depend on a differentiated input."""
+        name = getattr(fn, "__name__", None)
+        if name is None:  # a callable object
+            what = cst.Module([]).code_for_node(node.func)
+            return self.message_at(node, f"no derivative rule for `{what}`, a {type(fn).__name__} object", HINT_RULE)
+        if self.builtin_name(fn):
+            return self.message_at(node, f"the builtin `{name}` has no derivative rule",
+                                   BUILTIN_HINTS.get(name, "use a NumPy or math function with a rule, or arithmetic"))
+        if not callable(fn) or isinstance(fn, type) and not (fn.__module__ or "").startswith("numpy"):
+            return self.message_at(node, f"cannot call `{name}` here",
+                                   "call NumPy/math functions or plain Python functions")
+        if _draws(fn):
+            return self.message_at(node, f"`{name}` draws random numbers from differentiated parameters", DRAW_HINT)
+        return self.message_at(node, f"no derivative rule for `{name}`", HINT_RULE)
+
+    @staticmethod
+    def builtin_name(fn) -> str:
+        name = getattr(fn, "__name__", None)
+        return name if name and getattr(builtins, name, None) is fn else ""
+
+    def callee_spelling(self, func, fn) -> str | None:
+        """How generated code names a callee with no rule: the user's dotted path from a module
+        (`np.random.normal`, `scipy.special.gammaln`), else the function's own module and name."""
+        root = func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and root is not func:
+            module = self.static_value(root)
+            if isinstance(module, types.ModuleType):
+                path = module.__name__ + _dotted(func)[len(root.value):]
+                return "np" + path[len("numpy"):] if path.startswith("numpy.") else path
+        if isinstance(getattr(fn, "__self__", None), np.random.RandomState):
+            return "np.random." + fn.__name__
+        try:
+            return spelling(fn)
+        except (ValueError, AttributeError):
+            return None
+
+    def constant_attribute(self, node: cst.Attribute):
+        """`np.finfo(float).eps`: an attribute of a pure call on constants, evaluated now (else None)."""
+        call = node.value
+        if not isinstance(call, cst.Call) or any(a.star for a in call.args):
+            return None
+        fn = self.static_value(call.func)
+        if fn is _NOT_STATIC or not _pure(fn):
+            return None
+        values = [self.static_operand(a.value) for a in call.args]
+        if any(v is _NOT_STATIC for v in values):
+            return None
+        args = [Const(v) for a, v in zip(call.args, values) if a.keyword is None]
+        kwargs = [(a.keyword.value, Const(v)) for a, v in zip(call.args, values) if a.keyword is not None]
+        found = _evaluate(fn, args, kwargs, lambda obj: getattr(obj, node.attr.value))
+        return found
+
+    def static_operand(self, node):
+        """A literal number or string, or a dtype (`float`, `np.float32`), known without lowering."""
+        if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+            return node.evaluated_value
+        dtype = self.static_dtype(node)
+        return dtype if dtype is not None else _NOT_STATIC
+
+    def static_dtype(self, node) -> np.dtype | None:
+        """The dtype a name such as `float`, `np.float32` or `np.dtype("int64")` stands for, else None."""
+        if not isinstance(node, (cst.Name, cst.Attribute)) or isinstance(node, cst.Name) and node.value in self.locals:
+            return None
+        value = self.static_value(node)
+        if isinstance(value, np.dtype):
+            return value
+        if isinstance(value, type) and (value in (float, int, bool, complex) or issubclass(value, np.generic)):
+            return np.dtype(value)
+        return None
+
+    def opaque_attribute(self, node: cst.Attribute, base, out, target):
+        """`x.dtype`, `np.finfo(d).eps`: an attribute with no rule is read as written, on inactive values."""
+        attr = node.attr.value
+        refusal = self.message_at(node, f"attribute `.{attr}` has no derivative rule",
+                                  "on differentiated values s2sad reads .shape, .size, .ndim and .T")
+        rule = Opaque(f"attribute {attr}", refusal=refusal, form="attribute", spelled=attr)
+        hint = f"{base.name}_{attr}" if isinstance(base, Var) else attr
+        return self.emit(out, target or self.temp(hint), Prim(rule, (base,), (), attr))
+
+    def astype(self, node: cst.Call, out, target):
+        """`x.astype(float)` is a differentiable copy; other dtypes are read as written, on inactive values."""
+        if len(node.args) != 1 or node.args[0].star or node.args[0].keyword not in (None,) and \
+                node.args[0].keyword.value != "dtype":
+            raise self.err(node, "write .astype(dtype) with the dtype alone", "x.astype(np.float64)")
+        x = self.expr(node.func.value, out)
+        dtype = self.prim_arg(node.args[0].value, out)
+        if dtype == Const(np.dtype(np.float64)):
+            return self.prim(out, "as_float", (x,), target=target)
+        refusal = self.message_at(node, "`.astype` to a dtype other than float64 has no derivative here",
+                                  "differentiated values stay float64: use .astype(float)")
+        rule = Opaque("astype", refusal=refusal, form="method", spelled="astype")
+        hint = f"{x.name}_cast" if isinstance(x, Var) else "cast"
+        return self.emit(out, target or self.temp(hint), Prim(rule, (x, dtype), (), "astype"))
 
     # -------------------------------------------------------------- function
     @property
@@ -2234,6 +2512,12 @@ class HiddenParams:
             else:
                 self.params[where] = self.names.fresh(hint)
         return self.params[where]
+
+
+class UnknownKinds(dict):
+    """The argument types while lowering without them: empty, and noting whether the code asked."""
+
+    asked = False
 
 
 class Record(tuple):
@@ -2470,15 +2754,66 @@ def _bind(fn, args, kwargs) -> dict:
     return dict(bound.arguments)
 
 
+def _draws(fn) -> bool:
+    """Does calling `fn` draw random numbers (so it runs once, where the user wrote it)?"""
+    owner = getattr(fn, "__self__", None)
+    module = getattr(fn, "__module__", None) or ""
+    return isinstance(owner, (np.random.RandomState, np.random.Generator, random.Random)) or \
+        module == "random" or module.startswith("numpy.random")
+
+
+def _pure(fn) -> bool:
+    """May a call of `fn` on constants be evaluated when the code is generated? (math, NumPy, SciPy)"""
+    module = getattr(fn, "__module__", None) or ""
+    return not _draws(fn) and (isinstance(fn, np.ufunc) or module.split(".")[0] in ("math", "numpy", "scipy"))
+
+
+def _evaluate(fn, args, kwargs, then=lambda value: value):
+    """`then(fn(*args, **kwargs))` on constant atoms, as a Const when it is a number; else None."""
+    try:
+        value = then(fn(*[a.value for a in args], **{k: v.value for k, v in kwargs}))
+    except Exception:  # left to the call at run time, which raises the same error where the user expects it
+        return None
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return Const(value.item() if isinstance(value, np.generic) else value)
+    return None
+
+
+def _positional(fn, args: list, kwargs: list) -> tuple[list, list]:
+    """Keyword operands as positional ones, defaults filled in before them (`np.random.normal(size=n)`
+    as `np.random.normal(0.0, 1.0, n)`): numba's versions of many NumPy functions take no keywords."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return args, kwargs
+    names = [p.name for p in params]
+    given = dict(kwargs)
+    if not kwargs or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params) or \
+            not set(given) <= set(names[len(args):]):
+        return args, kwargs
+    last = max(names.index(k) for k in given)
+    filled = list(args)
+    for p in params[len(args):last + 1]:
+        if p.name in given:
+            filled.append(given[p.name])
+        elif p.default is not p.empty and isinstance(p.default, (int, float, bool, type(None))):
+            filled.append(Const(p.default))
+        else:
+            return args, kwargs
+    return filled, []
+
+
 def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
-              copy_arguments: bool = True) -> ir.Function:
+              arg_kinds: dict | None = None, copy_arguments: bool = True) -> ir.Function:
     """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code.
 
     `copy_arguments`: the body works on copies of the arguments it writes into (what derivatives need);
     False for the function as written, which writes into its caller's arrays as NumPy does.
 
     `arg_trees` maps parameters that receive pytrees to their structure: the lowered function
-    takes their leaves instead, and the code is specialized to that structure.
+    takes their leaves instead, and the code is specialized to that structure. `arg_kinds` maps
+    the other parameters to (ndim, type) of their arguments, for code that asks (`x.ndim`,
+    `isinstance`); without it such code raises TypesNeeded, and the caller specializes.
     """
     from s2sad import runtime
 
@@ -2490,13 +2825,13 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
     own = assigned_names(parsed.node) | reserved
     outside = HiddenParams(names, user_names(parsed.node) - own, own)
     lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {}, hidden=outside,
-                 copy_arguments=copy_arguments)
+                 copy_arguments=copy_arguments, kinds=dict(arg_kinds) if arg_kinds is not None else UnknownKinds())
     body: list = []
     outputs = lw.lower_body(None, body)
     return ir.Function(
-        name=parsed.name, params=lw.params + list(outside.params.values()), body=body,
-        hidden=tuple((name, where) for where, name in outside.params.items()), copied=tuple(lw.copied), outputs=outputs, filename=parsed.filename,
-        firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
+        name=parsed.name, params=lw.params + list(outside.params.values()), body=body, outputs=outputs,
+        hidden=tuple((name, where) for where, name in outside.params.items()), copied=tuple(lw.copied),
+        filename=parsed.filename, firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
-        generated=written_by_s2sad(parsed.fn),
+        generated=written_by_s2sad(parsed.fn), asks_types=isinstance(lw.kinds, UnknownKinds) and lw.kinds.asked,
     )

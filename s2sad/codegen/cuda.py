@@ -28,7 +28,7 @@ import inspect
 from dataclasses import dataclass
 
 from s2sad import ir
-from s2sad.codegen.emit import Writer, atom, index_text as _index, prim_text
+from s2sad.codegen.emit import Writer, atom, effect_text, index_text as _index, prim_text
 from s2sad.codegen.module import Generated, header
 from s2sad.errors import UnsupportedError, located
 from s2sad.normalize import Names
@@ -117,6 +117,8 @@ class KernelWriter:
                 self.block(s.test_body)
                 self.w.line(f"while {atom(s.test)}:")
                 self.nested(s.body + s.test_body)
+            elif isinstance(s, ir.Effect):  # print, raise: numba.cuda compiles them as written
+                self.w.line(effect_text(s))
             else:
                 raise _tape_error(s)
 

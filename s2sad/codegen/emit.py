@@ -6,9 +6,10 @@ import math
 from contextlib import contextmanager
 
 import libcst as cst
+import numpy as np
 
 from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
-from s2sad.rules.registry import OPERATORS
+from s2sad.rules.registry import OPERATORS, Opaque
 
 ATTRIBUTE_RULES = {"shape", "size", "ndim"}
 
@@ -41,6 +42,8 @@ def header_imports(code: str) -> str:
 def const_text(value) -> str:
     if value is Ellipsis:
         return "..."
+    if isinstance(value, np.dtype):  # `dtype=float`, `x.astype(np.float32)`
+        return "np.bool_" if value == np.bool_ else f"np.{value.name}"
     if isinstance(value, float):
         if math.isnan(value):
             return "np.nan"
@@ -70,6 +73,11 @@ def index_text(index) -> str:
     return ", ".join(parts) if parts else "()"
 
 
+def effect_text(s) -> str:
+    """An Effect statement as the user wrote it: `print(x)`, `raise ValueError('...')`."""
+    return ("raise " if s.raises else "") + prim_text(s.call)
+
+
 def expr_text(expr) -> str:
     if isinstance(expr, Copy):
         return atom(expr.value)
@@ -92,6 +100,9 @@ def prim_text(p: Prim) -> str:
     if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
         return f"{atom(p.args[0])}.{rule.name}"
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]
+    if isinstance(rule, Opaque) and rule.form != "call":  # `x.astype(np.int64)`, `x.dtype`
+        rest = f"({', '.join(args[1:])})" if rule.form == "method" else ""
+        return f"{args[0]}.{p.spelled}{rest}"
     plain = rule.print_plain and p.spelled and len(p.args) == 1 and not p.kwargs
     return f"{(p.spelled if plain else rule.print_as) or p.spelled or rule.spelled}({', '.join(args)})"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from s2sad import ir
 from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_mapping
-from s2sad.codegen.emit import Writer, atom, expr_text, index_text, instantiate
+from s2sad.codegen.emit import Writer, atom, effect_text, expr_text, index_text, instantiate
 from s2sad.codegen.reverse import range_text
-from s2sad.ir import Assign, Copy, For, If, Load, Prim, Push, Store, Var, While
+from s2sad.ir import Assign, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
 
 
@@ -45,6 +45,8 @@ class ForwardGen:
                 w.line(f"{s.tape}.append({atom(s.value)})")
                 if s.tape in self.a.active:
                     w.line(f"{self.dot(s.tape)}.append({self.dot_or_zero(s.value)})")
+            elif isinstance(s, Effect):
+                w.line(effect_text(s))
             elif isinstance(s, If):
                 w.line(f"if {atom(s.test)}:")
                 self.sub_block(w, s.body)

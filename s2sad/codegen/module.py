@@ -50,8 +50,8 @@ def third_party_imports(fn: ir.Function) -> list[str]:
 
     found = set()
     for s, _, _ in ir.walk(fn.body):
-        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Prim):
-            p = s.value
+        p = s.value if isinstance(s, ir.Assign) else s.call if isinstance(s, ir.Effect) else None
+        if isinstance(p, ir.Prim):
             line = import_of(p.rule.print_as or p.spelled or p.rule.spelled or "")
             if line:
                 found.add(line)

@@ -20,7 +20,8 @@ import functools
 import re
 
 from s2sad import ir
-from s2sad.ir import Assign, Push, Store, While
+from s2sad.ir import Assign, Effect, Prim, Push, Store, While
+from s2sad.rules.registry import Opaque
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)")
@@ -61,7 +62,8 @@ def names_read_first(lines: list[str]) -> set[str]:
 def live_statements(body: list, roots: set[str], counted: set[int]) -> set[int]:
     """ids of the statements of `body` that compute `roots`, transitively (flow-insensitive: every
     definition of a live variable stays). Stores and tape pushes always stay (arrays may alias), and
-    so do the `counted` while loops (the adjoint sweep replays them by their trip count)."""
+    so do the `counted` while loops (the adjoint sweep replays them by their trip count), effects
+    (`print`, `raise`) and random draws (a draw left out would shift the ones after it)."""
     live, kept = set(roots), set()
     changed = True
     while changed:
@@ -75,10 +77,11 @@ def live_statements(body: list, roots: set[str], counted: set[int]) -> set[int]:
 
 
 def _needed(s, live: set[str], kept: set[int], counted: set[int]) -> bool:
-    if isinstance(s, (Store, Push)):
+    if isinstance(s, (Store, Push, Effect)):
         return True
     if isinstance(s, Assign):
-        return s.target in live
+        return s.target in live or isinstance(s.value, Prim) and isinstance(s.value.rule, Opaque) \
+            and s.value.rule.impure
     if isinstance(s, While) and id(s) in counted:
         return True
     return any(id(c) in kept for child in ir.children(s) for c, _, _ in ir.walk(child))

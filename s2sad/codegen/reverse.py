@@ -12,12 +12,12 @@ from __future__ import annotations
 from s2sad import ir
 from s2sad.analyze import (TAPE_READS, Analysis, diff_positions, reuse_pattern, template_mapping,
                            template_reads)
-from s2sad.codegen.emit import Writer, atom, const_text, expr_text, index_text, instantiate
+from s2sad.codegen.emit import Writer, atom, const_text, effect_text, expr_text, index_text, instantiate
 from s2sad.codegen.fuse import fuse_elementwise
 from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
                                  negate_after_summing, share_unchanged_adjoints,
                                  start_from_first_contribution)
-from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
 
 
@@ -61,6 +61,8 @@ class ReverseGen:
                 w.line(f"{target} = {atom(s.value)}")
             elif isinstance(s, Push):
                 w.line(f"{s.tape}.append({atom(s.value)})")
+            elif isinstance(s, Effect):
+                w.line(effect_text(s))
             elif isinstance(s, If):
                 w.line(f"if {atom(s.test)}:")
                 self.sub_block(w, s.body, self.primal_block)

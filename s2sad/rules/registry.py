@@ -90,6 +90,21 @@ class Rule:
 
 
 @dataclass
+class Opaque(Rule):
+    """A call with no rule, kept as the user wrote it while none of its operands is differentiated
+    (`math.lgamma(n + 1.0)`, `np.random.normal(0.0, 1.0, n)`, `x.astype(np.int64)`, `x.dtype`).
+    Made per call site, never registered: `refusal` is the located error the analysis raises where the
+    result depends on a differentiated input after all."""
+
+    adjoint: Callable | None = None
+    elementwise: bool = False  # nothing is known of its shapes
+    cheap: bool = False  # never recomputed in the reverse sweep: a random draw must not run twice
+    refusal: str = ""
+    impure: bool = False  # a random draw: it runs where the user wrote it even when nothing reads it
+    form: str = "call"  # "call" f(a, b); "method" a.f(b); "attribute" a.f
+
+
+@dataclass
 class Template:
     params: list[str]
     defaults: dict[str, Any]
