@@ -401,6 +401,13 @@ class Lowerer:
                            STATEMENT_HINTS.get(kind, "restructure with assignments, if/for/while and return"))
         return set()
 
+    def names_python_function(self, call: cst.Call) -> bool:
+        """Before lowering: does this call name a Python function (or a `def` made inside, unknown yet)?"""
+        try:
+            return self.calls_python_function(call)
+        except UnsupportedError:  # a name bound later in the function: a nested def, say
+            return True
+
     def calls_python_function(self, node) -> bool:
         """A call of a Python function or method (inlined), as a statement: `kernel(out, a, b)`."""
         if not isinstance(node, cst.Call) or isinstance(node.func, cst.Call):
@@ -2063,6 +2070,8 @@ class Lowerer:
         """(ndim, type) of an argument not rebound yet, else None. While the argument types are unknown,
         the function is marked as asking for them, and what cannot do without (`required`) raises
         TypesNeeded."""
+        if isinstance(atom, Const) and isinstance(atom.value, (bool, int, float)):
+            return 0, type(atom.value)  # a constant (an int a caller passed an inlined helper): its own type
         if not isinstance(atom, Var):
             return None
         if isinstance(self.kinds, UnknownKinds):
@@ -2364,7 +2373,7 @@ class Lowerer:
                 self.trees[p.name.value] = bound[p.name.value]
         written = set()
         if bound is None and self.copy_arguments and not written_by_s2sad(self.parsed.fn):
-            written = _written_arguments(func)
+            written = _written_arguments(func, self.names_python_function)
         for p in func.params.params + func.params.kwonly_params:
             if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
                 self.hidden.params[marked[p.name.value]] = self.var(p.name.value)
@@ -2699,9 +2708,9 @@ def _bound_names(func: cst.FunctionDef) -> set[str]:
     return out
 
 
-def _written_arguments(func: cst.FunctionDef) -> set[str]:
+def _written_arguments(func: cst.FunctionDef, is_helper) -> set[str]:
     """Parameters the function writes into (`x[i] = ...`, `x[i] += ...`) or hands to a helper called
-    as a statement (`kernel(x, ...)`, which may write into it)."""
+    as a statement (`kernel(x, ...)`, which may write into it; `is_helper(call)` tells helpers)."""
     params = _param_names(func)
 
     def base(node):
@@ -2713,7 +2722,7 @@ def _written_arguments(func: cst.FunctionDef) -> set[str]:
     for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
         if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript):
             found.add(base(n.target))
-        elif isinstance(n, cst.Expr) and isinstance(n.value, cst.Call):
+        elif isinstance(n, cst.Expr) and isinstance(n.value, cst.Call) and is_helper(n.value):
             found.update(a.value.value for a in n.value.args if isinstance(a.value, cst.Name))
     return found & params
 
