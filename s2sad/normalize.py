@@ -183,19 +183,14 @@ def _assign_targets(node: cst.CSTNode) -> list[cst.AssignTarget]:
 
 def assigned_names(func: cst.FunctionDef) -> set[str]:
     """Names Python treats as local: parameters and every assignment/loop target."""
-    out = {p.name.value for p in func.params.params + func.params.kwonly_params}
+    params = {p.name.value for p in func.params.params + func.params.kwonly_params}
+    return params | _bound_by(func, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For))
 
-    def targets(t):
-        if isinstance(t, cst.Name):
-            out.add(t.value)
-        elif isinstance(t, (cst.Tuple, cst.List)):
-            for el in t.elements:
-                targets(el.value)
 
-    for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):  # (a nested function's names are its own)
-        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
-            targets(n.target)
-    return out
+def _bound_by(func: cst.FunctionDef, statements: tuple) -> set[str]:
+    """The names the targets of these kinds of statement bind (a nested function's names are its own)."""
+    return set().union(*(_target_names(n.target) for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))
+                         if isinstance(n, statements)))
 
 
 @dataclass
@@ -2688,24 +2683,7 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
     """Names the function only updates in place (`x += ...`), never binds anew."""
     updated = {n.target.value for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))
                if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)}
-    return updated - _bound_names(func)
-
-
-def _bound_names(func: cst.FunctionDef) -> set[str]:
-    """Names assigned with `=`, `:` or as loop targets (not `op=`)."""
-    out: set = set()
-
-    def targets(t):
-        if isinstance(t, cst.Name):
-            out.add(t.value)
-        elif isinstance(t, (cst.Tuple, cst.List)):
-            for el in t.elements:
-                targets(el.value)
-
-    for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
-        if isinstance(n, (cst.AssignTarget, cst.AnnAssign, cst.For)):
-            targets(n.target)
-    return out
+    return updated - _bound_by(func, (cst.AssignTarget, cst.AnnAssign, cst.For))
 
 
 def _written_arguments(func: cst.FunctionDef, is_helper) -> set[str]:
