@@ -396,13 +396,6 @@ class Lowerer:
                            STATEMENT_HINTS.get(kind, "restructure with assignments, if/for/while and return"))
         return set()
 
-    def names_python_function(self, call: cst.Call) -> bool:
-        """Before lowering: does this call name a Python function (or a `def` made inside, unknown yet)?"""
-        try:
-            return self.calls_python_function(call)
-        except UnsupportedError:  # a name bound later in the function: a nested def, say
-            return True
-
     def calls_python_function(self, node) -> bool:
         """A call of a Python function or method (inlined), as a statement: `kernel(out, a, b)`."""
         if not isinstance(node, cst.Call) or isinstance(node.func, cst.Call):
@@ -2368,7 +2361,7 @@ class Lowerer:
                 self.trees[p.name.value] = bound[p.name.value]
         written = set()
         if bound is None and self.copy_arguments and not written_by_s2sad(self.parsed.fn):
-            written = _written_arguments(func, self.names_python_function)
+            written = _written_arguments(self.parsed.fn, func)
         for p in func.params.params + func.params.kwonly_params:
             if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
                 self.hidden.params[marked[p.name.value]] = self.var(p.name.value)
@@ -2686,9 +2679,9 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
     return updated - _bound_by(func, (cst.AssignTarget, cst.AnnAssign, cst.For))
 
 
-def _written_arguments(func: cst.FunctionDef, is_helper) -> set[str]:
-    """Parameters the function writes into (`x[i] = ...`, `x[i] += ...`) or hands to a helper called
-    as a statement (`kernel(x, ...)`, which may write into it; `is_helper(call)` tells helpers)."""
+def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0) -> set[str]:
+    """Parameters of `fn` (its syntax tree `func`) that it writes into (`x[i] = ...`, `x[i] += ...`), or
+    that a Python helper it calls writes into, as far as a few calls deep."""
     params = _param_names(func)
 
     def base(node):
@@ -2700,9 +2693,42 @@ def _written_arguments(func: cst.FunctionDef, is_helper) -> set[str]:
     for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
         if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript):
             found.add(base(n.target))
-        elif isinstance(n, cst.Expr) and isinstance(n.value, cst.Call) and is_helper(n.value):
-            found.update(a.value.value for a in n.value.args if isinstance(a.value, cst.Name))
+        elif isinstance(n, cst.Call) and depth < 4:
+            found |= _written_through_call(fn, n, depth)
     return found & params
+
+
+def _written_through_call(fn, call: cst.Call, depth: int) -> set[str]:
+    """The caller's names a call hands to parameters its (Python) callee writes into."""
+    callee = _callee(fn, call.func)
+    if callee is None:
+        return set()
+    try:
+        node = parse_function(callee).node
+    except Exception:  # no source, no `def`: inlining says so where it matters
+        return set()
+    written = _written_arguments(callee, node, depth + 1)
+    positional = [p.name.value for p in node.params.params]
+    handed = {}
+    for k, a in enumerate(call.args):
+        if isinstance(a.value, cst.Name) and not a.star:
+            name = a.keyword.value if a.keyword is not None else (positional[k] if k < len(positional) else None)
+            handed[name] = a.value.value
+    return {handed[p] for p in written if p in handed}
+
+
+def _callee(fn, func) -> types.FunctionType | None:
+    """The Python function a call's `f` or `module.f` names in `fn`'s scope, if any (not a library's)."""
+    try:
+        obj = Parsed.resolve_in(fn, func.value) if isinstance(func, cst.Name) else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            obj = getattr(Parsed.resolve_in(fn, func.value.value), func.attr.value)
+    except (KeyError, AttributeError):
+        return None
+    obj = unwrap(obj) if obj is not None else None
+    if not isinstance(obj, types.FunctionType) or _in_library(obj) or rules.lookup_object(obj) is not None:
+        return None
+    return obj
 
 
 def _dotted(node) -> str:

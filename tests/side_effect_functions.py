@@ -54,3 +54,20 @@ MODEL = Model()
 
 def calls_method(x):
     return MODEL.forward(x)
+
+
+def orthonormalize(A):
+    Q = np.zeros_like(A)
+    R = np.zeros((A.shape[1], A.shape[1]))
+    for k in range(A.shape[1]):
+        R[k, k] = np.sqrt(np.dot(A[:, k], A[:, k]))
+        Q[:, k] = A[:, k] / R[k, k]
+        for j in range(k + 1, A.shape[1]):
+            R[k, j] = np.dot(Q[:, k], A[:, j])
+            A[:, j] -= Q[:, k] * R[k, j]
+    return Q, R
+
+
+def gram_schmidt_loss(A):
+    Q, R = orthonormalize(A)
+    return np.sum(Q * np.arange(A.size).reshape(A.shape)) + np.sum(R ** 2)

@@ -43,3 +43,11 @@ def test_a_global_objects_method(backend):
 
 def test_the_copy_an_argument_written_into_is_visible_in_the_source():
     assert "x2 = np.copy(x)" in s2sad.source(se.sets_first)
+
+
+def test_a_helper_writing_into_the_argument_it_is_handed(backend):
+    A = np.random.default_rng(1).random((5, 3)) + np.eye(5, 3)
+    kept = A.copy()
+    g = s2sad.grad(se.gram_schmidt_loss, backend=backend)(A)
+    assert np.array_equal(A, kept)
+    assert_close(g, fd_grad(lambda a: se.gram_schmidt_loss(a.copy()), (A,), 0))
