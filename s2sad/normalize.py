@@ -1316,6 +1316,8 @@ class Lowerer:
             return Const(_constant_tuple(value))  # e.g. pad widths ((1, 0), (0, 2))
         if not isinstance(value, (tuple, list)) or any(is_tree(v) for v in value):
             raise self.err(node, "a NumPy function takes numbers, arrays, or a tuple of ints here")
+        if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
+            return self.array_of(node, value, out)
         return self.prim(out, "make_tuple", tuple(value), hint="dims")
 
     def sequence_call(self, node: cst.Call, fn, out, target):
@@ -1330,6 +1332,9 @@ class Lowerer:
                 and not self.is_static_comprehension(first):
             return self.filled_array(first, out, target)
         items = self.value(first, out)
+        if fn is np.array and isinstance(items, Var) and len(node.args) == 1:  # np.array(x) of an array: a copy
+            rule, spelled = rules.lookup_object(np.copy)
+            return self.emit(out, target or self.temp("array"), Prim(rule, (items,), (), spelled))
         if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
             raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)")
         axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]

@@ -44,3 +44,12 @@ def test_a_masked_zero_of_sqrt_adds_nothing_to_the_gradient(backend):
     g = s2sad.grad(lennard_jones_masked, backend=backend)(cluster)
     assert np.all(np.isfinite(g))
     assert_close(g, fd_grad(lennard_jones_masked, (cluster,), 0))
+
+
+def sum_of_a_list(a):
+    b = [1.0, a * a, 2.0]
+    return np.sum(b) + np.sum(np.array(np.array([a, 2.0 * a])))
+
+
+def test_a_list_handed_to_numpy_is_an_array_and_np_array_of_an_array_a_copy(backend):
+    assert_close(s2sad.grad(sum_of_a_list, backend=backend)(1.5), 2.0 * 1.5 + 3.0, rtol=1e-12)
