@@ -483,7 +483,9 @@ class Lowerer:
                 return
             self.objects.pop(target.value, None)
             if is_tree(value):
-                if self.branch_depth and self.trees.get(target.value) is not value:
+                before = self.trees.get(target.value)
+                constant = all(isinstance(a, Const) for a in flatten(value)[0])  # a table, the same every pass
+                if self.branch_depth and before is not value and not (constant and before in (None, value)):
                     raise self.err(target, "a tuple/list/dict cannot be (re)bound inside `if` or a runtime loop",
                                    "bind it before the branch, or return arrays instead")
                 self.trees[target.value] = value

@@ -248,8 +248,6 @@ def returns_none(x):
     return None
 
 
-def list_into_numpy(x):
-    return np.sum(np.sin(x))
 
 
 def prints_value(x):

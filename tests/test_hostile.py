@@ -51,8 +51,6 @@ CASES = [
     (H.list_append, "a list cannot grow", "acc.append(x)", "np.zeros(n)", (1.5,)),
     (H.returns_none, "must return numbers or arrays (this returns None)", "return None", "return the value",
      (1.5,)),
-    (H.list_into_numpy, "a tuple or list of differentiated values", "return np.sum", "np.array([a, b])",
-     ([1.0, 2.0],)),
 ]
 
 

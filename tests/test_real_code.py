@@ -53,3 +53,13 @@ def sum_of_a_list(a):
 
 def test_a_list_handed_to_numpy_is_an_array_and_np_array_of_an_array_a_copy(backend):
     assert_close(s2sad.grad(sum_of_a_list, backend=backend)(1.5), 2.0 * 1.5 + 3.0, rtol=1e-12)
+
+
+def sines_of_a_list(x):
+    return np.sum(np.sin(x))
+
+
+def test_a_list_argument_handed_to_numpy_is_an_array(backend):
+    g = s2sad.grad(sines_of_a_list, backend=backend)([1.0, 2.0])
+    assert isinstance(g, list)
+    assert_close(g, np.cos([1.0, 2.0]), rtol=1e-12)
