@@ -484,8 +484,9 @@ class Lowerer:
             self.objects.pop(target.value, None)
             if is_tree(value):
                 before = self.trees.get(target.value)
-                constant = all(isinstance(a, Const) for a in flatten(value)[0])  # a table, the same every pass
-                if self.branch_depth and before is not value and not (constant and before in (None, value)):
+                # a table of numbers is the same every pass; so is generated code's `dims = (4, n)`, read at once
+                same = all(isinstance(a, Const) for a in flatten(value)[0]) or written_by_s2sad(self.parsed.fn)
+                if self.branch_depth and before is not value and not (same and before in (None, value)):
                     raise self.err(target, "a tuple/list/dict cannot be (re)bound inside `if` or a runtime loop",
                                    "bind it before the branch, or return arrays instead")
                 self.trees[target.value] = value
