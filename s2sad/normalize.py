@@ -2368,7 +2368,7 @@ class Lowerer:
             if isinstance(p, cst.Param) and bound is not None:  # `*args` of an inlined helper: a static tuple
                 self.trees[p.name.value] = bound[p.name.value]
         written = set()
-        if bound is None and self.copy_arguments and not written_by_s2sad(self.parsed.fn):
+        if bound is None and self.copy_arguments:
             written = _written_arguments(self.parsed.fn, func)
         for p in func.params.params + func.params.kwonly_params:
             if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
