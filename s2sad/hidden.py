@@ -8,6 +8,7 @@ or a name rebound between two calls is seen at the next call, without generating
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import types
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ class Hidden:
         if kind == "object":
             obj = self.owner
         else:
-            obj = _default_of(self.owner, key) if kind == "default" else _resolve_name(self.owner, key)
+            obj = _default_of(self.owner, key) if kind == "default" else resolve_name(self.owner, key)
         for kind, key in self.steps[1:]:
             obj = getattr(obj, key) if kind == "attr" else obj[key]
         return obj
@@ -76,10 +77,16 @@ def call(fn, args) -> Any:
     return fn(*args, *values(marked(fn)))
 
 
-def _resolve_name(owner: types.FunctionType, name: str) -> Any:
-    from s2sad.frontend import Parsed
-
-    return Parsed.resolve_in(owner, name)
+def resolve_name(owner: types.FunctionType, name: str) -> Any:
+    """The object a free name of `owner` refers to: closure cell, module global or builtin."""
+    code = owner.__code__
+    if owner.__closure__ and name in code.co_freevars:
+        return owner.__closure__[code.co_freevars.index(name)].cell_contents
+    if name in owner.__globals__:
+        return owner.__globals__[name]
+    if hasattr(builtins, name):
+        return getattr(builtins, name)
+    raise KeyError(name)
 
 
 def _default_of(owner: types.FunctionType, param: str) -> Any:
