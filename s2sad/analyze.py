@@ -541,6 +541,23 @@ class Analysis:
                 block = self.block_of[id(self.owner[id(block)])]
             self.homes.setdefault(id(block), []).append(name)
 
+    def reread_varying_homes(self):
+        """A name zeroed at the top of a loop's reversed body takes its shape from its primal value,
+        which there must be this iteration's: where the shape may change between iterations
+        (`cov[i:, i] = data[:, i] @ data[:, i:]`), the value is saved, never recomputed."""
+        varying = set()
+        for s in self.stmts():
+            if isinstance(s, (For, While)):
+                varying |= shape_varying(s)
+        for block_id, names in self.homes.items():
+            if block_id == id(self.fn.body):
+                continue
+            for name in set(names) & varying:
+                self.replay.pop(name, None)
+                self.popped.pop(name, None)
+                first = next(s for s in self.block_by_id(block_id) if name in ir.all_reads(s) | ir.all_writes(s))
+                self.read_back({name}, first)
+
     def block_by_id(self, block_id):
         if block_id == id(self.fn.body):
             return self.fn.body
@@ -613,6 +630,51 @@ class Analysis:
                            "reshape, transpose, np.asarray, ...)")
                 raise UnsupportedError(located_at(msg, loc, f"give `{user}` memory of its own before the first write: "
                                                             f"`{user} = {user}.copy()`"))
+
+
+def shape_varying(loop) -> set[str]:
+    """Names written in `loop` whose shape may differ from one iteration to the next: slices with
+    bounds the loop changes, and what is computed from them. Integers derived from loop counters
+    (`k = i + 1`) change shapes where they size an array (`np.zeros(k)`), not under elementwise
+    arithmetic."""
+    body = [s for s, _, _ in ir.walk(ir.children(loop)[-1])] + \
+        ([s for s, _, _ in ir.walk(loop.test_body)] if isinstance(loop, While) else [])
+    written = ir.all_writes(loop)
+    counters = {loop.target} if isinstance(loop, For) else set()
+    counters |= {s.target for s in body if isinstance(s, For)}
+    varying: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for s in body:
+            if not isinstance(s, Assign):
+                continue
+            operands = set(ir.atom_vars(ir.expr_operands(s.value)))
+            if _varies(s.value, operands, written, counters, varying) and s.target not in varying:
+                varying.add(s.target)
+                changed = True
+            elif operands & counters and _counts(s.value) and s.target not in counters:
+                counters.add(s.target)
+                changed = True
+    return varying
+
+
+def _counts(value) -> bool:
+    """Does this keep an integer derived from a loop counter an integer (arithmetic, `int`, `len`)?"""
+    if isinstance(value, Copy):
+        return True
+    return isinstance(value, Prim) and (value.rule.name in INT_ARITHMETIC + INT_RESULTS or not value.rule.differentiable)
+
+
+def _varies(value, operands: set, written: set, counters: set, varying: set) -> bool:
+    if operands & varying:
+        return True
+    if isinstance(value, Load):
+        bounds = [p for item in value.index if isinstance(item, ir.Slice) for p in (item.lower, item.upper, item.step)]
+        return bool(set(ir.atom_vars([b for b in bounds if b is not None])) & written)
+    if isinstance(value, Prim) and not value.rule.elementwise:
+        return bool(operands & counters)
+    return False
 
 
 def _aliases(value) -> bool:
@@ -688,6 +750,7 @@ def analyze(fn: ir.Function, wrt: list[str], recompute_libm: bool = False) -> An
     a.find_replay()
     a.find_direct()
     a.place_homes()
+    a.reread_varying_homes()
     a.needs()
     a.collapse_loops()
     return a

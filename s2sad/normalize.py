@@ -215,6 +215,7 @@ class Returns:
     simple: bool = True  # a single `return` at the end of the body
     is_tuple: bool = False
     shape: Any = None  # the returned structure with leaves as None (None: a single value)
+    static: Any = None  # what a helper returns when it holds a function or object (a factory's lambda)
 
 
 @dataclass
@@ -442,7 +443,9 @@ class Lowerer:
             self.assign_to(t.target, cst.Name(stash), out)
 
     def assign_to(self, target, value, out):
-        if isinstance(target, cst.Name):
+        if isinstance(target, cst.Name) and isinstance(value, cst.Name) and value.value == "None":
+            self.bind(target, Const(None), out)
+        elif isinstance(target, cst.Name):
             version = None if _reads_a_tape(value) else self.new_version(target.value)
             lowered = self.value(value, out, target=version or self.local_var(target))
             if version and not is_tree(lowered):
@@ -482,6 +485,13 @@ class Lowerer:
                 self.objects[target.value] = value
                 return
             self.objects.pop(target.value, None)
+            if (isinstance(value, Const) and value.value is None) != _is_none(self.trees.get(target.value)) \
+                    and self.branch_depth:
+                raise self.err(target, f"`{target.value}` is None on one path and a value on another",
+                               "give it a value of one type before the branch (numba compiles one type per name)")
+            if isinstance(value, Const) and value.value is None:
+                self.trees[target.value] = value  # `H = None`: `H is None` is decided when the code is generated
+                return
             if is_tree(value):
                 before = self.trees.get(target.value)
                 # a table of numbers is the same every pass; so is generated code's `dims = (4, n)`, read at once
@@ -571,6 +581,8 @@ class Lowerer:
             raise self.err(node, "a differentiated function must return a value")
         value = self.value(node.value, out)
         atoms, shape = flatten(value)
+        if self.stack[1:] and any(isinstance(a, StaticRef) for a in atoms):
+            return self.return_static(node, value)
         if any(isinstance(a, Const) and (isinstance(a.value, str) or (a.value is None and shape is None))
                for a in atoms):
             raise self.err(node, "a differentiated function must return numbers or arrays (this returns "
@@ -595,6 +607,14 @@ class Lowerer:
             return set()
         self.emit(out, r.flag, Copy(Const(True)))
         return {r.flag}
+
+    def return_static(self, node, value) -> set:
+        """`return lambda x: f(x, k)` in a helper (a factory): the caller gets the function itself."""
+        if self.nested or self.ret.outputs is not None:
+            raise self.err(node, "a helper returning a function or object must decide which when the code is "
+                                 "generated, not at run time", "branch on constants (`if name == 'tanh':`) only")
+        self.ret.static, self.ret.outputs = value, []
+        return set()
 
     def return_nothing(self, node, out) -> set:
         """`return` in a helper called for its writes into the caller's arrays."""
@@ -1017,6 +1037,9 @@ class Lowerer:
         raise self.err(node, "bitwise `~` is not supported", NO_DERIVATIVE_OPERATOR)
 
     def comparison(self, node: cst.Comparison, out, target):
+        decided = self.static_comparison(node, out)
+        if decided is not None:
+            return decided
         left = self.expr(node.left, out)
         parts = []
         for comp in node.comparisons:
@@ -1034,6 +1057,29 @@ class Lowerer:
         result = self.temp("cmp")
         self.chain(left, parts, out, result)
         return Var(result)
+
+    def static_comparison(self, node: cst.Comparison, out) -> Const | None:
+        """`z is None`, `H is not None`, `name in ("tanh", "relu")`: decided when the code is generated, as
+        an argument's structure is (a number or array is never None)."""
+        if len(node.comparisons) != 1:
+            return None
+        op, right = node.comparisons[0].operator, node.comparisons[0].comparator
+        if isinstance(op, (cst.Is, cst.IsNot)):
+            sides = [n for n in (node.left, right) if not (isinstance(n, cst.Name) and n.value == "None")]
+            if len(sides) > 1:
+                return None
+            none = not sides or _is_none(self.value(sides[0], out))
+            return Const(none == isinstance(op, cst.Is))
+        if isinstance(op, (cst.In, cst.NotIn)):
+            item, container = self.value(node.left, out), self.value(right, out)
+            if not (isinstance(item, Const) and is_tree(container)):
+                return None
+            keys = container if isinstance(container, dict) else flatten(container)[0]
+            if not all(isinstance(k, (Const, str)) for k in keys):
+                return None
+            found = item.value in [k.value if isinstance(k, Const) else k for k in keys]
+            return Const(found == isinstance(op, cst.In))
+        return None
 
     def chain(self, left, parts, out, result):
         op, node = parts[0]
@@ -1131,6 +1177,12 @@ class Lowerer:
     def call(self, node: cst.Call, out, target):
         if any(a.star for a in node.args):
             node = self.spread(node, out)
+        if isinstance(node.func, cst.Call) and self.calls_python_function(node.func):  # `make_loss(k)(x)`
+            made = self.value(node.func, out)
+            if isinstance(made, StaticRef):
+                name = self.names.fresh("made")  # kept under a name no user code has
+                self.objects[name] = made
+                node = node.with_changes(func=cst.Name(name))
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
@@ -1419,6 +1471,8 @@ class Lowerer:
 
     def result_of(self, callee: "Lowerer", outputs, out, target):
         """What an inlined call gives its caller."""
+        if callee.ret.static is not None:
+            return callee.ret.static
         if not outputs:  # a helper that returns nothing: it ran for its writes into the caller's arrays
             return Const(None)
         if callee.ret.is_tuple:
@@ -2399,8 +2453,9 @@ class Lowerer:
                 self.scope[p.name.value] = value.name  # `force += ...` on the caller's array: NumPy writes into it
                 self.updates_callers.add(p.name.value)
                 continue
-            if isinstance(value, Const) and type(value.value) is int and p.name.value not in rebound:
-                self.trees[p.name.value] = value  # a constant int: `n - 1`, `n == 0` are decided now (recursion)
+            if isinstance(value, Const) and (type(value.value) in (int, bool, str) and p.name.value not in rebound
+                                             or value.value is None):
+                self.trees[p.name.value] = value  # `n - 1`, `n == 0`, `name == "tanh"`, `H is None` are decided now
                 continue
             name = self.var(p.name.value)
             self._params.append(name)
@@ -2549,6 +2604,12 @@ def _constant_tuple(value):
 def is_tree(value) -> bool:
     """Is `value` a static container (lowering keeps tuples/lists/dicts of atoms as Python objects)?"""
     return isinstance(value, (tuple, list, dict))
+
+
+def _is_none(value) -> bool:
+    if isinstance(value, StaticRef):
+        return value.obj is None
+    return isinstance(value, Const) and value.value is None
 
 
 def flatten(value) -> tuple[list, Any]:

@@ -147,12 +147,6 @@ def raises(x):
     return x * 2.0
 
 
-def is_test(x):
-    if x is None:
-        return 0.0
-    return x * 2.0
-
-
 def in_test(x):
     if x in (1.0, 2.0):
         return 0.0

@@ -34,7 +34,6 @@ CASES = [
     (H.set_literal, "`Set` expressions", "{x, 2.0}", "tuple", (1.5,)),
     (H.walrus, "`NamedExpr` expressions", "y :=", "own line", (1.5,)),
     (H.matches, "`Match` statements", "match x", "if/elif", (1.5,)),
-    (H.is_test, "comparison `is` is not supported", "x is None", "outside the function", (1.5,)),
     (H.in_test, "comparison `in` is not supported", "x in (", "outside the function", (1.5,)),
     (H.imports, "`Import` is not supported", "import math", "module level", (1.5,)),
     (H.recursion, "recursive call to `recursion`", "recursion(x / 2.0)", "loop", (1.5,)),

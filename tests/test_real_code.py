@@ -63,3 +63,116 @@ def test_a_list_argument_handed_to_numpy_is_an_array(backend):
     g = s2sad.grad(sines_of_a_list, backend=backend)([1.0, 2.0])
     assert isinstance(g, list)
     assert_close(g, np.cos([1.0, 2.0]), rtol=1e-12)
+
+
+def covariance_by_slices(data):
+    M, n = data.shape[1], data.shape[0]
+    data = data - np.sum(data, axis=0) / n
+    cov = np.zeros((M, M))
+    for i in range(M):  # npbench's covariance: the row's length changes every iteration
+        cov[i:M, i] = cov[i, i:M] = data[:, i] @ data[:, i:M] / (n - 1.0)
+    return np.sum(cov ** 2)
+
+
+def test_a_loop_temporary_whose_shape_changes_each_iteration(backend):
+    data = np.random.default_rng(1).normal(size=(6, 3))
+    assert_close(s2sad.grad(covariance_by_slices, backend=backend)(data), fd_grad(covariance_by_slices, (data,), 0))
+
+
+def predict(x, P, F, Q, alpha=1.0):
+    if np.isscalar(F):  # filterpy's predict, validating its argument
+        F = np.array(F)
+    x = np.dot(F, x)
+    P = (alpha * alpha) * np.dot(np.dot(F, P), F.T) + Q
+    return x, P
+
+
+def update(x, P, z, R, H=None):
+    if z is None:
+        return x, P
+    if H is None:
+        H = np.eye(len(x))
+    y = z - np.dot(H, x)
+    S = np.dot(np.dot(H, P), H.T) + R
+    K = np.dot(np.dot(P, H.T), np.linalg.inv(S))
+    return x + np.dot(K, y), P - np.dot(np.dot(K, H), P)
+
+
+F_KALMAN = np.array([[1.0, 0.1], [0.0, 1.0]])
+
+
+def kalman(x, P, R):
+    for k in range(3):
+        x, P = predict(x, P, F_KALMAN, 0.01 * np.eye(2))
+        x, P = update(x, P, np.array([0.1 * k, 1.0]), R)
+        x, P = update(x, P, None, R)
+    return np.sum(x ** 2) + np.trace(P)
+
+
+def test_isscalar_and_is_none_are_decided_when_the_code_is_generated(backend):
+    args = (np.array([0.5, 1.0]), np.array([[1.0, 0.1], [0.1, 2.0]]), np.array([[0.3, 0.0], [0.0, 0.4]]))
+    g = s2sad.grad(kalman, argnums=(0, 1, 2), backend=backend)(*args)
+    for i in range(3):
+        assert_close(g[i], fd_grad(kalman, args, i))
+
+
+def sphere(opposite=False):
+    return lambda x: np.sum(x ** 2) * (-1.0 if opposite else 1.0), None
+
+
+def activation(name):
+    if name == "tanh":
+        return np.tanh
+    if name in ("sine", "sin"):
+        return np.sin
+    return lambda v: np.maximum(v, 0.0)
+
+
+def made_by_factories(x):
+    f, _ = sphere(True)  # swarm optimizers' benchmark factories
+    return f(x) + np.sum(activation("tanh")(x)) + np.sum(activation("sin")(x) * activation("relu")(x))
+
+
+def test_functions_made_by_factories_are_inlined(backend):
+    x = np.array([0.3, -0.7, 1.1])
+    assert_close(s2sad.grad(made_by_factories, backend=backend)(x), fd_grad(made_by_factories, (x,), 0))
+
+
+def branchy_factory(x):
+    if x[0] > 0:
+        return np.tanh
+    return np.sin
+
+
+def calls_a_runtime_choice(x):
+    return np.sum(branchy_factory(x)(x))
+
+
+def test_a_factory_choosing_at_run_time_is_refused_where_it_returns():
+    import pytest
+
+    with pytest.raises(s2sad.UnsupportedError, match="decide which when the code is generated") as info:
+        s2sad.grad(calls_a_runtime_choice, backend="python")(np.array([0.5]))
+    assert "return np.tanh" in str(info.value)
+
+
+def none_checked(x, scale=None):
+    if x is None or scale is not None:
+        return 0.0
+    return x * 2.0
+
+
+def none_sentinel_in_a_loop(x):
+    best = np.sum(x)
+    for v in x:
+        if v > 0.0:
+            best = None
+    return best
+
+
+def test_is_none_is_decided_when_the_code_is_generated_and_none_cannot_change_type_at_run_time(backend):
+    import pytest
+
+    assert_close(s2sad.grad(none_checked, backend=backend)(1.5), 2.0, rtol=1e-12)
+    with pytest.raises(s2sad.UnsupportedError, match="`best` is None on one path"):
+        s2sad.grad(none_sentinel_in_a_loop, backend=backend)(np.array([1.5]))

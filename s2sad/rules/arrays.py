@@ -8,6 +8,7 @@ from s2sad.runtime import linspace_any, sum_reduce, unbroadcast
 nondiff(np.shape, name="shape")
 nondiff(np.size, name="size")
 nondiff(np.ndim, name="ndim")
+nondiff(np.isscalar, name="isscalar")
 nondiff(len, name="len")
 nondiff(np.zeros, name="zeros")
 nondiff(np.ones, name="ones")
