@@ -106,9 +106,9 @@ BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
 
 REDUCERS = {  # builtin reductions: the operation folding two items, how it is spelled, a name for the result
     "sum": ("add", None, "total"), "max": (max, "max", "largest"), "min": (min, "min", "smallest"),
-    "any": ("or", None, "any_true"), "all": ("and", None, "all_true"),
+    "any": ("or", None, "any_true"), "all": ("and", None, "all_true"), "prod": ("mul", None, "product"),
 }
-REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True}
+REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True, "prod": 1}
 UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
 RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
 
@@ -244,6 +244,7 @@ class Lowerer:
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
+    arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -382,6 +383,9 @@ class Lowerer:
             out.append(Push(tape, self.expr(node.value.args[0].value, out), self.loc))
         elif isinstance(node, cst.Expr) and self.calls_python_function(node.value):
             self.value(node.value, out)  # inlined: its writes into the caller's arrays are the caller's
+        elif isinstance(node, cst.Expr) and self.grows_static_list(node.value):
+            name = node.value.func.value.value
+            self.trees[name] = self.trees[name] + [self.value(node.value.args[0].value, out)]
         elif isinstance(node, cst.Expr) and self.is_list_append(node.value):
             raise self.err(node, "a list cannot grow inside a differentiated function: s2sad fixes lists when it "
                                  "generates code", "preallocate an array (out = np.zeros(n)) and write out[i] = ...")
@@ -408,6 +412,12 @@ class Lowerer:
         if fn is None or rules.lookup_object(fn) is not None:
             return False
         return isinstance(unwrap(fn.__func__ if isinstance(fn, types.MethodType) else fn), types.FunctionType)
+
+    def grows_static_list(self, node) -> bool:
+        """`heads.append(h)` on a list made in this function, in straight-line code or a loop unrolled
+        because of it: the list stays static, one item longer."""
+        return self.is_list_append(node) and not self.branch_depth and len(node.args) == 1 \
+            and isinstance(self.trees.get(node.func.value.value), list) and node.args[0].keyword is None
 
     def is_push(self, node) -> bool:
         """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""
@@ -670,6 +680,9 @@ class Lowerer:
                 raise self.err(node.target, "a range loop needs a single loop variable")
             start, stop, step = self.range_args(it, out)
             user_target = node.target.value
+            if all(isinstance(b, Const) and type(b.value) is int for b in (start, stop, step)) \
+                    and self.appends_to_static_list(node.body):  # one head per iteration: `heads.append(h)`
+                return self.unrolled_loop(node, [Const(k) for k in range(start.value, stop.value, step.value)], out)
         elif (items := self.static_items(it, out)) is not None:
             return self.unrolled_loop(node, items, out)
         else:
@@ -765,6 +778,10 @@ class Lowerer:
                                      "not supported", "loop over range(len(...)) of an array instead")
         self.loops.pop()
         return set()
+
+    def appends_to_static_list(self, body) -> bool:
+        return any(isinstance(n, cst.Call) and self.is_list_append(n) and isinstance(self.trees.get(n.func.value.value), list)
+                   for n in _walk(body, skip=(cst.FunctionDef, cst.Lambda)))
 
     def private_to(self, loop: cst.For, name: str) -> bool:
         """Is `name` used only inside `loop`'s body and never assigned there?"""
@@ -1218,8 +1235,24 @@ class Lowerer:
             what = cst.Module([]).code_for_node(node.func)
             raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
                                  "and other Python functions", METHOD_HINT)
+        written = _output_argument(node, fn)
+        if written is not None:
+            return self.into_output(node, fn, written, out)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def into_output(self, node: cst.Call, fn, written: cst.Arg, out):
+        """`np.add(a, b, out)`, `np.sqrt(d, out=d)`, `np.dot(a, b, c)`: the result is written into the
+        output array, and the call's value is that array, as NumPy does."""
+        if not (isinstance(written.value, cst.Name) and written.value.value in self.locals):
+            raise self.err(written, "an output argument must be a local array variable (`out=d`)",
+                           "assign the result instead: `d[:] = np.sqrt(d)`")
+        result = self.apply(node.with_changes(args=[a for a in node.args if a is not written]), fn, [], out, None)
+        if is_tree(result):
+            raise self.err(written, "only functions with one result can write into an output argument")
+        base = self.var(written.value.value)
+        out.append(Store(base, (ir.Slice(None, None, None),), result, self.loc))
+        return Var(base)
 
     def spread(self, node: cst.Call, out) -> cst.Call:
         """`f(x, *args, **options)` with a static tuple and dict: one argument per item, each read from the
@@ -1299,7 +1332,7 @@ class Lowerer:
         return self.inline(call, tangent_fn, [], out, target)
 
     def apply(self, node, fn, leading, out, target):
-        if not leading and any(fn is b for b in (max, min, sum, any, all, list, tuple, dict)):
+        if not leading and any(fn is b for b in (max, min, sum, any, all, math.prod, list, tuple, dict)):
             return self.builtin_call(node, fn, out, target)
         if fn is len and len(node.args) == 1 and not leading:
             value = self.value(node.args[0].value, out)
@@ -1439,7 +1472,8 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds)
+                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds,
+                         arguments=self.arguments)
         callee.loc = self.loc
         try:
             args = self.with_hidden(fn, args)
@@ -1458,7 +1492,8 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds)
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds,
+                         arguments=self.arguments)
         callee.loc = self.loc
         try:
             bound = _bind_parameters(fn.node, args, kwargs)
@@ -1751,7 +1786,7 @@ class Lowerer:
         name = fn.__name__
         if fn in (list, tuple, dict):
             return self.container_call(node, fn, positional, keywords, out)
-        if set(keywords) - ({"start"} if fn is sum else set()):
+        if set(keywords) - ({"start"} if fn in (sum, math.prod) else set()):
             raise self.err(node, f"{name}() with `{next(iter(keywords))}=` is not supported here",
                            "write the loop that computes it")
         if fn is sum and len(positional) == 2 and not keywords:
@@ -1772,8 +1807,8 @@ class Lowerer:
             return self.comprehension_reduce(gen, fn, start, out, target)
         else:  # an array: Python walks its first axis, NumPy reduces it
             x = self.expr(positional[0], out)
-            found = rules.lookup_object({sum: np.sum, max: np.max, min: np.min}[fn])
-            axis = (("axis", Const(0)),) if fn is sum else ()
+            found = rules.lookup_object({sum: np.sum, max: np.max, min: np.min, math.prod: np.prod}[fn])
+            axis = (("axis", Const(0)),) if fn in (sum, math.prod) else ()
             total = self.emit(out, target or self.temp(found[0].name), Prim(found[0], (x,), axis, found[1]))
             return total if start is None else self.prim(out, "add", (start, total), target=target)
         return self.fold(node, fn, items if start is None else [start] + items, out, target)
@@ -1783,7 +1818,7 @@ class Lowerer:
         if not items:
             if fn in (max, min):
                 raise self.err(node, f"{fn.__name__}() of an empty sequence")
-            return Const({sum: 0, any: False, all: True}[fn])
+            return Const({sum: 0, any: False, all: True, math.prod: 1}[fn])
         op, spelled = REDUCERS[fn.__name__][:2]
         rule = rules.lookup(op) if isinstance(op, str) else rules.lookup_object(op)[0]
         acc = self.truth(items[0], fn, out)
@@ -2134,6 +2169,15 @@ class Lowerer:
                               "grad(f) or jacfwd/hessian on arguments, or branch outside the function")
         return self.kinds.get(atom.name)
 
+    def holds_array(self, var: Var) -> bool:
+        """Is `var` surely an array: made by NumPy here, or an argument whose type says so (asked for)?"""
+        if var.name in self.arrays:
+            return True
+        if var.name not in self.arguments:
+            return False
+        kind = self.kind_of(var, required=True)
+        return kind is not None and kind[0] > 0
+
     def forget_kinds(self, stmts):
         """Names a loop or branch body binds: a read before that binding may see either value."""
         if self.kinds:
@@ -2160,6 +2204,9 @@ class Lowerer:
         fn = self.static_value(call.func) if call is not None else _NOT_STATIC
         if fn is print:
             return self.print_call(call, out)
+        if fn is not _NOT_STATIC and _output_argument(call, fn) is not None:
+            self.value(call, out)  # `np.sqrt(d, d)`: it writes into `d`
+            return
         if fn is not _NOT_STATIC and self.runs_as_written(fn) and self.builtin_name(fn) not in BUILTIN_HINTS:
             value = self.opaque_call(call, fn, out, None, effect=True)
             out.append(Effect(out.pop().value, self.loc))  # the call opaque_call emitted, without a result
@@ -2421,9 +2468,10 @@ class Lowerer:
         for p in (func.params.star_arg, func.params.star_kwarg):
             if isinstance(p, cst.Param) and bound is not None:  # `*args` of an inlined helper: a static tuple
                 self.trees[p.name.value] = bound[p.name.value]
-        written = set()
+        written = updated = set()
         if bound is None and self.copy_arguments:
             written = _written_arguments(self.parsed.fn, func)
+            updated = _written_arguments(self.parsed.fn, func, updates=True) - written
         for p in func.params.params + func.params.kwonly_params:
             if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
                 self.hidden.params[marked[p.name.value]] = self.var(p.name.value)
@@ -2449,7 +2497,7 @@ class Lowerer:
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
                 continue
-            if isinstance(value, Var) and value.name in self.arrays and p.name.value in _updated_only(func):
+            if isinstance(value, Var) and p.name.value in _updated_only(func) and self.holds_array(value):
                 self.scope[p.name.value] = value.name  # `force += ...` on the caller's array: NumPy writes into it
                 self.updates_callers.add(p.name.value)
                 continue
@@ -2459,10 +2507,12 @@ class Lowerer:
                 continue
             name = self.var(p.name.value)
             self._params.append(name)
+            if bound is None:
+                self.arguments.add(name)
             if bound is not None:
                 self.set_loc(func)
                 self.emit(out, name, Copy(value))
-            if name in written:
+            if name in written or name in updated and self.holds_array(Var(name)):
                 self.copy_argument(func, name, out)
         returns = [n for n in _find_returns(func)]
         last = func.body.body[-1] if func.body.body else None
@@ -2748,9 +2798,21 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
     return updated - _bound_by(func, (cst.AssignTarget, cst.AnnAssign, cst.For))
 
 
-def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0) -> set[str]:
+def _output_argument(call: cst.Call, fn) -> cst.Arg | None:
+    """The argument a NumPy call writes its result into: `out=`, a ufunc's operand after its inputs
+    (`np.add(a, b, c)`), or np.dot's third."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "out":
+            return a
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    inputs = fn.nin if isinstance(fn, np.ufunc) else 2 if fn is np.dot else None
+    return positional[inputs] if inputs is not None and len(positional) > inputs else None
+
+
+def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0, updates: bool = False) -> set[str]:
     """Parameters of `fn` (its syntax tree `func`) that it writes into (`x[i] = ...`, `x[i] += ...`), or
-    that a Python helper it calls writes into, as far as a few calls deep."""
+    that a Python helper it calls writes into, as far as a few calls deep. With `updates`: also those a
+    helper updates with `x += ...` (which writes into an array, and rebinds a number)."""
     params = _param_names(func)
 
     def base(node):
@@ -2762,12 +2824,16 @@ def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0) -> set[str]:
     for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
         if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript):
             found.add(base(n.target))
+        elif isinstance(n, cst.Call) and (written := _output_argument(n, _resolved(fn, n.func))) is not None:
+            found.add(base(written.value))
         elif isinstance(n, cst.Call) and depth < 4:
-            found |= _written_through_call(fn, n, depth)
+            found |= _written_through_call(fn, n, depth, updates)
+    if updates and depth:
+        found |= _updated_only(func)
     return found & params
 
 
-def _written_through_call(fn, call: cst.Call, depth: int) -> set[str]:
+def _written_through_call(fn, call: cst.Call, depth: int, updates: bool) -> set[str]:
     """The caller's names a call hands to parameters its (Python) callee writes into."""
     callee = _callee(fn, call.func)
     if callee is None:
@@ -2776,7 +2842,7 @@ def _written_through_call(fn, call: cst.Call, depth: int) -> set[str]:
         node = parse_function(callee).node
     except Exception:  # no source, no `def`: inlining says so where it matters
         return set()
-    written = _written_arguments(callee, node, depth + 1)
+    written = _written_arguments(callee, node, depth + 1, updates)
     positional = [p.name.value for p in node.params.params]
     handed = {}
     for k, a in enumerate(call.args):
@@ -2786,14 +2852,21 @@ def _written_through_call(fn, call: cst.Call, depth: int) -> set[str]:
     return {handed[p] for p in written if p in handed}
 
 
+def _resolved(fn, func):
+    """What a call's `f` or `module.f` names in `fn`'s scope (None: unknown, or a local)."""
+    try:
+        if isinstance(func, cst.Name):
+            return Parsed.resolve_in(fn, func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            return getattr(Parsed.resolve_in(fn, func.value.value), func.attr.value)
+    except (KeyError, AttributeError):
+        pass
+    return None
+
+
 def _callee(fn, func) -> types.FunctionType | None:
     """The Python function a call's `f` or `module.f` names in `fn`'s scope, if any (not a library's)."""
-    try:
-        obj = Parsed.resolve_in(fn, func.value) if isinstance(func, cst.Name) else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            obj = getattr(Parsed.resolve_in(fn, func.value.value), func.attr.value)
-    except (KeyError, AttributeError):
-        return None
+    obj = _resolved(fn, func)
     obj = unwrap(obj) if obj is not None else None
     if not isinstance(obj, types.FunctionType) or _in_library(obj) or rules.lookup_object(obj) is not None:
         return None

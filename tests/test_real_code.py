@@ -1,5 +1,8 @@
 """Plumbing real kernels are written with (npbench, polybench, numba-examples shapes), against finite differences."""
 
+import math
+from math import cos, prod, sqrt
+
 import numpy as np
 
 import s2sad
@@ -176,3 +179,81 @@ def test_is_none_is_decided_when_the_code_is_generated_and_none_cannot_change_ty
     assert_close(s2sad.grad(none_checked, backend=backend)(1.5), 2.0, rtol=1e-12)
     with pytest.raises(s2sad.UnsupportedError, match="`best` is None on one path"):
         s2sad.grad(none_sentinel_in_a_loop, backend=backend)(np.array([1.5]))
+
+
+def heads_stacked(x, W):
+    heads = []
+    for i in range(3):  # a multi-head layer: one head per iteration, stacked after the loop
+        heads.append(np.tanh(x * W[i]))
+    return np.sum(np.stack(heads, axis=1) ** 2)
+
+
+def test_a_constant_range_loop_that_appends_to_a_list_is_unrolled(backend):
+    x, W = np.array([0.5, 1.0]), np.array([1.0, 2.0, 3.0])
+    g = s2sad.grad(heads_stacked, argnums=(0, 1), backend=backend)(x, W)
+    assert_close(g[0], fd_grad(heads_stacked, (x, W), 0))
+    assert_close(g[1], fd_grad(heads_stacked, (x, W), 1))
+
+
+def griewank(x):
+    return 1 + sum(i ** 2 for i in x) / 4000 - prod([cos(i / sqrt(idx + 1)) for idx, i in enumerate(x)])
+
+
+def identity_and_prod(x):
+    return np.sum((np.identity(x.shape[0]) + np.outer(x, x)) ** 2) + math.prod(x)
+
+
+def test_math_prod_and_np_identity(backend):
+    x = np.array([0.5, -1.2, 2.0])
+    for f in (griewank, identity_and_prod):
+        assert_close(s2sad.grad(f, backend=backend)(x), fd_grad(f, (x,), 0))
+
+
+def pairwise_distance(X1, X2, D):  # dpbench's kernel: every step writes into the output argument
+    x1 = np.sum(np.square(X1), axis=1)
+    x2 = np.sum(np.square(X2), axis=1)
+    np.dot(X1, X2.T, D)
+    D *= -2
+    x3 = x1.reshape(x1.size, 1)
+    np.add(D, x3, D)
+    np.add(D, x2, D)
+    np.sqrt(D, D)
+
+
+def distances(X1, X2):
+    D = np.empty((X1.shape[0], X2.shape[0]))
+    pairwise_distance(X1, X2, D)
+    y = np.empty_like(D)
+    z = np.exp(-D, out=y)
+    return np.sum(z * y)
+
+
+def test_results_written_into_output_arguments(backend):
+    rng = np.random.default_rng(0)
+    X1, X2 = rng.random((3, 2)), rng.random((4, 2))
+    g = s2sad.grad(distances, argnums=(0, 1), backend=backend)(X1, X2)
+    assert_close(g[0], fd_grad(distances, (X1, X2), 0))
+    assert_close(g[1], fd_grad(distances, (X1, X2), 1))
+
+
+def add_into(x, A, y):
+    x += A @ y  # npbench's mvt: an in-place update of the caller's argument
+
+
+def updates_its_argument_in_a_helper(x, A, y):
+    add_into(x, A, y)
+    return np.sum(x ** 2)
+
+
+def test_a_helper_updating_an_array_argument_in_place_updates_the_callers(backend):
+    rng = np.random.default_rng(2)
+    x, A, y = rng.random(3), rng.random((3, 3)), rng.random(3)
+    kept = x.copy()
+    value, g = s2sad.value_and_grad(updates_its_argument_in_a_helper, argnums=(0, 1), backend=backend)(x, A, y)
+    assert_close(value, np.sum((kept + A @ y) ** 2), rtol=1e-12)
+    assert np.array_equal(x, kept)  # grad never writes into the caller's arrays
+    def on_a_copy(x, A, y):  # the plain function writes into its argument
+        return updates_its_argument_in_a_helper(x.copy(), A, y)
+
+    assert_close(g[0], fd_grad(on_a_copy, (x, A, y), 0))
+    assert_close(g[1], fd_grad(on_a_copy, (x, A, y), 1))

@@ -18,6 +18,7 @@ nondiff(np.ones_like, name="ones_like")
 nondiff(np.empty_like, name="empty_like")
 nondiff(np.arange, name="arange")
 nondiff(np.eye, name="eye")
+nondiff(np.identity, name="identity")
 
 
 def linspace_tangent(g, out, start, stop, num=50, endpoint=True):
