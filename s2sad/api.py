@@ -19,7 +19,7 @@ from s2sad.backend import (compile_function, inferred_return_type, load_module, 
 from s2sad.codegen.module import Generated, jvp_module, primal_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
-from s2sad.normalize import Names, normalize, unflatten
+from s2sad.normalize import Names, calls_its_call_method, normalize, unflatten
 from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
@@ -35,6 +35,8 @@ def _as_function(fun: Callable) -> types.FunctionType:
         return _partial_function(fun)
     if isinstance(fun, types.MethodType):
         return _method_function(fun)
+    if calls_its_call_method(fun):  # an object with a Python `__call__` (a loss class)
+        return _method_function(fun.__call__)
     inner = unwrap(fun)
     if isinstance(inner, types.FunctionType):
         return inner

@@ -1209,6 +1209,9 @@ class Lowerer:
         fn = _NOT_STATIC if ref is None else ref.obj
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
+        if calls_its_call_method(fn):  # `loss_fn(x)` of an object with a Python `__call__`
+            ref = StaticRef(fn.__call__, ref.where.then("attr", "__call__") if ref.where else None)
+            fn = ref.obj
         if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType) \
                 and rules.lookup_object(fn) is None:  # (scipy.stats.norm.cdf has a rule)
             owner = StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None)
@@ -1352,6 +1355,8 @@ class Lowerer:
             if len(args) != len(fn.params):
                 raise self.err(node, f"`{fn.name}` takes {len(fn.params)} arguments, got {len(args)}")
             return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
+        if fn in (np.asarray, np.asanyarray) and len(node.args) == 1 and self.names_a_container(node.args[0].value):
+            fn = np.array  # `np.asarray(args)` of a tuple of numbers (`*args`): a new array
         if fn in SEQUENCE_CALLS:
             return self.sequence_call(node, fn, out, target)
         if fn is np.linalg.slogdet:  # a tuple-valued primitive: two primitives, paired statically
@@ -1407,6 +1412,10 @@ class Lowerer:
         if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
             return self.array_of(node, value, out)
         return self.prim(out, "make_tuple", tuple(value), hint="dims")
+
+    def names_a_container(self, node) -> bool:
+        return isinstance(node, (cst.Tuple, cst.List)) or isinstance(node, cst.Name) and node.value in self.trees \
+            and is_tree(self.trees[node.value])
 
     def sequence_call(self, node: cst.Call, fn, out, target):
         """np.concatenate / stack / hstack / vstack / array of a tuple or list, and np.split."""
@@ -2764,6 +2773,13 @@ def _find_returns(func):
 
 
 _LIBRARIES = frozenset({"numpy", "scipy", "numba", "math"})
+
+
+def calls_its_call_method(obj) -> bool:
+    """Is `obj` an instance of a user's class with a Python `__call__` (not a function, class or ufunc)?"""
+    call = getattr(type(obj), "__call__", None)
+    return isinstance(call, types.FunctionType) and not isinstance(obj, type) and not _in_library(call) \
+        and rules.lookup_object(obj) is None
 
 
 def _in_library(fn: types.FunctionType) -> bool:

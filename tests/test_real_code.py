@@ -257,3 +257,39 @@ def test_a_helper_updating_an_array_argument_in_place_updates_the_callers(backen
 
     assert_close(g[0], fd_grad(on_a_copy, (x, A, y), 0))
     assert_close(g[1], fd_grad(on_a_copy, (x, A, y), 1))
+
+
+def styblinski_tang(*args):
+    args = np.asarray(args)  # benchmark suites taking one number per coordinate
+    return np.sum(args ** 4 - 16 * args ** 2 + 5 * args) / 2
+
+
+def three_coordinates(a, b, c):
+    return styblinski_tang(a, b, c)
+
+
+def test_np_asarray_of_star_args_makes_an_array(backend):
+    g = s2sad.grad(three_coordinates, argnums=(0, 1, 2), backend=backend)(0.3, -1.7, 2.2)
+    assert_close(np.array(g), [(4 * v ** 3 - 32 * v + 5) / 2 for v in (0.3, -1.7, 2.2)], rtol=1e-12)
+
+
+class Rosenbrock:
+    def __init__(self, a):
+        self.a = a
+        self.w = np.array([1.0, 2.0])
+
+    def __call__(self, x):
+        return np.sum(self.a * (x[1:] - x[:-1] ** 2) ** 2) + np.sum(self.w * x[:2])
+
+
+ROSENBROCK = Rosenbrock(100.0)
+
+
+def calls_an_object(x):
+    return ROSENBROCK(x) + 1.0
+
+
+def test_objects_with_a_call_method_are_called_and_differentiated(backend):
+    x = np.array([0.5, 1.2, -0.3])
+    assert_close(s2sad.grad(calls_an_object, backend=backend)(x), fd_grad(calls_an_object, (x,), 0))
+    assert_close(s2sad.grad(Rosenbrock(10.0), backend=backend)(x), fd_grad(Rosenbrock(10.0), (x,), 0))
