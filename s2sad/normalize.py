@@ -1028,9 +1028,10 @@ class Lowerer:
         return self.constant(node, self.static_ref(node))
 
     def constant(self, node, ref: "StaticRef"):
-        """A number read from outside the function, or the hidden parameter of an array read there."""
+        """A number (or a string, to compare: `option_type == 'call'`) read from outside the function, or
+        the hidden parameter of an array read there."""
         value = ref.obj
-        if isinstance(value, (bool, int, float, np.floating, np.integer)):
+        if isinstance(value, (bool, int, float, str, np.floating, np.integer)) or value is None:
             return Const(value.item() if isinstance(value, np.generic) else value)
         if is_hidden_array(value) and ref.where is not None:
             return self.hidden_var(ref.where)

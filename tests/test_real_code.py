@@ -293,3 +293,24 @@ def test_objects_with_a_call_method_are_called_and_differentiated(backend):
     x = np.array([0.5, 1.2, -0.3])
     assert_close(s2sad.grad(calls_an_object, backend=backend)(x), fd_grad(calls_an_object, (x,), 0))
     assert_close(s2sad.grad(Rosenbrock(10.0), backend=backend)(x), fd_grad(Rosenbrock(10.0), (x,), 0))
+
+
+def black_scholes(S, X, T, r, sigma, option_type='call'):
+    d1 = (np.log(S / X) + (r + 0.5 * sigma ** 2) * T) / (sigma * np.sqrt(T))
+    d2 = d1 - sigma * np.sqrt(T)
+    if option_type == 'call':  # a string option, defaulted or passed: decided when the code is generated
+        price = S * np.exp(-d1 ** 2) - X * np.exp(-r * T) * np.exp(-d2 ** 2)
+    elif option_type == 'put':
+        price = X * np.exp(-r * T) * np.exp(-d2 ** 2) - S * np.exp(-d1 ** 2)
+    return price
+
+
+def both_options(S, sigma):
+    return np.sum(black_scholes(S, 100.0, 0.75, 0.03, sigma)) + np.sum(black_scholes(S, 100.0, 0.75, 0.03, sigma, 'put'))
+
+
+def test_string_options_of_helpers_choose_the_branch(backend):
+    S = np.array([95.0, 100.0, 110.0])
+    g = s2sad.grad(both_options, argnums=(0, 1), backend=backend)(S, 0.25)
+    assert_close(g[0], fd_grad(both_options, (S, 0.25), 0))
+    assert_close(g[1], fd_grad(both_options, (S, 0.25), 1))
