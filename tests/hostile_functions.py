@@ -74,10 +74,6 @@ def deletes(x):
     return x
 
 
-def calls_object(x):
-    return MODEL(x)
-
-
 def calls_method(x):
     return MODEL.forward(x)
 
@@ -234,7 +230,9 @@ def real_part(x):
 
 def list_append(x):
     acc = []
-    acc.append(x)
+    while x > 1.0:  # a list growing at run time (in straight-line code it stays a static list)
+        acc.append(x)
+        x = x / 2.0
     return x
 
 

@@ -172,11 +172,22 @@ def test_generated_code_calls_the_runtime_not_scipy():
     assert "scipy" not in code and "norm_logpdf(" in code and "sp_logsumexp(" in code
 
 
-def test_keyword_arguments_of_an_operator_ufunc_are_refused():
+def test_an_operator_ufunc_writes_into_its_out_argument():
     def f(x, y):
-        return np.sum(np.multiply(x, y, out=x))
+        return np.sum(np.multiply(x, y, out=x) * x)
 
-    with pytest.raises(s2sad.UnsupportedError, match=r"np.multiply\(\) with keyword arguments \(out=...\)") as err:
+    x, y = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    value, g = s2sad.value_and_grad(f, argnums=(0, 1), backend="python")(x, y)
+    assert value == np.sum((x * y) ** 2) and np.array_equal(x, [1.0, 2.0])
+    assert_close(g[0], 2.0 * x * y * y, rtol=1e-12)
+    assert_close(g[1], 2.0 * x * y * x, rtol=1e-12)
+
+
+def test_other_keyword_arguments_of_an_operator_ufunc_are_refused():
+    def f(x, y):
+        return np.sum(np.multiply(x, y, where=x > 0))
+
+    with pytest.raises(s2sad.UnsupportedError, match=r"np.multiply\(\) with keyword arguments \(where=...\)") as err:
         s2sad.grad(f, backend="python")(np.ones(2), np.ones(2))
     assert "write the operator `*`" in str(err.value)
 
