@@ -1,5 +1,6 @@
 """Plumbing real kernels are written with (npbench, polybench, numba-examples shapes), against finite differences."""
 
+import copy
 import math
 from math import cos, prod, sqrt
 
@@ -314,3 +315,17 @@ def test_string_options_of_helpers_choose_the_branch(backend):
     g = s2sad.grad(both_options, argnums=(0, 1), backend=backend)(S, 0.25)
     assert_close(g[0], fd_grad(both_options, (S, 0.25), 0))
     assert_close(g[1], fd_grad(both_options, (S, 0.25), 1))
+
+
+def copies_parameters(w, b):
+    w2 = copy.deepcopy(w)  # a training loop keeps its initial parameters
+    b2 = copy.copy(b)
+    w2[0] = 3.0 * b2
+    return np.sum(w2 ** 2) + b2
+
+
+def test_copy_and_deepcopy_of_arrays_and_numbers(backend):
+    w = np.array([1.0, 2.0])
+    g = s2sad.grad(copies_parameters, argnums=(0, 1), backend=backend)(w, 0.5)
+    assert_close(g[0], [0.0, 4.0], rtol=1e-12)
+    assert_close(g[1], 18.0 * 0.5 + 1.0, rtol=1e-12)

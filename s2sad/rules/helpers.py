@@ -6,6 +6,8 @@ are linear in their first operand, so their adjoint is a transpose written with 
 helper, and their tangent is the helper applied to the operand's tangent.
 """
 
+import copy
+
 from numba.typed import List
 
 from s2sad.rules.registry import Check, alias, defrule, nondiff
@@ -24,7 +26,8 @@ def copy_adj_tangent(g, out, v):
     return (copy_adj(g),)
 
 
-@defrule(copy_adj, name="copy_adj", tangent=copy_adj_tangent, checks=[Check("copy_adj(a)")])
+@defrule(copy_adj, copy.copy, copy.deepcopy, name="copy_adj", print_as="copy_adj", tangent=copy_adj_tangent,
+         checks=[Check("copy_adj(a)")])
 def copy_adj_rule(g, out, v):
     return (g,)
 
