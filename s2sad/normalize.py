@@ -18,6 +18,7 @@ import keyword
 import math
 import operator
 import random
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
+from s2sad.rules import inlined
 from s2sad.rules.registry import Opaque, spelling
 
 BINOPS = {
@@ -411,7 +413,8 @@ class Lowerer:
             return True
         if fn is None or rules.lookup_object(fn) is not None:
             return False
-        return isinstance(unwrap(fn.__func__ if isinstance(fn, types.MethodType) else fn), types.FunctionType)
+        inner = unwrap(fn.__func__ if isinstance(fn, types.MethodType) else fn)
+        return isinstance(inner, types.FunctionType) and not _in_library(inner)
 
     def grows_static_list(self, node) -> bool:
         """`heads.append(h)` on a list made in this function, in straight-line code or a loop unrolled
@@ -1210,11 +1213,13 @@ class Lowerer:
         fn = _NOT_STATIC if ref is None else ref.obj
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
+        if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
+            return self.inline(node, written, [], out, target)
         if calls_its_call_method(fn):  # `loss_fn(x)` of an object with a Python `__call__`
             ref = StaticRef(fn.__call__, ref.where.then("attr", "__call__") if ref.where else None)
             fn = ref.obj
         if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType) \
-                and rules.lookup_object(fn) is None:  # (scipy.stats.norm.cdf has a rule)
+                and rules.lookup_object(fn) is None and not _in_library(unwrap(fn.__func__)):  # (norm.cdf has a rule)
             owner = StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None)
             return self.inline(node, unwrap(fn.__func__), [owner], out, target)
         from s2sad import api
@@ -2214,6 +2219,8 @@ class Lowerer:
         fn = self.static_value(call.func) if call is not None else _NOT_STATIC
         if fn is print:
             return self.print_call(call, out)
+        if _module_of(fn) in DIAGNOSTICS:  # `logger.debug(f"...")`: no part of the computation
+            return
         if fn is not _NOT_STATIC and _output_argument(call, fn) is not None:
             self.value(call, out)  # `np.sqrt(d, d)`: it writes into `d`
             return
@@ -2774,6 +2781,7 @@ def _find_returns(func):
 
 
 _LIBRARIES = frozenset({"numpy", "scipy", "numba", "math"})
+DIAGNOSTICS = frozenset({"logging", "warnings", "_warnings"})  # statements calling these are left out of generated code
 
 
 def calls_its_call_method(obj) -> bool:
@@ -2783,10 +2791,18 @@ def calls_its_call_method(obj) -> bool:
         and rules.lookup_object(obj) is None
 
 
+def _module_of(fn) -> str:
+    """The top-level package a function (or a bound method's function) comes from."""
+    inner = getattr(fn, "__func__", fn)
+    return (getattr(inner, "__module__", None) or "").split(".")[0]
+
+
 def _in_library(fn: types.FunctionType) -> bool:
-    """Is `fn` NumPy's, SciPy's or numba's own Python code? It is called as a library function (with a rule,
-    or on values that need none), never inlined: its source is no place to point a user at."""
-    return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARIES
+    """Is `fn` NumPy's, SciPy's, numba's or the standard library's own Python code (`logger.debug`,
+    `copy.deepcopy`)? It is called as a library function (with a rule, or on values that need none), never
+    inlined: its source is no place to point a user at."""
+    top = (getattr(fn, "__module__", None) or "").split(".")[0]
+    return top in _LIBRARIES or top in sys.stdlib_module_names
 
 
 _ARRAY_MAKERS = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "copy", "eye",

@@ -1,10 +1,12 @@
 """Plumbing real kernels are written with (npbench, polybench, numba-examples shapes), against finite differences."""
 
 import copy
+import logging
 import math
 from math import cos, prod, sqrt
 
 import numpy as np
+import scipy.linalg
 
 import s2sad
 from helpers import assert_close, fd_grad
@@ -329,3 +331,31 @@ def test_copy_and_deepcopy_of_arrays_and_numbers(backend):
     g = s2sad.grad(copies_parameters, argnums=(0, 1), backend=backend)(w, 0.5)
     assert_close(g[0], [0.0, 4.0], rtol=1e-12)
     assert_close(g[1], 18.0 * 0.5 + 1.0, rtol=1e-12)
+
+
+LOGGER = logging.getLogger("s2sad-tests")
+
+
+def gp_marginal_likelihood(K, y):
+    LOGGER.debug(f"Computing cholesky of {K.shape[0]}x{K.shape[0]} matrix")  # left out of generated code
+    L, lower = scipy.linalg.cho_factor(K + 1e-10 * np.eye(K.shape[0]))
+    c = scipy.linalg.cho_solve((L, lower), y)
+    return -0.5 * (np.dot(c, y) + 2 * np.sum(np.log(np.diagonal(L))))
+
+
+def gp_by_triangular_solves(K, y):
+    L = scipy.linalg.cholesky(K, lower=True)
+    alpha = scipy.linalg.solve_triangular(L.T, scipy.linalg.solve_triangular(L, y, lower=True), lower=False)
+    upper = scipy.linalg.cholesky(K)  # SciPy's default: the upper factor, read from K's upper triangle
+    z = scipy.linalg.solve_triangular(upper, y, trans="T")
+    return -0.5 * y @ alpha - np.sum(np.log(np.diag(L))) + np.sum(z ** 2) + scipy.linalg.det(K)
+
+
+def test_scipy_linalg_factors_and_solves_of_a_gaussian_process(backend):
+    rng = np.random.default_rng(0)
+    A = rng.random((4, 4))
+    K, y = A @ A.T + 4.0 * np.eye(4), rng.random(4)
+    for f in (gp_marginal_likelihood, gp_by_triangular_solves):
+        g = s2sad.grad(f, argnums=(0, 1), backend=backend)(K, y)
+        assert_close(g[0], fd_grad(f, (K, y), 0))
+        assert_close(g[1], fd_grad(f, (K, y), 1))
