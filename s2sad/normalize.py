@@ -502,7 +502,7 @@ class Lowerer:
                     and self.branch_depth:
                 raise self.err(target, f"`{target.value}` is None on one path and a value on another",
                                "give it a value of one type before the branch (numba compiles one type per name)")
-            if isinstance(value, Const) and value.value is None:
+            if isinstance(value, Const) and value.value is None or isinstance(value, Positions):
                 self.trees[target.value] = value  # `H = None`: `H is None` is decided when the code is generated
                 return
             if is_tree(value):
@@ -943,6 +943,9 @@ class Lowerer:
 
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
+        if isinstance(base, Positions):
+            raise self.err(node, "the index arrays of np.where(condition) / np.nonzero serve here only to index an "
+                                 "array (`x[np.where(c)]`)", "index with the condition itself: `x[c]`")
         if is_tree(base):
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and isinstance(base, (tuple, list)):
                 return self.static_slice(node, base, out)
@@ -961,6 +964,9 @@ class Lowerer:
 
     def expr(self, node, out, target: str | None = None):
         atom = self._expr(node, out, target)
+        if isinstance(atom, Positions):
+            raise self.err(node, "the index arrays of np.where(condition) / np.nonzero serve here only to index an "
+                                 "array (`x[np.where(c)]`)", "index with the condition itself: `x[c]`")
         if is_tree(atom):
             raise self.err(node, f"a {type(atom).__name__} cannot be used as a number or array here",
                            "unpack it, index it with a constant, pass it to a Python function or return it")
@@ -1361,6 +1367,8 @@ class Lowerer:
             if len(args) != len(fn.params):
                 raise self.err(node, f"`{fn.name}` takes {len(fn.params)} arguments, got {len(args)}")
             return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
+        if (fn is np.where or fn is np.nonzero) and len(node.args) == 1 and not leading:
+            return self.positions(node.args[0].value, out)
         if fn in (np.asarray, np.asanyarray) and len(node.args) == 1 and self.names_a_container(node.args[0].value):
             fn = np.array  # `np.asarray(args)` of a tuple of numbers (`*args`): a new array
         if fn in SEQUENCE_CALLS:
@@ -1418,6 +1426,14 @@ class Lowerer:
         if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
             return self.array_of(node, value, out)
         return self.prim(out, "make_tuple", tuple(value), hint="dims")
+
+    def positions(self, node, out) -> "Positions":
+        """`np.where(c)` / `np.nonzero(c)`: the index arrays of c's true (nonzero) items. s2sad keeps the
+        condition: `x[np.where(c)]` reads and writes what the boolean mask `x[c]` does, in the same order."""
+        mask = self.expr(node, out)
+        if not isinstance(node, cst.Comparison):
+            mask = self.prim(out, "ne", (mask, Const(0)), hint="nonzero")
+        return Positions(mask)
 
     def names_a_container(self, node) -> bool:
         return isinstance(node, (cst.Tuple, cst.List)) or isinstance(node, cst.Name) and node.value in self.trees \
@@ -1563,11 +1579,17 @@ class Lowerer:
                     values = tuple(self.static_key(e.value) for e in s.value.elements)
                     items.append(self.prim(out, "index_array", (Const(values),), hint="index"))
                 else:
-                    items.append(self.expr(s.value, out))
+                    items.append(self.index_item(s.value, out))
             else:
                 parts = [None if p is None else self.expr(p, out) for p in (s.lower, s.upper, s.step)]
                 items.append(Slice(*parts))
         return tuple(items)
+
+    def index_item(self, node, out):
+        item = self._expr(node, out, None)
+        if isinstance(item, Positions):  # x[np.where(c)] is x[c]
+            return item.mask
+        return self.expr(node, out) if is_tree(item) else item
 
     def is_newaxis(self, node) -> bool:
         return isinstance(node, cst.Attribute) and self.static_value(node) is None
@@ -2572,6 +2594,13 @@ def _is_static_object(obj) -> bool:
     """A value that stays an object while lowering (not a number, an array or a container)."""
     return not isinstance(obj, (np.ndarray, np.generic, bool, int, float, complex, str, bytes, tuple, list,
                                 dict, type(None)))
+
+
+@dataclass(frozen=True)
+class Positions:
+    """What `np.where(c)` with one argument gives while lowering: the positions where the mask holds."""
+
+    mask: Any
 
 
 @dataclass(eq=False)

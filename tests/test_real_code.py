@@ -359,3 +359,27 @@ def test_scipy_linalg_factors_and_solves_of_a_gaussian_process(backend):
         g = s2sad.grad(f, argnums=(0, 1), backend=backend)(K, y)
         assert_close(g[0], fd_grad(f, (K, y), 0))
         assert_close(g[1], fd_grad(f, (K, y), 1))
+
+
+def lennard_jones_where(x, sigma=1.0, eps=1.0):
+    dx = x[:, np.newaxis, :] - x[np.newaxis, :, :]
+    d = np.sqrt((dx ** 2).sum(axis=2))
+    dinv = np.zeros_like(d)
+    idx = np.where(d != 0.0)  # the self pairs are left out by position
+    dinv[idx] = 1.0 / d[idx]
+    sdi6 = (sigma * dinv) ** 6
+    return 0.5 * np.sum(4 * eps * (sdi6 ** 2 - sdi6)) + np.sum(x[np.nonzero(x > 0.55)])
+
+
+def uses_where_positions_as_numbers(x):
+    idx = np.where(x > 0)
+    return np.sum(x[idx[0]])
+
+
+def test_np_where_of_a_condition_indexes_as_the_mask(backend):
+    import pytest
+
+    x = np.array([[0.2, 0.3, 0.1], [1.3, 0.2, 0.4], [0.4, 1.4, 0.2], [0.3, 0.5, 1.5]])
+    assert_close(s2sad.grad(lennard_jones_where, backend=backend)(x), fd_grad(lennard_jones_where, (x,), 0))
+    with pytest.raises(s2sad.UnsupportedError, match=r"np.where\(condition\) / np.nonzero serve here only to index"):
+        s2sad.grad(uses_where_positions_as_numbers, backend=backend)(x[0])
