@@ -60,7 +60,13 @@ def matmul_tangent(g, out, x, y):
          checks=[Check("a @ b", shapes=(((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 2)), ((3,), (3,)))),
                  Check("np.matmul(a, b)", shapes=(((2, 3), (3, 4)),)),
                  Check("a @ b", shapes=(((2, 3, 4), (4,)), ((3,), (2, 3, 4)), ((2, 3, 4), (2, 4, 2)))),
-                 Check("np.matmul(a, b)", shapes=(((3, 4), (2, 4, 2)), ((2, 3, 4), (4, 2)), ((1, 2, 3), (2, 3, 2))))])
+                 Check("np.matmul(a, b)", shapes=(((3, 4), (2, 4, 2)), ((2, 3, 4), (4, 2)), ((1, 2, 3), (2, 3, 2)))),
+                 # stacks of more than one dim, one check each: numba runs a check's last shape only
+                 Check("a @ b", shapes=(((2, 2, 1, 3), (3, 2)),)),
+                 Check("a @ b", shapes=(((2, 1, 2, 3), (2, 3, 2)),)),
+                 Check("np.matmul(a, b)", shapes=(((1, 2, 2, 3), (2, 1, 3, 2)),)),
+                 Check("a @ b", shapes=(((3,), (2, 1, 3, 2)),)),
+                 Check("np.matmul(a, b)", shapes=(((2, 1, 2, 2, 3), (3,)),))])
 def matmul(g, out, x, y):
     g = unbroadcast(g, out)
     return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)

@@ -20,6 +20,7 @@ REDUCED = (((), (2, 3)), ((), (3,)), ((), ()))
 MATMUL = (((2, 4), (2, 3), (3, 4)), ((2,), (2, 3), (3,)), ((4,), (3,), (3, 4)), ((), (3,), (3,)),
           ((2, 3), (2, 3), ()), ((), (), ()))
 STACKED = (((2, 3, 2), (2, 3, 4), (2, 4, 2)), ((2, 3), (2, 3, 4), (4,)), ((2, 4), (3,), (2, 3, 4)))
+STACKED_4D = (((2, 2, 2, 2), (2, 1, 2, 3), (2, 3, 2)),)  # broadcast stacks of two dims
 
 
 def copy_adj_tangent(g, out, v):
@@ -89,7 +90,8 @@ def matmul_adjoint_a_tangent(g, out, r, a, b):
 
 @defrule(matmul_adjoint_a, name="matmul_adjoint_a", elementwise=False, cheap=False,
          tangent=matmul_adjoint_a_tangent,
-         checks=[Check("matmul_adjoint_a(a, b, c)", shapes=MATMUL), Check("matmul_adjoint_a(a, b, c)", shapes=STACKED)])
+         checks=[Check("matmul_adjoint_a(a, b, c)", shapes=MATMUL), Check("matmul_adjoint_a(a, b, c)", shapes=STACKED),
+                 Check("matmul_adjoint_a(a, b, c)", shapes=STACKED_4D)])
 def matmul_adjoint_a_rule(g, out, r, a, b):
     return matmul_like(g, b), None, matmul_adjoint_b(r, g, b)
 
@@ -100,7 +102,8 @@ def matmul_adjoint_b_tangent(g, out, r, a, b):
 
 @defrule(matmul_adjoint_b, name="matmul_adjoint_b", elementwise=False, cheap=False,
          tangent=matmul_adjoint_b_tangent,
-         checks=[Check("matmul_adjoint_b(a, b, c)", shapes=MATMUL), Check("matmul_adjoint_b(a, b, c)", shapes=STACKED)])
+         checks=[Check("matmul_adjoint_b(a, b, c)", shapes=MATMUL), Check("matmul_adjoint_b(a, b, c)", shapes=STACKED),
+                 Check("matmul_adjoint_b(a, b, c)", shapes=STACKED_4D)])
 def matmul_adjoint_b_rule(g, out, r, a, b):
     return matmul_like(a, g), matmul_adjoint_a(r, a, g), None
 
