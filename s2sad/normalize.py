@@ -57,6 +57,7 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
            "squeeze": np.squeeze, "trace": np.trace, "clip": np.clip, "argmax": np.argmax, "argmin": np.argmin}
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
+SHAPE_FIRST = (np.zeros, np.ones, np.empty, np.full)  # a list first argument is a shape, not data
 SEQUENCE_CALLS = (np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.split)
 HINT_RULE = ("three ways out: wrap it in a function decorated with @s2sad.custom_jvp (give the tangent) or "
              "@s2sad.custom_vjp (give the cotangent), or register a rule for it once with "
@@ -1379,6 +1380,11 @@ class Lowerer:
             a = self.expr(node.args[0].value, out)
             return (self.prim(out, "slogdet_sign", (a,), hint="sign"),
                     self.prim(out, "logabsdet", (a,), hint="logdet"))
+        if fn is np.ndarray:  # `np.ndarray(shape, dtype)` makes an uninitialized array, as np.empty does
+            fn = np.empty
+        if fn in SHAPE_FIRST and node.args and isinstance(node.args[0].value, cst.List):  # np.zeros([n, m])
+            shape = node.args[0].value
+            node = node.with_changes(args=[node.args[0].with_changes(value=cst.Tuple(shape.elements)), *node.args[1:]])
         found = rules.lookup_object(fn)
         if found is not None:
             if any(a.star for a in node.args):

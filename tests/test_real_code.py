@@ -383,3 +383,17 @@ def test_np_where_of_a_condition_indexes_as_the_mask(backend):
     assert_close(s2sad.grad(lennard_jones_where, backend=backend)(x), fd_grad(lennard_jones_where, (x,), 0))
     with pytest.raises(s2sad.UnsupportedError, match=r"np.where\(condition\) / np.nonzero serve here only to index"):
         s2sad.grad(uses_where_positions_as_numbers, backend=backend)(x[0])
+
+
+def list_shapes_and_ndarray(x):
+    X = np.zeros([3, len(x)])  # a list shape, as NumPy code writes it
+    c = np.ndarray((2, len(x)), dtype=x.dtype)  # npbench's uninitialized buffers
+    c[:] = 1.0
+    X[0] = x * 2.0
+    X[1:] = c * x
+    return np.sum(X ** 2)
+
+
+def test_a_list_shape_and_the_ndarray_constructor(backend):
+    x = np.array([1.0, 2.0])
+    assert_close(s2sad.grad(list_shapes_and_ndarray, backend=backend)(x), 12.0 * x, rtol=1e-12)
