@@ -63,7 +63,6 @@ HINT_RULE = ("three ways out: wrap it in a function decorated with @s2sad.custom
              "@s2sad.custom_vjp (give the cotangent), or register a rule for it once with "
              "@s2sad.rules.defrule(the_function, checks=[...]) (see the README, 'Rules')")
 STATEMENT_HINTS = {  # what to write instead of a statement s2sad refuses
-    "Try": "remove the try: a differentiated function cannot raise or catch; check the inputs before calling it",
     "With": "open resources outside the function and pass the values in as arguments",
     "ClassDef": "define the class at module level",
     "FunctionDef": "define the helper at module level: s2sad inlines calls to module-level functions",
@@ -358,9 +357,19 @@ class Lowerer:
         if isinstance(node, cst.FunctionDef) and not node.decorators and node.asynchronous is None:
             self.bind(node.name, StaticRef(NestedFunction(node, self.parsed.positions, self), None), out)
             return set()
+        if isinstance(node, cst.Try):
+            return self.try_stmt(node, out)
         kind = type(node).__name__
         raise self.err(node, f"`{kind}` statements are not supported inside differentiated functions",
                        STATEMENT_HINTS.get(kind.replace("Star", ""), "restructure with if/for/while"))
+
+    def try_stmt(self, node: cst.Try, out) -> set:
+        """`try: A except: B else: C finally: D` runs A, C and D: differentiated code takes the path on which
+        nothing raises (filterpy's `try: K = P @ inv(S) except: ...`). Where A does raise, the error reaches
+        the caller instead of running B."""
+        body = list(node.body.body) + (list(node.orelse.body.body) if node.orelse else []) + \
+            (list(node.finalbody.body.body) if node.finalbody else [])
+        return self.block(body, out)
 
     def small(self, node, out) -> set:
         if isinstance(node, cst.Assign):

@@ -3,10 +3,10 @@
 import numpy as np
 
 
-def uses_try(x):
-    try:
-        y = x * 2.0
-    except ValueError:
+def uses_with(x):
+    with open("weights.txt") as f:
+        y = x * float(f.read())
+    if x > 0.0:
         y = x
     return y
 

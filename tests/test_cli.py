@@ -16,7 +16,7 @@ from s2sad.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-UNSUPPORTED = "def f(x):\n    try:\n        return x * 2\n    except ValueError:\n        return x\n"
+UNSUPPORTED = "def f(x):\n    with open('w.txt') as w:\n        return x * 2\n"
 
 
 @pytest.mark.parametrize("command, says", [
@@ -44,7 +44,7 @@ def test_errors_in_user_code_exit_1_with_a_located_message(tmp_path, capsys):
     assert main(["show", f"{tmp_path / 'unsupported_fn.py'}:f"]) == 1
     out = capsys.readouterr()
     assert out.out == ""
-    assert f"{tmp_path / 'unsupported_fn.py'}:2:5: `Try` statements are not supported" in out.err
+    assert f"{tmp_path / 'unsupported_fn.py'}:2:5: `With` statements are not supported" in out.err
     assert main(["show", "examples/demo.py:no_such_function"]) == 1
     assert "has no attribute 'no_such_function'" in capsys.readouterr().err
     assert main(["show", "no_such_file.py:f"]) == 1

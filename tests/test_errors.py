@@ -30,9 +30,9 @@ def _located(exc_info, func_line_offset, snippet):
 
 def test_unsupported_statement_is_located():
     with pytest.raises(s2sad.UnsupportedError) as info:
-        s2sad.grad(bad_functions.uses_try)(1.0)
-    text = _located(info, 0, "try:")
-    assert "`Try` statements are not supported" in text
+        s2sad.grad(bad_functions.uses_with)(1.0)
+    text = _located(info, 0, "with open(")
+    assert "`With` statements are not supported" in text
 
 
 def test_errors_are_located_with_libcst_public_resolve_too(monkeypatch):
@@ -40,8 +40,8 @@ def test_errors_are_located_with_libcst_public_resolve_too(monkeypatch):
 
     monkeypatch.setattr(frontend, "_PROVIDER_STEP", "_no_such_step")  # a libcst without the private step
     with pytest.raises(s2sad.UnsupportedError) as info:
-        s2sad.grad(bad_functions.uses_try, backend="python")(1.0)
-    assert "`Try` statements are not supported" in _located(info, 0, "try:")
+        s2sad.grad(bad_functions.uses_with, backend="python")(1.0)
+    assert "`With` statements are not supported" in _located(info, 0, "with open(")
 
 
 def test_call_without_rule_suggests_custom_rules():
@@ -85,7 +85,7 @@ def test_source_unavailable():
 def test_errors_leave_no_files_behind(tmp_path):
     script = (
         "import s2sad, bad_functions\n"
-        "for f in (bad_functions.uses_try, bad_functions.calls_unknown, bad_functions.writes_global):\n"
+        "for f in (bad_functions.uses_with, bad_functions.calls_unknown, bad_functions.writes_global):\n"
         "    try:\n"
         "        s2sad.grad(f)(1.0)\n"
         "    except s2sad.UnsupportedError:\n"
@@ -119,7 +119,7 @@ def test_cli_show_modes_and_orders():
 
 
 def test_cli_show_reports_errors_on_stderr():
-    res = subprocess.run([sys.executable, "-m", "s2sad", "show", "bad_functions:uses_try"],
+    res = subprocess.run([sys.executable, "-m", "s2sad", "show", "bad_functions:uses_with"],
                          cwd=HERE, capture_output=True, text=True)
     assert res.returncode == 1 and res.stdout == ""
-    assert "bad_functions.py" in res.stderr and "Try" in res.stderr
+    assert "bad_functions.py" in res.stderr and "With" in res.stderr

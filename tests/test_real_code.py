@@ -397,3 +397,22 @@ def list_shapes_and_ndarray(x):
 def test_a_list_shape_and_the_ndarray_constructor(backend):
     x = np.array([1.0, 2.0])
     assert_close(s2sad.grad(list_shapes_and_ndarray, backend=backend)(x), 12.0 * x, rtol=1e-12)
+
+
+def kalman_gain(P, H, S):
+    try:  # filterpy's update: the except branch handles a 1-D S, which this S is not
+        K = np.dot(np.dot(P, H.T), np.linalg.inv(S))
+    except Exception:
+        K = np.dot(np.dot(P, H.T), 1.0 / S)
+    else:
+        K = K * 2.0
+    finally:
+        K = K + 1.0
+    return np.sum(K ** 2)
+
+
+def test_try_runs_the_path_on_which_nothing_raises(backend):
+    P, H, S = np.array([[1.0, 0.1], [0.1, 2.0]]), np.array([[1.0, 0.0]]), np.array([[0.5]])
+    g = s2sad.grad(kalman_gain, argnums=(0, 2), backend=backend)(P, H, S)
+    assert_close(g[0], fd_grad(kalman_gain, (P, H, S), 0))
+    assert_close(g[1], fd_grad(kalman_gain, (P, H, S), 2))
