@@ -1086,6 +1086,8 @@ class Lowerer:
                                "compare numbers with ==, !=, <, <=, > or >=; s2sad specializes code on argument "
                                "structure, so decide `is None` / `in` outside the function")
             parts.append((op, comp.comparator))
+        if len(parts) == 1 and parts[0][0] in ("eq", "ne") and self.names_a_container(parts[0][1]):
+            return self.shape_comparison(left, parts[0], out, target)
         if len(parts) == 1:
             right = self.expr(parts[0][1], out)
             if isinstance(left, Const) and isinstance(right, Const):
@@ -1094,6 +1096,16 @@ class Lowerer:
         result = self.temp("cmp")
         self.chain(left, parts, out, result)
         return Var(result)
+
+    def shape_comparison(self, left, part, out, target):
+        """`z.shape != (dim_z, 1)`: a shape against a tuple built in the function."""
+        op, node = part
+        items = self.value(node, out)
+        if any(is_tree(i) for i in items):
+            raise self.err(node, "compare a shape with a flat tuple of numbers")
+        other = self.prim(out, "make_tuple", tuple(items), hint="dims")
+        same = self.prim(out, "same_shape", (left, other), target=target if op == "eq" else None, hint="same")
+        return same if op == "eq" else self.prim(out, "not", (same,), target=target)
 
     def static_comparison(self, node: cst.Comparison, out) -> Const | None:
         """`z is None`, `H is not None`, `name in ("tanh", "relu")`: decided when the code is generated, as

@@ -416,3 +416,21 @@ def test_try_runs_the_path_on_which_nothing_raises(backend):
     g = s2sad.grad(kalman_gain, argnums=(0, 2), backend=backend)(P, H, S)
     assert_close(g[0], fd_grad(kalman_gain, (P, H, S), 0))
     assert_close(g[1], fd_grad(kalman_gain, (P, H, S), 2))
+
+
+def reshape_z(z, x):
+    z = np.atleast_2d(z)  # filterpy's reshape_z: a row becomes a column
+    if z.shape[1] == 3:
+        z = z.T
+    if z.shape != (3, 1):
+        raise ValueError("z must be convertible to shape (3, 1)")
+    if x.shape == (2,):
+        return np.sum(z * x[0] * np.arange(1.0, 4.0)[:, None]) + x[1]
+    return np.sum(z)
+
+
+def test_shapes_compare_with_tuples_and_a_transposed_rebinding_keeps_its_adjoint_shape(backend):
+    z, x = np.array([1.0, 2.0, 3.0]), np.array([2.0, 5.0])
+    g = s2sad.grad(reshape_z, argnums=(0, 1), backend=backend)(z, x)
+    assert_close(g[0], [2.0, 4.0, 6.0], rtol=1e-12)
+    assert_close(g[1], [14.0, 1.0], rtol=1e-12)

@@ -185,7 +185,9 @@ class ReverseGen:
             operands = set(contributions)
             self.accumulate(w, contributions, exclude=x)
             if x in contributions and contributions[x] != self.bar(x):
-                w.line(f"{self.bar(x)} = unbroadcast({contributions[x]}, {self.bar(x)})")
+                # `z = z.T`: the restored `z` has the old value's shape, which the adjoint takes on
+                like = x if x in a.saved and id(s) not in a.quiet_defs else self.bar(x)
+                w.line(f"{self.bar(x)} = unbroadcast({contributions[x]}, {like})")
         if x not in operands:
             guard = self.entry_guards.get(id(s))
             if guard is None:
