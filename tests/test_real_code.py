@@ -434,3 +434,16 @@ def test_shapes_compare_with_tuples_and_a_transposed_rebinding_keeps_its_adjoint
     g = s2sad.grad(reshape_z, argnums=(0, 1), backend=backend)(z, x)
     assert_close(g[0], [2.0, 4.0, 6.0], rtol=1e-12)
     assert_close(g[1], [14.0, 1.0], rtol=1e-12)
+
+
+def gain_by_matrix_power(P, H, R):
+    K = P @ H.T @ np.linalg.matrix_power((H @ P @ H.T + R), -1)  # a Kalman gain, as some filters write it
+    M = np.linalg.matrix_power(P, 3) + np.linalg.matrix_power(P, 0) + np.linalg.multi_dot([P, H.T, H])
+    return np.sum(K ** 2) + np.sum(M)
+
+
+def test_matrix_power_and_multi_dot_are_products_written_out(backend):
+    P, H, R = np.array([[1.0, 0.1], [0.1, 2.0]]), np.array([[1.0, 0.5]]), np.array([[0.5]])
+    g = s2sad.grad(gain_by_matrix_power, argnums=(0, 2), backend=backend)(P, H, R)
+    assert_close(g[0], fd_grad(gain_by_matrix_power, (P, H, R), 0))
+    assert_close(g[1], fd_grad(gain_by_matrix_power, (P, H, R), 2))

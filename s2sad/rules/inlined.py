@@ -1,5 +1,7 @@
 """Library functions s2sad inlines as Python written with NumPy functions that have rules.
 
+np.linalg.matrix_power (a constant power) and multi_dot are products written out.
+
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
 np.linalg.solve, np.tril and np.triu. A caller's flags (`lower=True`) are constants when the code is
@@ -58,7 +60,28 @@ def det(a, overwrite_a=False, check_finite=True):
     return np.linalg.det(a)
 
 
+def matrix_power(a, n):
+    """np.linalg.matrix_power with a constant `n`: unrolled by squaring (a negative `n` inverts first)."""
+    if n < 0:
+        return matrix_power(np.linalg.inv(a), -n)
+    if n == 0:
+        return np.eye(a.shape[0])
+    if n == 1:
+        return a
+    half = matrix_power(a, n // 2)
+    if n % 2 == 0:
+        return half @ half
+    return half @ half @ a
+
+
+def multi_dot(arrays, out=None):
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.dot(multi_dot(arrays[:-1]), arrays[-1])
+
+
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
+_NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot}
 
 
 def stand_in(fn):
@@ -66,4 +89,7 @@ def stand_in(fn):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
-    return None
+    try:
+        return _NUMPY.get(fn)
+    except TypeError:  # not hashable
+        return None
