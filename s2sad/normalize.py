@@ -424,7 +424,7 @@ class Lowerer:
         if fn is None or rules.lookup_object(fn) is not None:
             return False
         inner = unwrap(fn.__func__ if isinstance(fn, types.MethodType) else fn)
-        return isinstance(inner, types.FunctionType) and not _in_library(inner)
+        return isinstance(inner, types.FunctionType) and not _in_library(inner) and _module_of(inner) != "s2sad"
 
     def grows_static_list(self, node) -> bool:
         """`heads.append(h)` on a list made in this function, in straight-line code or a loop unrolled

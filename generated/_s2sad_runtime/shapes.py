@@ -15,6 +15,7 @@ from numba.np.unsafe.ndarray import to_fixed_tuple
 from .core import _is_none_type, _is_scalar_type
 
 __all__ = [
+    "same_shape",
     "reshape_any",
     "reshape_like",
     "untranspose",
@@ -124,6 +125,18 @@ def _ol_ints(v):
 # ---------------------------------------------------------------------------
 # reshapes: reshape_any, reshape_like, squeeze_any, expand_dims_any, atleast_1d, atleast_2d
 # ---------------------------------------------------------------------------
+
+def same_shape(shape, other):
+    """`x.shape == (n, 1)`: tuples of different lengths differ (numba: decided when it compiles)."""
+    return tuple(shape) == tuple(other)
+
+
+@overload(same_shape)
+def _ol_same_shape(shape, other):
+    if len(shape) != len(other):
+        return lambda shape, other: False
+    return lambda shape, other: shape == other
+
 
 def reshape_any(x, shape):
     """np.reshape(x, shape) for scalars and arrays of any layout (numba reshapes only contiguous arrays)."""
