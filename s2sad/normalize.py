@@ -954,8 +954,7 @@ class Lowerer:
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
         if isinstance(base, Positions):
-            raise self.err(node, "the index arrays of np.where(condition) / np.nonzero serve here only to index an "
-                                 "array (`x[np.where(c)]`)", "index with the condition itself: `x[c]`")
+            raise self.positions_misused(node)
         if is_tree(base):
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and isinstance(base, (tuple, list)):
                 return self.static_slice(node, base, out)
@@ -973,16 +972,23 @@ class Lowerer:
         return self.load(node, base, out, target)
 
     def expr(self, node, out, target: str | None = None):
-        atom = self._expr(node, out, target)
-        if isinstance(atom, Positions):
-            raise self.err(node, "the index arrays of np.where(condition) / np.nonzero serve here only to index an "
-                                 "array (`x[np.where(c)]`)", "index with the condition itself: `x[c]`")
-        if is_tree(atom):
-            raise self.err(node, f"a {type(atom).__name__} cannot be used as a number or array here",
-                           "unpack it, index it with a constant, pass it to a Python function or return it")
+        atom = self.refuse_non_atom(node, self._expr(node, out, target))
         if target is not None and not (isinstance(atom, Var) and atom.name == target):
             return self.emit(out, target, Copy(atom))
         return atom
+
+    def refuse_non_atom(self, node, value):
+        """`value` if it is a number or array (an atom); a located error for a tuple, list or np.where's positions."""
+        if isinstance(value, Positions):
+            raise self.positions_misused(node)
+        if is_tree(value):
+            raise self.err(node, f"a {type(value).__name__} cannot be used as a number or array here",
+                           "unpack it, index it with a constant, pass it to a Python function or return it")
+        return value
+
+    def positions_misused(self, node):
+        return self.err(node, "the index arrays of np.where(condition) / np.nonzero serve here only to index an "
+                              "array (`x[np.where(c)]`)", "index with the condition itself: `x[c]`")
 
     def _expr(self, node, out, target):
         if isinstance(node, cst.Name):
@@ -1616,7 +1622,7 @@ class Lowerer:
         item = self._expr(node, out, None)
         if isinstance(item, Positions):  # x[np.where(c)] is x[c]
             return item.mask
-        return self.expr(node, out) if is_tree(item) else item
+        return self.refuse_non_atom(node, item)
 
     def is_newaxis(self, node) -> bool:
         return isinstance(node, cst.Attribute) and self.static_value(node) is None
