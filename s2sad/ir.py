@@ -157,6 +157,7 @@ class Function:
     copied: tuple = ()  # parameters the function writes into: the body works on copies (normalize)
     hidden: tuple = ()  # ((parameter, Hidden), ...): arrays read from outside, the last parameters (hidden.py)
     asks_types: bool = False  # reads `x.ndim` of an argument: a caller that knows the types may specialize
+    arrays: frozenset = frozenset()  # names lowering knows hold arrays (made by NumPy; arguments, where types are known)
 
 
 def places(fn) -> list[Loc]:

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import importlib
 import inspect
 import keyword
 import math
@@ -33,6 +34,7 @@ from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
+from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
 from s2sad.rules.registry import Opaque, spelling
 
@@ -247,6 +249,7 @@ class Lowerer:
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
     arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
+    outer_conditional: bool = False  # inlined at a call that runs conditionally or repeatedly
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -289,6 +292,11 @@ class Lowerer:
     def set_loc(self, node):
         line, col, text = self.parsed.where(node)
         self.loc = ir.Loc(self.parsed.filename, line, col, text.strip())
+
+    def conditional(self) -> bool:
+        """Does the statement being lowered run conditionally or repeatedly (in a branch or a runtime loop,
+        after an early exit), here or at the call that inlined this function?"""
+        return bool(self.nested or self.outer_conditional)
 
     # ------------------------------------------------------------ statements
     def block(self, stmts, out) -> set:
@@ -363,6 +371,30 @@ class Lowerer:
         raise self.err(node, f"`{kind}` statements are not supported inside differentiated functions",
                        STATEMENT_HINTS.get(kind.replace("Star", ""), "restructure with if/for/while"))
 
+    def import_stmt(self, node: cst.Import | cst.ImportFrom):
+        """`from scipy.special import loggamma` in the function: imported when the code is generated."""
+        if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+            raise self.err(node, "`from ... import *` is not supported inside differentiated functions",
+                           "import the names you use, or import at module level")
+        try:
+            for alias in node.names:
+                name = _dotted(alias.name)
+                if isinstance(node, cst.Import):
+                    module = importlib.import_module(name)
+                    value = module if alias.asname else importlib.import_module(name.split(".")[0])
+                    bound = alias.asname.name.value if alias.asname else name.split(".")[0]
+                else:
+                    package = getattr(sys.modules.get(self.parsed.fn.__module__), "__package__", None)
+                    source = "." * len(node.relative) + (_dotted(node.module) if node.module else "")
+                    module = importlib.import_module(source, package)
+                    value = getattr(module, name) if hasattr(module, name) else \
+                        importlib.import_module(f"{module.__name__}.{name}")
+                    bound = alias.asname.name.value if alias.asname else name
+                self.objects[bound] = StaticRef(value, None)
+        except ImportError as exc:
+            raise self.err(node, f"this import fails when the code is generated: {exc}",
+                           "the function fails the same way run as Python: install the module or fix its name") from None
+
     def try_stmt(self, node: cst.Try, out) -> set:
         """`try: A except: B else: C finally: D` runs A, C and D: differentiated code takes the path on which
         nothing raises (filterpy's `try: K = P @ inv(S) except: ...`). Where A does raise, the error reaches
@@ -407,6 +439,8 @@ class Lowerer:
             self.raise_stmt(node, out)
         elif isinstance(node, cst.Assert):
             self.assert_stmt(node, out)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.import_stmt(node)
         else:
             kind = type(node).__name__
             raise self.err(node, f"`{kind}` is not supported inside differentiated functions",
@@ -417,9 +451,11 @@ class Lowerer:
         """A call of a Python function or method (inlined), as a statement: `kernel(out, a, b)`."""
         if not isinstance(node, cst.Call) or isinstance(node.func, cst.Call):
             return False
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call):
+            return self.callee_is(node.func.value.func, super)  # `super().__init__(k)`
         ref = self.static_ref(node.func)
         fn = None if ref is None else ref.obj
-        if isinstance(fn, NestedFunction):
+        if isinstance(fn, (NestedFunction, LocalObject)):
             return True
         if fn is None or rules.lookup_object(fn) is not None:
             return False
@@ -476,14 +512,28 @@ class Lowerer:
             self.bind(target, lowered, out)
         elif isinstance(target, (cst.Tuple, cst.List)):
             self.unpack(target, value, out)
+        elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), dict):
+            self.set_item(table, target, self.value(value, out))
         elif isinstance(target, cst.Subscript):
             base = self.array_base(target.value)
             index = self.index(target, out)
             val = self.expr(value, out)
             out.append(Store(base, index, val, self.loc))
+        elif isinstance(target, cst.Attribute):  # `self.W = W`, `model.w_q = w_q`
+            obj = self.written_object(target.value)
+            self.set_attribute(obj, target.attr.value, self.value(value, out), target, out)
         else:
-            raise self.err(target, "only names, tuples of names and subscripts can be assigned to",
-                           "objects cannot be changed inside a differentiated function: return the new value")
+            raise self.err(target, "only names, tuples of names, subscripts and attributes can be assigned to")
+
+    def set_item(self, table: dict, target: cst.Subscript, value):
+        """`cache["z"] = z`: the dict while lowering gets the item, as Python's does (every name for it sees it)."""
+        if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+            raise self.err(target, "index a dict with a single constant key")
+        key = self.static_key(target.slice[0].slice.value)
+        if self.conditional() and table.get(key, MISSING) is not value:
+            raise self.err(target, "a dict item cannot be set inside `if` or a runtime loop: s2sad fixes dicts when "
+                                   "it generates code", "set it before the branch, or keep the value in an array")
+        table[key] = value
 
     def local_var(self, target: cst.Name) -> str | None:
         return self.var(target.value) if target.value not in self.trees else None
@@ -502,7 +552,8 @@ class Lowerer:
         """Give the name (or names, for a tuple target) `target` the atom or static tree `value`."""
         if isinstance(target, cst.Name):
             if isinstance(value, StaticRef):
-                if self.branch_depth and self.objects.get(target.value) != value:
+                made_here = isinstance(value.obj, LocalObject) and target.value not in self.objects
+                if self.branch_depth and self.objects.get(target.value) != value and not made_here:
                     raise self.err(target, "a function or object cannot be (re)bound inside `if` or a runtime loop",
                                    "bind it before the branch")
                 self.objects[target.value] = value
@@ -515,6 +566,13 @@ class Lowerer:
             if isinstance(value, Const) and value.value is None or isinstance(value, Positions):
                 self.trees[target.value] = value  # `H = None`: `H is None` is decided when the code is generated
                 return
+            if isinstance(value, Const) and isinstance(value.value, str) and \
+                    (not self.branch_depth or isinstance(self.trees.get(target.value), Const)):
+                if self.branch_depth and self.trees[target.value] != value:
+                    raise self.err(target, f"`{target.value}` is a string fixed when the code is generated: it cannot "
+                                           "change inside `if` or a runtime loop", "decide it before the branch")
+                self.trees[target.value] = value  # `mode = "train"`: `mode == "train"` is decided now
+                return
             if is_tree(value):
                 before = self.trees.get(target.value)
                 # a table of numbers is the same every pass; so is generated code's `dims = (4, n)`, read at once
@@ -526,6 +584,8 @@ class Lowerer:
                 return
             self.trees.pop(target.value, None)
             var = self.var(target.value)
+            if isinstance(value, Var) and value.name not in self.arrays and isinstance(self.kinds, UnknownKinds):
+                self.kinds.asked = True  # `q = p`: whether `q += ...` writes into `p` depends on the argument types
             if not (isinstance(value, Var) and value.name == var):
                 self.emit(out, var, Copy(value))
             return
@@ -594,6 +654,14 @@ class Lowerer:
             old = self.emit(out, self.temp(self.load_hint(base, index)), Load(Var(base), index))
             new = self.prim(out, op, (old, rhs))
             out.append(Store(base, index, new, self.loc))
+        elif isinstance(node.target, cst.Attribute):  # `self.t += dt`: NumPy updates an array attribute in place
+            obj, name = self.written_object(node.target.value), node.target.attr.value
+            old = self.expr(node.target, out)
+            if not isinstance(old, Var):  # a static number: `self.step += 1` folds
+                return self.set_attribute(obj, name, self.prim(out, op, (old, rhs)), node.target, out)
+            own = old.name if self.conditional() else self.names.fresh(f"{obj.hint}_{name}")
+            obj.fields[name] = self.prim(out, op, (old, rhs), target=own)
+            out[-1].in_place = True
         else:
             raise self.err(node.target, "only names and subscripts can be updated in place")
 
@@ -770,7 +838,9 @@ class Lowerer:
             if isinstance(base, Record) and base.names and node.attr.value in base.names:
                 item = base.field(node.attr.value)
                 return item if is_tree(item) else None
-            return None
+            obj = self.local_object(node.value)
+            item = obj.fields.get(node.attr.value) if obj is not None else None
+            return item if is_tree(item) else None
         if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             base = self.tree_of(node.value)
             if is_tree(base):
@@ -875,6 +945,8 @@ class Lowerer:
     # ----------------------------------------------------------- expressions
     def value(self, node, out, target: str | None = None):
         """Lower an expression to an atom, or to a static tree (tuple/list/dict) of atoms."""
+        if (field := self.object_field(node, out)) is not _NOT_STATIC:
+            return field if target is None or not isinstance(field, (Var, Const)) else self.emit(out, target, Copy(field))
         if isinstance(node, (cst.Tuple, cst.List)):
             if any(isinstance(el, cst.StarredElement) for el in node.elements):
                 raise self.err(node, "`*` unpacking in a tuple or list is not supported")
@@ -1122,7 +1194,7 @@ class Lowerer:
         if isinstance(op, (cst.Is, cst.IsNot)):
             sides = [n for n in (node.left, right) if not (isinstance(n, cst.Name) and n.value == "None")]
             if len(sides) > 1:
-                return None
+                return Const(self.same_object(*sides, out) == isinstance(op, cst.Is))
             none = not sides or _is_none(self.value(sides[0], out))
             return Const(none == isinstance(op, cst.Is))
         if isinstance(op, (cst.In, cst.NotIn)):
@@ -1135,6 +1207,16 @@ class Lowerer:
             found = item.value in [k.value if isinstance(k, Const) else k for k in keys]
             return Const(found == isinstance(op, cst.In))
         return None
+
+    def same_object(self, left, right, out) -> bool:
+        """`F is K`: the same variable (or function, object, constant) while lowering. Two variables are two
+        objects, as two arguments traced by JAX are."""
+        a, b = self.value(left, out), self.value(right, out)
+        if isinstance(a, StaticRef) and isinstance(b, StaticRef):
+            return a.obj is b.obj
+        if isinstance(a, Const) and isinstance(b, Const):
+            return a.value is b.value
+        return a == b if isinstance(a, Var) and isinstance(b, Var) else a is b
 
     def chain(self, left, parts, out, result):
         op, node = parts[0]
@@ -1174,6 +1256,8 @@ class Lowerer:
         return Var(result)
 
     def attribute(self, node: cst.Attribute, out, target):
+        if (field := self.object_field(node, out)) is not _NOT_STATIC:
+            return field
         ref = self.static_ref(node)
         if ref is not None:
             return self.constant(node, ref)
@@ -1201,7 +1285,7 @@ class Lowerer:
         global array, an object's attribute) and where it lives; None for the function's own values."""
         if isinstance(node, cst.Name):
             if node.value in self.objects:
-                return self.objects[node.value]
+                return self.seen(self.objects[node.value])
             if node.value in self.locals or node.value in self.trees:
                 return None
             if self.enclosing is not None and self.enclosing.knows(node.value):
@@ -1210,9 +1294,11 @@ class Lowerer:
                 obj = self.parsed.resolve(node.value)
             except KeyError:
                 raise self.err(node, f"name `{node.value}` is not defined") from None
-            return StaticRef(obj, Hidden(self.parsed.fn, (("name", node.value),)))
+            return self.seen(StaticRef(obj, Hidden(self.parsed.fn, (("name", node.value),))))
         if isinstance(node, cst.Attribute):
             base = self.static_ref(node.value)
+            if base is not None and isinstance(base.obj, LocalObject):
+                return self.object_ref(node, base.obj)
             if base is None or not _has_static_attributes(base.obj):
                 return None
             try:
@@ -1223,8 +1309,189 @@ class Lowerer:
             from_name = isinstance(node.value, cst.Name) and node.value.value not in self.objects
             gencache.note(self.parsed.fn, _dotted(node), found if from_name or isinstance(
                 base.obj, (types.ModuleType, type)) else _NOT_STATIC)
-            return StaticRef(found, base.where.then("attr", node.attr.value) if base.where else None)
+            return self.seen(StaticRef(found, base.where.then("attr", node.attr.value) if base.where else None))
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and self.is_static_key(node.slice[0].slice.value):  # `self.layers[0]`: an object in a list
+            base = self.tree_of(node.value)
+            try:
+                item = base[self.static_key(node.slice[0].slice.value)] if is_tree(base) else None
+            except (KeyError, IndexError, TypeError):
+                return None
+            return self.seen(item) if isinstance(item, StaticRef) else None
         return None
+
+    # ------------------------------------------- objects built or changed in the function (objects.py)
+    def seen(self, ref: StaticRef | None) -> StaticRef | None:
+        """`ref`, or the LocalObject standing for its object where the function has assigned its attributes."""
+        if ref is None or self.hidden is None or id(ref.obj) not in self.hidden.written:
+            return ref
+        return StaticRef(self.hidden.written[id(ref.obj)], ref.where)
+
+    def local_object(self, node) -> LocalObject | None:
+        """The object built or changed in the function that a name or attribute chain stands for."""
+        if not isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        ref = self.static_ref(node)
+        return ref.obj if ref is not None and isinstance(ref.obj, LocalObject) else None
+
+    def object_ref(self, node: cst.Attribute, obj: LocalObject) -> StaticRef | None:
+        """`obj.name` where it is a function or object (a method, a callback stored on it, a class constant,
+        an attribute of the outside object not assigned in the function); None for its values."""
+        name = node.attr.value
+        if name in obj.fields:
+            found = obj.fields[name]
+            return found if isinstance(found, StaticRef) else None
+        outside = obj.outside
+        if outside is not None and name in getattr(outside.obj, "__dict__", ()):
+            return self.seen(StaticRef(getattr(outside.obj, name), outside.where and outside.where.then("attr", name)))
+        found = obj.class_attribute(name)
+        if found is MISSING:
+            raise self.err(node, f"this {obj.cls.__name__} has no attribute `{name}` (assign it first)")
+        if isinstance(found, property):
+            return None
+        return StaticRef(found, obj.where and obj.where.then("attr", name))
+
+    def object_field(self, node, out):
+        """`obj.name` of an object built or changed in the function, where it is a value (an atom or a
+        static tree; a property's value); _NOT_STATIC otherwise."""
+        obj = self.local_object(node.value) if isinstance(node, cst.Attribute) else None
+        if obj is None:
+            return _NOT_STATIC
+        name = node.attr.value
+        if name in obj.fields and not isinstance(obj.fields[name], StaticRef):
+            return obj.fields[name]
+        found = obj.class_attribute(name) if name not in obj.fields else None
+        if isinstance(found, property) and found.fget is not None:
+            return self.inline(cst.Call(node), found.fget, [StaticRef(obj, None)], out, None)
+        return _NOT_STATIC
+
+    def construct(self, node: cst.Call, ref: StaticRef, out):
+        """`LayerNorm(4)`, `SimpleNamespace(F=F, Q=Q)`, `Params(w, b)`: a LocalObject (a Record for a
+        namedtuple), its `__init__` inlined with it as `self`."""
+        cls = ref.obj
+        if is_namedtuple(cls):
+            args = [self.value(a.value, out) for a in node.args if a.keyword is None]
+            kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
+            defaults = {k: self.outside_tree(v, None) for k, v in cls._field_defaults.items()}
+            try:
+                bound = inspect.signature(cls).bind(*args, **kwargs).arguments
+                return Record([bound.get(f, defaults.get(f)) for f in cls._fields], cls._fields)
+            except TypeError as exc:
+                raise self.err(node, f"bad call to `{cls.__name__}`: {exc}") from None
+        obj = LocalObject(cls, cls.__name__.lower(), ref.where)
+        made = StaticRef(obj, None)
+        if cls is types.SimpleNamespace:
+            if any(a.keyword is None for a in node.args):
+                raise self.err(node, "SimpleNamespace takes keyword arguments only")
+            for a in node.args:
+                self.set_attribute(obj, a.keyword.value, self.value(a.value, out), node, out)
+            return made
+        fields = dataclass_init(cls)
+        if fields is not None:
+            self.dataclass_init(node, obj, fields, out)
+            post_init = getattr(cls, "__post_init__", None)
+            if post_init is not None:
+                self.inline(cst.Call(node.func), post_init, [made], out, None)
+        elif cls.__init__ is not object.__init__:
+            self.inline(node, cls.__init__, [made], out, None)
+        elif node.args:
+            raise self.err(node, f"`{cls.__name__}()` takes no arguments")
+        return made
+
+    def dataclass_init(self, node: cst.Call, obj: LocalObject, fields, out):
+        """What a dataclass's generated `__init__` does: each field from its argument or its default."""
+        taken = [f for f in fields if f.init]
+        positional = [a for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
+        if len(positional) > len(taken) or set(keywords) - {f.name for f in taken}:
+            raise self.err(node, f"bad call to `{obj.cls.__name__}`: its fields are "
+                                 f"{', '.join(f.name for f in taken)}")
+        given = {f.name: a for f, a in zip(taken, positional)} | keywords
+        for f in fields:
+            if f.name in given:
+                value = self.value(given[f.name].value, out)
+            elif f.default is not dataclasses.MISSING:
+                value = self.outside_tree(f.default, None)
+            elif f.default_factory is not dataclasses.MISSING and not is_hidden_array(f.default_factory()):
+                value = self.outside_tree(f.default_factory(), None)
+            else:
+                raise self.err(node, f"`{obj.cls.__name__}` needs its field `{f.name}` here",
+                               "pass it, or give the field a number default")
+            self.set_attribute(obj, f.name, value, node, out)
+
+    def written_object(self, node) -> LocalObject:
+        """The object whose attribute `node.attr = ...` assigns: one built in the function, or an outside
+        plain object, from now on seen through a LocalObject (the outside object itself is left as it is)."""
+        obj = self.local_object(node)
+        if obj is not None:
+            return obj
+        ref = self.static_ref(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if ref is None or not builds_object(type(ref.obj)) or self.hidden is None:
+            what = cst.Module([]).code_for_node(node)
+            raise self.err(node, f"only attributes of objects can be assigned (`{what}` is not a plain object)",
+                           "return the new value instead")
+        obj = LocalObject(type(ref.obj), type(ref.obj).__name__.lower(), None, outside=ref)
+        self.hidden.written[id(ref.obj)] = obj
+        return obj
+
+    def set_attribute(self, obj: LocalObject, name: str, value, node, out):
+        """`obj.name = value`. A number or array gets a variable of its own: a new one in straight-line code,
+        the same one where the assignment runs conditionally or repeatedly. A static value (an int, a
+        string, a tuple, a function or object) is kept while lowering, and cannot change at run time."""
+        old = obj.fields.get(name, MISSING)
+        varying = isinstance(value, Var) or _is_number(value) and (
+            isinstance(value.value, float) or (obj.cls, name) in self.hidden.varying)
+        if self.conditional() and _is_number(old) and not isinstance(old.value, float) and old != value:
+            raise ChangesAtRunTime((obj.cls, name))  # `self.t += 1` in a loop: `t` is a variable after all
+        if not self.conditional() and varying:
+            old = Var(self.names.fresh(f"{obj.hint}_{name}"))
+        elif self.conditional() and isinstance(old, Var) and isinstance(value, (Var, Const)):
+            pass
+        elif self.conditional() and old is MISSING and varying:
+            old = Var(self.names.fresh(f"{obj.hint}_{name}"))
+        elif self.conditional() and old is not value and old != value and \
+                (old is not MISSING or any(isinstance(a, Var) for a in flatten(value)[0])):
+            raise self.err(node, f"attribute `{name}` would change from one static value to another at run time "
+                                 "(in a branch or a loop)", "keep numbers and arrays in the attributes that change; "
+                                                            "set the others before the branch or loop")
+        else:
+            obj.fields[name] = value
+            return
+        obj.fields[name] = old
+        self.spelled.setdefault(old.name, f"self.{name}")
+        if not (isinstance(value, Var) and value.name == old.name):
+            self.emit(out, old.name, Copy(value))
+
+    def super_method(self, node: cst.Attribute) -> StaticRef | None:
+        """`super().__init__` in a method of an object built or changed in the function (None: object's)."""
+        fn = self.stack[-1]
+        start = defining_class(fn)
+        first = self.parsed.node.params.params[0].name.value if self.parsed.node.params.params else None
+        obj = self.local_object(cst.Name(first)) if first is not None and start is not None else None
+        if obj is None:
+            raise self.err(node, "super() is supported in methods of objects the function builds or changes")
+        found = after_in_mro(obj.cls, start, node.attr.value)
+        if isinstance(found, types.FunctionType):
+            return StaticRef(types.MethodType(found, obj), None)
+        if found is MISSING or found is object.__init__ and node.attr.value == "__init__":
+            return None  # object's own __init__: nothing to do
+        raise self.err(node, f"super().{node.attr.value} is not a method s2sad can inline")
+
+    def kept(self, made: StaticRef) -> cst.Name:
+        """A name no user code has, standing for a function or object a call made."""
+        name = self.names.fresh("made")
+        self.objects[name] = made
+        return cst.Name(name)
+
+    def makes_object(self, node) -> bool:
+        """Is `node` a call that builds an object, or calls a Python function (which may return one)?"""
+        if not isinstance(node, cst.Call) or isinstance(node.func, cst.Call):
+            return False
+        if isinstance(node.func, cst.Attribute) and self.makes_object(node.func.value):
+            return True  # `KDE(h).fit(x)`: a method of an object a call made
+        ref = self.static_ref(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
+        built = ref is not None and builds_object(ref.obj) and rules.lookup_object(ref.obj) is None
+        return built or self.calls_python_function(node)
 
     def callee_is(self, func_node, obj) -> bool:
         return self.static_value(func_node) is obj
@@ -1232,19 +1499,32 @@ class Lowerer:
     def call(self, node: cst.Call, out, target):
         if any(a.star for a in node.args):
             node = self.spread(node, out)
-        if isinstance(node.func, cst.Call) and self.calls_python_function(node.func):  # `make_loss(k)(x)`
+        if isinstance(node.func, cst.Call) and self.makes_object(node.func):  # `make_loss(k)(x)`, `Model(w)(x)`
             made = self.value(node.func, out)
             if isinstance(made, StaticRef):
-                name = self.names.fresh("made")  # kept under a name no user code has
-                self.objects[name] = made
-                node = node.with_changes(func=cst.Name(name))
+                node = node.with_changes(func=self.kept(made))
+        if isinstance(node.func, cst.Attribute) and self.makes_object(node.func.value):  # `KDE(h).fit(x)`
+            made = self.value(node.func.value, out)
+            if isinstance(made, StaticRef):
+                node = node.with_changes(func=node.func.with_changes(value=self.kept(made)))
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
             frozen = node.func.value
             node = node.with_changes(func=node.func.with_changes(value=frozen.func), args=[*node.args, *frozen.args])
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call) and \
+                self.callee_is(node.func.value.func, super):  # `super().__init__(d)`
+            method = self.super_method(node.func)
+            if method is None:
+                return Const(None)
+            return self.inline(node, method.obj.__func__, [StaticRef(method.obj.__self__, None)], out, target)
         ref = self.static_ref(node.func)
         fn = _NOT_STATIC if ref is None else ref.obj
+        if isinstance(fn, LocalObject):  # `model(x)` of an object the function built, with a `__call__`
+            ref = StaticRef(fn.class_attribute("__call__"), None)
+            fn = ref.obj
+        if (builds_object(fn) or is_namedtuple(fn)) and rules.lookup_object(fn) is None:
+            return self.construct(node, ref, out)
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
         if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
@@ -1254,13 +1534,16 @@ class Lowerer:
             fn = ref.obj
         if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType) \
                 and rules.lookup_object(fn) is None and not _in_library(unwrap(fn.__func__)):  # (norm.cdf has a rule)
-            owner = StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None)
+            owner = self.seen(StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None))
             return self.inline(node, unwrap(fn.__func__), [owner], out, target)
         from s2sad import api
 
         if fn is api.jvp:
             return self.inline_jvp(node, out, target)
         if fn is _NOT_STATIC:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
+                    isinstance(table := self.tree_of(node.func.value), dict):  # `params.get("eps", 1e-5)`
+                return self.dict_get(node, table, out)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
                 receiver = self.expr(node.func.value, out)
                 method = node.func.attr.value
@@ -1283,6 +1566,14 @@ class Lowerer:
             return self.into_output(node, fn, written, out)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def dict_get(self, node: cst.Call, table: dict, out):
+        if not 1 <= len(node.args) <= 2 or any(a.keyword for a in node.args):
+            raise self.err(node, "dict.get takes a key and an optional default")
+        key = self.static_key(node.args[0].value)
+        if key in table:
+            return table[key]
+        return self.value(node.args[1].value, out) if len(node.args) == 2 else Const(None)
 
     def into_output(self, node: cst.Call, fn, written: cst.Arg, out):
         """`np.add(a, b, out)`, `np.sqrt(d, out=d)`, `np.dot(a, b, c)`: the result is written into the
@@ -1382,8 +1673,8 @@ class Lowerer:
             if is_tree(value):
                 return Const(len(value))
             return self.prim(out, "len", (value,), target=target, hint="n")
-        if fn is range:
-            raise self.err(node, "range() is only supported as the iterable of a `for` loop")
+        if fn is range:  # `p[range(m), y]`: the integers as an index array
+            fn = np.arange
         from s2sad.custom import _Custom
 
         if isinstance(fn, _Custom):
@@ -1484,9 +1775,14 @@ class Lowerer:
                 and not self.is_static_comprehension(first):
             return self.filled_array(first, out, target)
         items = self.value(first, out)
+        as_float = fn is np.array and self.float_dtype(node)
+        if as_float:
+            node = node.with_changes(args=node.args[:1])  # `dtype=float`: what stacking numbers gives
         if fn is np.array and isinstance(items, Var) and len(node.args) == 1:  # np.array(x) of an array: a copy
             rule, spelled = rules.lookup_object(np.copy)
             return self.emit(out, target or self.temp("array"), Prim(rule, (items,), (), spelled))
+        if fn is np.array and len(node.args) == 1 and is_tree(items) and any(is_tree(i) for i in items):
+            return self.nested_array(node, items, out, target, as_float)
         if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
             raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)")
         axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]
@@ -1507,6 +1803,36 @@ class Lowerer:
             result = self.prim(out, "concatenate2", (result, item, axis), hint="joined")
         if target is not None:
             return self.emit(out, target, Copy(result))
+        return result
+
+    def float_dtype(self, node: cst.Call) -> bool:
+        """Does `np.array(rows, dtype=...)` ask for float64?"""
+        dtype = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "dtype"]
+        return len(node.args) == 2 and len(dtype) == 1 and self.static_dtype(dtype[0]) == np.float64
+
+    def nested_array(self, node: cst.Call, rows, out, target, as_float=False):
+        """`np.array([[c, -s], [s, c]])`: each row made an array, then the rows stacked. Rows of numbers
+        known when the code is generated are one constant table."""
+        leaves = flatten(rows)[0]
+        if all(isinstance(a, Const) and type(a.value) in (int, float, bool) for a in leaves):
+            table = self.constant_table(node, rows, out)
+            if as_float:
+                table = self.emit(out, table.name, Copy(Const(_nested_tuple(np.array(
+                    _constant_tuple(rows), dtype=float).tolist()))))
+            return self.prim(out, "asarray", (table,), target=target, hint="array")
+        if len({len(r) if is_tree(r) else None for r in rows}) != 1:
+            raise self.err(node, "np.array([...]) of rows needs rows of equal length")
+        made = [self.nested_array(node, r, out, None) if is_tree(r) and any(is_tree(i) for i in r)
+                else self.stack_items(r, out) if is_tree(r) else r for r in rows]
+        result = self.stack_items(made, out)
+        return self.emit(out, target, Copy(result)) if target is not None else result
+
+    def stack_items(self, items, out):
+        """np.stack(items) of numbers or arrays of one shape, along a new first axis."""
+        items = [self.prim(out, "expand_dims_any", (i, Const(0)), hint="item") for i in items]
+        result = items[0]
+        for item in items[1:]:
+            result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
         return result
 
     def split(self, node: cst.Call, out):
@@ -1537,7 +1863,7 @@ class Lowerer:
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
                          hidden=self.hidden, arrays=self.arrays, kinds=self.kinds,
-                         arguments=self.arguments)
+                         arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
             args = self.with_hidden(fn, args)
@@ -1557,7 +1883,7 @@ class Lowerer:
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
                          hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds,
-                         arguments=self.arguments)
+                         arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
             bound = _bind_parameters(fn.node, args, kwargs)
@@ -2087,11 +2413,7 @@ class Lowerer:
         if not items or any(is_tree(i) for i in items):
             raise self.err(node, "NumPy takes numbers or arrays here; this comprehension makes "
                                  f"{'no items' if not items else 'tuples/lists'}")
-        items = [self.prim(out, "expand_dims_any", (i, Const(0)), hint="item") for i in items]
-        result = items[0]
-        for item in items[1:]:
-            result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
-        return result
+        return self.stack_items(items, out)
 
     def dict_call(self, node, positional, keywords, out):
         """dict(a=..., b=...), dict(zip(keys, values)), dict(other, key=...): a static dict."""
@@ -2581,6 +2903,8 @@ class Lowerer:
             self._params.append(name)
             if bound is None:
                 self.arguments.add(name)
+                if not isinstance(self.kinds, UnknownKinds) and (self.kinds.get(name) or (0,))[0] > 0:
+                    self.arrays.add(name)
             if bound is not None:
                 self.set_loc(func)
                 self.emit(out, name, Copy(value))
@@ -2691,6 +3015,8 @@ class HiddenParams:
     free: set  # names no variable of generated code takes: a hidden parameter may take one as it is
     own: set  # the top function's variables and the names generated code calls
     params: dict = field(default_factory=dict)  # Hidden -> parameter name
+    written: dict = field(default_factory=dict)  # id of an outside object whose attributes are assigned -> LocalObject
+    varying: set = field(default_factory=set)  # (class, attribute): an int attribute that changes at run time
 
     def var(self, where: Hidden) -> str:
         if where not in self.params:
@@ -2721,6 +3047,10 @@ class Record(tuple):
         if self.names is None or name not in self.names:
             raise KeyError(name)
         return self[self.names.index(name)]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Const) and type(value.value) in (int, float)
 
 
 def _constant_tuple(value):
@@ -3053,6 +3383,15 @@ def _positional(fn, args: list, kwargs: list) -> tuple[list, list]:
     return filled, []
 
 
+class ChangesAtRunTime(Exception):
+    """An int attribute of an object, kept as a constant, is changed where the change runs conditionally
+    or repeatedly: lowering starts again, with the attribute a variable from the start."""
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
+
+
 def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
               arg_kinds: dict | None = None, copy_arguments: bool = True) -> ir.Function:
     """Lower `fn`; calls to the custom functions in `plain` are inlined as their primal code.
@@ -3065,6 +3404,15 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
     the other parameters to (ndim, type) of their arguments, for code that asks (`x.ndim`,
     `isinstance`); without it such code raises TypesNeeded, and the caller specializes.
     """
+    varying: set = set()
+    while True:
+        try:
+            return _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying)
+        except ChangesAtRunTime as again:
+            varying.add(again.key)
+
+
+def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) -> ir.Function:
     from s2sad import runtime
 
     parsed = parse_function(fn)
@@ -3073,7 +3421,7 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
     names = Names(user_names(parsed.node) | reserved)
     temps: set = set()
     own = assigned_names(parsed.node) | reserved
-    outside = HiddenParams(names, user_names(parsed.node) - own, own)
+    outside = HiddenParams(names, user_names(parsed.node) - own, own, varying=varying)
     lw = Lowerer(parsed, names, temps, [parsed.fn], plain=plain, arg_trees=arg_trees or {}, hidden=outside,
                  copy_arguments=copy_arguments, kinds=dict(arg_kinds) if arg_kinds is not None else UnknownKinds())
     body: list = []
@@ -3084,4 +3432,5 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
         filename=parsed.filename, firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
         generated=written_by_s2sad(parsed.fn), asks_types=isinstance(lw.kinds, UnknownKinds) and lw.kinds.asked,
+        arrays=frozenset(lw.arrays | {p for p, kind in (arg_kinds or {}).items() if kind and kind[0] > 0}),
     )

@@ -10,7 +10,7 @@ array) after which another name sharing the memory may be read, and raises a loc
 says how to break the sharing.
 
 Only names known to be arrays take part: a store's base, a name bound to a slice or to a view
-function's result (`VIEWS`), a plain copy of one of those, and what an augmented
+function's result (`VIEWS`), an array lowering knows (made by NumPy, an argument whose type is known), a plain copy of one of those, and what an augmented
 assignment of one of those makes. `row = m[i]` is a view of `m` where `row` is sliced or written
 into; where it is only read whole, it reads like an element here and is not seen. Reads are ordered by position in the program: a read in the
 other branch of an `if` counts as later, which can only refuse more, never less.
@@ -69,6 +69,8 @@ class _Program:
 
     def __post_init__(self):
         self._index(self.fn.body, (), ())
+        self.arrays |= {n for n in self.fn.arrays if n in self.fn.params or all(
+            not isinstance(d.value, Copy) and not d.in_place for d in self.defs.get(n, []))}
         for s in self._stmts():
             if isinstance(s, Store):
                 self.arrays.add(s.base)
@@ -180,6 +182,8 @@ class _Program:
             how = f"a view taken{where}"
         elif isinstance(bound.value, Copy) or bound.in_place:
             how = f"another name for the array, bound{where}"
+        elif any(isinstance(d.value, Copy) for d in self.defs.get(name, [])):
+            how = f"`{user}` names the same array, bound{where}"
         else:
             how = f"the array a view was taken of, bound{where}"
         later = f"line {read.loc.line}" if read is not None and read.loc else "the result"

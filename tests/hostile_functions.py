@@ -64,8 +64,9 @@ uses_nonlocal = make_counter()
 
 
 def attribute_write(x):
-    MODEL.w = x
-    return x * 2.0
+    y = x * 2.0
+    y.real = x
+    return y
 
 
 def deletes(x):
@@ -150,7 +151,7 @@ def in_test(x):
 
 
 def imports(x):
-    import math as m
+    import s2sad_no_such_module as m
     return m.sin(x)
 
 

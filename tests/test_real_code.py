@@ -6,6 +6,7 @@ import math
 from math import cos, prod, sqrt
 
 import numpy as np
+import pytest
 import scipy.linalg
 
 import s2sad
@@ -447,3 +448,102 @@ def test_matrix_power_and_multi_dot_are_products_written_out(backend):
     g = s2sad.grad(gain_by_matrix_power, argnums=(0, 2), backend=backend)(P, H, R)
     assert_close(g[0], fd_grad(gain_by_matrix_power, (P, H, R), 0))
     assert_close(g[1], fd_grad(gain_by_matrix_power, (P, H, R), 2))
+
+
+def rotation_and_constant_tables(x):
+    c, s = np.cos(x[0]), np.sin(x[0])
+    R = np.array([[c, -s], [s, c]])
+    dt = 0.1
+    F = np.array([[1, 0, dt, 0], [0, 1, 0, dt], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+    H = np.array([[1, 0], [0, 1]], dtype=float)
+    stacked = np.array([[x, 2.0 * x], [x * x, x]])  # rows of arrays: a 3-D array
+    return np.sum(R @ x) + np.sum(F @ np.concatenate((x, x))) + np.sum(H @ x) + np.sum(stacked ** 2)
+
+
+def test_np_array_of_nested_lists_stacks_rows_and_keeps_constant_tables(backend):
+    x = np.array([0.3, -0.7])
+    assert_close(s2sad.grad(rotation_and_constant_tables, backend=backend)(x),
+                 fd_grad(rotation_and_constant_tables, (x,), 0))
+
+
+def another_name_for_an_argument(p, v):
+    q = p
+    q += 0.5 * v
+    return np.sum(p * p) + np.sum(q)
+
+
+def another_name_for_a_copy(p, v):
+    pos = p.copy()
+    q = pos
+    q += 0.5 * v
+    return np.sum(pos * pos) + np.sum(q)
+
+
+def another_name_for_arithmetic(p, v):
+    pos = p * 1.0
+    q = pos
+    q += 0.5 * v
+    return np.sum(pos * pos) + np.sum(q)
+
+
+def another_name_for_a_number(p, v):
+    a = p[0] * 1.0
+    b = a
+    b += v[0]
+    return a * b
+
+
+def test_an_update_through_another_name_for_an_array_is_refused_not_silently_wrong():
+    x = np.array([0.3, -0.2, 0.5])
+    for fn in (another_name_for_an_argument, another_name_for_a_copy, another_name_for_arithmetic):
+        with pytest.raises(s2sad.UnsupportedError, match=r"augmented assignment of `q` changes memory that `p"):
+            s2sad.grad(fn, backend="python")(x, x + 1.0)
+    # a number updated through a second name is rebound, as in Python: no sharing, a right gradient
+    assert_close(s2sad.grad(another_name_for_a_number, backend="python")(x, x + 1.0),
+                 fd_grad(another_name_for_a_number, (x, x + 1.0), 0))
+
+
+def poisson_nll(obs, exp):
+    from scipy.special import loggamma
+    import numpy.linalg as la
+    return np.sum(-(obs * np.log(exp) - exp - loggamma(obs + 1))) + la.norm(exp)
+
+
+def sabr_like(F, K):
+    if F is K:
+        return F * 2.0
+    return F * K
+
+
+def batchnorm_like(x, gamma, params):
+    mode = params["mode"]
+    eps = params.get("eps", 1e-5)
+    out = None
+    if mode == "train":
+        out = gamma * (x - np.mean(x)) / np.sqrt(np.var(x) + eps)
+    elif mode == "test":
+        out = gamma * x
+    params["running"] = np.mean(x)
+    return np.sum(out ** 2) + params["running"]
+
+
+def trains_a_batchnorm(x, gamma):
+    return batchnorm_like(x, gamma, {"mode": "train"})
+
+
+def picks_with_range(X, y):
+    p = np.exp(X) / np.sum(np.exp(X), axis=1, keepdims=True)
+    return -np.sum(np.log(p[range(X.shape[0]), y]))
+
+
+def test_imports_identity_dict_get_string_modes_and_range_indexes():
+    x = np.array([1.5, 2.0, 0.5])
+    for i in (0, 1):
+        assert_close(s2sad.grad(poisson_nll, argnums=i, backend="python")(x, x + 1.0),
+                     fd_grad(poisson_nll, (x, x + 1.0), i))
+    assert_close(s2sad.grad(sabr_like, backend="python")(1.5, 2.5), 2.5)  # two arguments: two objects
+    g = s2sad.grad(trains_a_batchnorm, argnums=(0, 1), backend="python")(x, 0.7)
+    assert_close(g[0], fd_grad(trains_a_batchnorm, (x, 0.7), 0))
+    assert_close(g[1], fd_grad(trains_a_batchnorm, (x, 0.7), 1))
+    X, y = np.random.default_rng(3).normal(size=(4, 3)), np.array([2, 0, 1, 2])
+    assert_close(s2sad.grad(picks_with_range, backend="python")(X, y), fd_grad(picks_with_range, (X, y), 0))

@@ -19,7 +19,8 @@ NORM = ((), (3,), ((2, 3), (3,), ()), ((3,), (), (2, 3)))
 
 norm = scipy.stats.norm
 add_namespace(norm)
-for _name in ("erf", "erfc", "expit", "logit", "gammaln", "digamma", "polygamma", "xlogy", "logsumexp"):  # psi: digamma
+for _name in ("erf", "erfc", "expit", "logit", "gammaln", "loggamma", "digamma", "polygamma", "xlogy",
+              "logsumexp"):  # psi: digamma
     spell_as(getattr(scipy.special, _name), f"scipy.special.{_name}")
 for _name in ("cdf", "pdf", "logpdf"):
     spell_as(getattr(norm, _name), f"scipy.stats.norm.{_name}")
@@ -50,8 +51,11 @@ def logit(g, out, p):
     return (g / (p * (1.0 - p)),)
 
 
-@defrule(scipy.special.gammaln, sp_gammaln, name="special_gammaln", print_as="sp_gammaln", costly=True,
-         checks=[Check("scipy.special.gammaln(a)", "positive"), Check("scipy.special.gammaln(0.3 * a - 2.5)", "unit")])
+# loggamma of a real x > 0 is gammaln (for x < 0 it is nan, where gammaln gives log|gamma(x)|)
+@defrule(scipy.special.gammaln, scipy.special.loggamma, sp_gammaln, name="special_gammaln", print_as="sp_gammaln",
+         costly=True, checks=[Check("scipy.special.gammaln(a)", "positive"),
+                              Check("scipy.special.gammaln(0.3 * a - 2.5)", "unit"),
+                              Check("scipy.special.loggamma(a + 1.0)", "positive")])
 def gammaln(g, out, x):
     return (g * sp_digamma(x),)
 
