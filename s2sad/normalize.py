@@ -601,7 +601,15 @@ class Lowerer:
             size = len(value) if is_tree(value) else "a non-tuple"
             raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
         for name, item in zip(names, value):
-            self.bind_again(name, item, out)
+            if isinstance(name, cst.Attribute):  # `self.x, self.P = predict(...)`
+                self.set_attribute(self.written_object(name.value), name.attr.value, item, name, out)
+            elif isinstance(name, cst.Subscript) and isinstance(table := self.tree_of(name.value), dict):
+                self.set_item(table, name, item)
+            elif isinstance(name, cst.Subscript):  # `a[0], a[1] = y, x`
+                base = self.array_base(name.value)
+                out.append(Store(base, self.index(name, out), self.refuse_non_atom(name, item), self.loc))
+            else:
+                self.bind_again(name, item, out)
 
     def bind_again(self, target, value, out):
         """`bind`, where a name bound again in straight-line code gets a new variable (`new_version`)."""

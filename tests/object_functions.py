@@ -252,3 +252,20 @@ def static_attribute_changed_in_a_loop(x):
     for i in range(3):
         c.mode = "b"
     return np.sum(x)
+
+
+class Kalman:
+    def __init__(self, x, P):
+        self.x = x
+        self.P = P
+
+    def predict(self, F):
+        self.x, self.P = F @ self.x, F @ self.P @ F.T
+
+
+def unpacks_into_attributes_and_elements(x, P):
+    kf = Kalman(x, P)
+    kf.predict(np.array([[1.0, 0.1, 0.0], [0.0, 1.0, 0.1], [0.0, 0.0, 1.0]]))
+    a = np.zeros(2)
+    a[0], a[1] = kf.x[1], kf.x[0] * 2.0
+    return np.sum(kf.P) + np.sum(a ** 2)

@@ -28,6 +28,7 @@ CASES = [
     (O.method_of_a_built_object, (X, np.linspace(-1.0, 1.0, 4), 0.7)),
     (O.assigns_a_global_objects_attribute, (W1, X)),
     (O.drift_of_its_own_copy, (X, X + 1.0)),
+    (O.unpacks_into_attributes_and_elements, (X, W1 @ W1.T)),
 ]
 
 
