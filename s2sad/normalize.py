@@ -245,6 +245,9 @@ class Lowerer:
     copy_arguments: bool = True
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
+    ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
+    views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
+    ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows (or a shape's length)
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
@@ -279,7 +282,67 @@ class Lowerer:
         out.append(Assign(target, value, self.loc))
         if _makes_array(value, self.arrays):
             self.arrays.add(target)
+        if _gives_int(value, self.ints):
+            self.ints.add(target)
+        else:
+            self.ints.discard(target)
+        rank = _rank(value, self.ranks, self.ints)
+        if rank is None:
+            self.ranks.pop(target, None)
+        else:
+            self.ranks[target] = rank
+        self.note_view(out, target, value)
         return Var(target)
+
+    # ------------------------------------------- writes through views (`p = m[i][:3]; p += v * dt`)
+    def note_view(self, out, target, value):
+        """Keep `target = m[i, :3]` (or a plain copy of such a name) as a view of `m` while `m`, `i` and the
+        bounds keep their values, in this block: a write through it can then be a write into `m`."""
+        for name in [n for n, v in self.views.items() if n == target or target in v.names()]:
+            del self.views[name]  # rebound: the name, the array or an index no longer is what the view read
+        if isinstance(value, Copy) and isinstance(value.value, Var) and value.value.name in self.views:
+            self.views[target] = self.views[value.value.name]
+            return
+        if not isinstance(value, Load) or not all(self.fixed_item(i) for i in value.index):
+            return
+        root, index = value.base.name, value.index
+        prior = self.views.get(root)
+        if prior is not None and prior.out is out and not any(isinstance(i, Slice) for i in prior.index):
+            root, index = prior.root, prior.index + index  # `m[i][:3]` is `m[i, :3]`
+        self.views[target] = View(root, index, out)
+
+    def fixed_item(self, item) -> bool:
+        """An index item of basic indexing: a slice of ints, an int constant, a variable holding one int."""
+        if isinstance(item, Slice):
+            return all(b is None or self.fixed_item(b) for b in (item.lower, item.upper, item.step))
+        return isinstance(item, Const) and type(item.value) is int or isinstance(item, Var) and item.name in self.ints
+
+    def written_view(self, node, name: str, out) -> "View | None":
+        """The view `name` holds, where a write into it is a write into the array it views (not a number)."""
+        view = self.views.get(name)
+        if view is None or view.out is not out:
+            return None
+        if any(isinstance(i, Slice) for i in view.index):
+            return view
+        rank = self.ranks.get(view.root)
+        if rank is None and isinstance(self.kinds, UnknownKinds):
+            self.kinds.asked = True  # `row = m[i]`: a row of a matrix or a number of a vector, by m's type
+            return None
+        if rank is None and (view.root in self.arrays or view.root in self.arguments):
+            user = self.spelled.get(name, name)
+            raise self.err(node, f"`{user} op= ...` of `{user} = ...[i]`: s2sad cannot tell whether `{user}` is a row "
+                                 "of the array (NumPy then writes into the array) or a number",
+                           f"write into the array itself (`m[i] += ...`), or take a copy: `{user} = m[i].copy()`")
+        return view if rank is not None and rank > len(view.index) else None
+
+    def write_through(self, name: str, view: "View", new, out):
+        """`p op= e` of a view: the new values go into the viewed array, and `p` reads them back from it."""
+        out.append(Store(view.root, view.index, new, self.loc))
+        target = self.var(name)
+        version = self.new_version(name)
+        self.emit(out, version or target, Load(Var(view.root), view.index))
+        if version:
+            self.scope[name] = version
 
     def prim(self, out, key, args, kwargs=(), target=None, hint=None):
         folded = _fold_ints(key, args) if not kwargs else None
@@ -651,6 +714,9 @@ class Lowerer:
             if name not in self.locals:
                 raise self.err(node.target, f"`{name}` is not a local variable")
             v = self.var(name)
+            view = self.written_view(node, v, out)
+            if view is not None:
+                return self.write_through(name, view, self.prim(out, op, (Var(v), rhs)), out)
             version = self.new_version(name)
             self.prim(out, op, (Var(v), rhs), target=version or v)
             out[-1].in_place = True
@@ -782,12 +848,11 @@ class Lowerer:
         loop = Loop()
         self.loops.append(loop)
         body: list = []
-        if user_target and self.private_to(node, user_target):
-            counter = self.var(user_target)
-        else:
-            counter = self.names.fresh(user_target or "i")
-            if user_target:
-                self.emit(body, self.var(user_target), Copy(Var(counter)))
+        private = user_target and self.private_to(node, user_target)
+        counter = self.var(user_target) if private else self.names.fresh(user_target or "i")
+        self.ints.add(counter)
+        if user_target and not private:
+            self.emit(body, self.var(user_target), Copy(Var(counter)))
         if pre is not None:
             self.loc = loc
             pre(Var(counter), body)
@@ -1870,7 +1935,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds,
+                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -1890,7 +1955,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds,
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -2911,8 +2976,10 @@ class Lowerer:
             self._params.append(name)
             if bound is None:
                 self.arguments.add(name)
-                if not isinstance(self.kinds, UnknownKinds) and (self.kinds.get(name) or (0,))[0] > 0:
-                    self.arrays.add(name)
+                if not isinstance(self.kinds, UnknownKinds) and name in self.kinds:
+                    self.ranks[name] = self.kinds[name][0]
+                    if self.kinds[name][0] > 0:
+                        self.arrays.add(name)
             if bound is not None:
                 self.set_loc(func)
                 self.emit(out, name, Copy(value))
@@ -2959,6 +3026,19 @@ def _is_static_object(obj) -> bool:
     """A value that stays an object while lowering (not a number, an array or a container)."""
     return not isinstance(obj, (np.ndarray, np.generic, bool, int, float, complex, str, bytes, tuple, list,
                                 dict, type(None)))
+
+
+@dataclass(frozen=True, eq=False)
+class View:
+    """What a name read by basic indexing views: `root[index]`, read in the block `out`."""
+
+    root: str
+    index: tuple
+    out: list
+
+    def names(self) -> set[str]:
+        items = [b for i in self.index for b in ((i.lower, i.upper, i.step) if isinstance(i, Slice) else (i,))]
+        return {self.root} | {a.name for a in items if isinstance(a, Var)}
 
 
 @dataclass(frozen=True)
@@ -3224,6 +3304,43 @@ def _makes_array(value, arrays: set) -> bool:
     return False
 
 
+def _gives_int(value, ints: set) -> bool:
+    """Does this right-hand side surely give one int (a loop counter, arithmetic of ints, a length)?"""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Const) and type(value.value.value) is int or \
+            isinstance(value.value, Var) and value.value.name in ints
+    if isinstance(value, Prim) and value.rule.name in ("add", "sub", "mul", "floordiv", "mod", "neg"):
+        return all(isinstance(a, Const) and type(a.value) is int or isinstance(a, Var) and a.name in ints
+                   for a in value.args)
+    return isinstance(value, Prim) and value.rule.name == "len"
+
+
+def _rank(value, ranks: dict, ints: set) -> int | None:
+    """The ndim of what a right-hand side gives, where it follows from ranks already known (a shape's
+    length for `make_tuple`); None where lowering cannot tell."""
+    if isinstance(value, Copy) and isinstance(value.value, Var):
+        return ranks.get(value.value.name)
+    if isinstance(value, Load):
+        base = ranks.get(value.base.name)
+        fixed = [i for i in value.index if not isinstance(i, Slice)]
+        if base is None or not all(isinstance(i, Const) and type(i.value) is int or isinstance(i, Var) and i.name in ints
+                                   for i in fixed):
+            return None
+        return base - len(fixed)
+    if not isinstance(value, Prim) or not value.args:
+        return None
+    name, first = value.rule.name, value.args[0]
+    if name == "make_tuple":
+        return len(value.args)
+    if name in ("zeros", "ones", "empty", "full"):
+        if isinstance(first, Const):
+            return len(first.value) if isinstance(first.value, tuple) else 1
+        return ranks.get(first.name)
+    if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg"):
+        return ranks.get(first.name) if isinstance(first, Var) else None
+    return None
+
+
 def _updated_only(func: cst.FunctionDef) -> set[str]:
     """Names the function only updates in place (`x += ...`), never binds anew."""
     updated = {n.target.value for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))
@@ -3254,7 +3371,14 @@ def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0, updates: bool 
         return node.value if isinstance(node, cst.Name) else None
 
     found = set()
+    viewed = {}  # `p = position[i][:3]`: p may view a parameter, and `p += ...` write into it
     for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
+        if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name) \
+                and isinstance(n.value, cst.Subscript) and base(n.value) in params:
+            viewed[n.targets[0].target.value] = base(n.value)
+    for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
+        if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value in viewed:
+            found.add(viewed[n.target.value])
         if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript):
             found.add(base(n.target))
         elif isinstance(n, cst.Call) and (written := _output_argument(n, _resolved(fn, n.func))) is not None:

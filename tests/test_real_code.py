@@ -547,3 +547,84 @@ def test_imports_identity_dict_get_string_modes_and_range_indexes():
     assert_close(g[1], fd_grad(trains_a_batchnorm, (x, 0.7), 1))
     X, y = np.random.default_rng(3).normal(size=(4, 3)), np.array([2, 0, 1, 2])
     assert_close(s2sad.grad(picks_with_range, backend="python")(X, y), fd_grad(picks_with_range, (X, y), 0))
+
+
+SOFTENING = 0.01
+
+
+def body_body_interaction(force, pos_mass0, pos_mass1):
+    r = pos_mass1[:3] - pos_mass0
+    dist_sqr = (r * r).sum()
+    dist_sqr += SOFTENING
+    inv_dist = np.sqrt(dist_sqr)
+    s = pos_mass1[3] * inv_dist * inv_dist * inv_dist
+    force += r * s
+
+
+def integrate(position_out, position_in, velocity, delta_time, n):  # numba-examples' legacy n-body
+    for i in range(n):
+        p = position_in[i][:3]
+        f = np.zeros(3)
+        for j in range(i):
+            body_body_interaction(f, p, position_in[j])
+        inv_mass = position_in[i, 3]
+        v = velocity[i]
+        v += f * inv_mass * delta_time
+        p += v * delta_time
+        position_out[i, :3] = p
+        position_out[i, 3] = inv_mass
+        velocity[i] = v
+
+
+def nbody_step(position_in, velocity, delta_time):
+    out = np.zeros_like(position_in)
+    integrate(out, position_in, velocity, delta_time, position_in.shape[0])
+    return np.sum(out ** 2) + np.sum(position_in ** 2) + np.sum(velocity)
+
+
+def nbody_step_on_copies(position_in, velocity, delta_time):
+    return nbody_step(position_in.copy(), velocity.copy(), delta_time)
+
+
+def rows_updated_through_views(m, v):
+    a = np.zeros((3, 2))
+    for i in range(m.shape[0]):
+        r = m[i]
+        r += v * i
+        q = a[i]
+        q += m[i] * m[i]
+    e = m[1]
+    e += 1.0  # an element of a row of m: m is 2-D, so `m[1]` is a row and this writes into m
+    s = v[0]
+    s += 2.0  # an element of a vector: a number, rebound
+    return np.sum(m ** 2) + np.sum(a) * s
+
+
+def row_of_a_product(a, b):
+    m = a @ b
+    r = m[0]
+    r += 1.0
+    return np.sum(m)
+
+
+def test_an_update_through_a_view_writes_into_the_viewed_array(backend):
+    rng = np.random.RandomState(6)
+    pos = np.hstack([rng.randn(4, 3), 1.0 + rng.rand(4, 1)])
+    vel = 0.1 * rng.randn(4, 3)
+    for i in (0, 1):
+        assert_close(s2sad.grad(nbody_step_on_copies, argnums=i, backend=backend)(pos, vel, 0.0167),
+                     fd_grad(nbody_step_on_copies, (pos, vel, 0.0167), i))
+    before = (pos.copy(), vel.copy())
+    s2sad.grad(nbody_step, argnums=(0, 1), backend=backend)(pos, vel, 0.0167)  # grad leaves the arrays alone
+    np.testing.assert_array_equal(pos, before[0])
+    np.testing.assert_array_equal(vel, before[1])
+    m, v = rng.randn(3, 2), rng.randn(2)
+    f = lambda m, v: rows_updated_through_views(m.copy(), v.copy())  # noqa: E731 (the function writes into m)
+    for i in (0, 1):
+        assert_close(s2sad.grad(f, argnums=i, backend="python")(m, v), fd_grad(f, (m, v), i))
+
+
+def test_an_update_of_a_row_of_an_array_of_unknown_rank_is_refused():
+    a = np.ones((2, 2))
+    with pytest.raises(s2sad.UnsupportedError, match=r"cannot tell whether `r` is a row of the array"):
+        s2sad.grad(row_of_a_product, backend="python")(a, a)

@@ -1,5 +1,6 @@
 """Arrays that share memory (s2sad/sharing.py): refused where a write would show through another
-name NumPy reads afterwards, taken (and differentiated correctly) where none does."""
+name NumPy reads afterwards, taken (and differentiated correctly) where none does, or where an update
+of a view is written into the array it views."""
 
 import inspect
 
@@ -16,7 +17,6 @@ VECTOR, MATRIX = R.uniform(-1.0, 1.0, 5), R.uniform(-1.0, 1.0, (4, 3))
 REFUSED = [  # (function, argument, the write the message points at, the name it names as sharing)
     (F.store_under_a_view, VECTOR, "acc[0] = 2.0 * acc[0]", "tail"),
     (F.augmented_under_a_transpose, MATRIX, "acc *= 2.0", "mt"),
-    (F.augmented_view_then_base_read, VECTOR, "tail += 1.0", "acc"),
     (F.loop_reads_a_shifted_view, VECTOR, "y[i + 1] = prev[i] * 0.5 + x[i + 1]", "prev"),
     (F.max_of_a_view_then_loop_writes, MATRIX, "acc[i, :] += 0.5", "flipped"),
     (F.helper_updates_a_viewed_array, MATRIX, "a += 1.0", "mt"),
@@ -29,6 +29,7 @@ ACCEPTED = [
     (F.scalar_running_sums, VECTOR),
     (F.view_read_only_for_its_shape, VECTOR),
     (F.view_taken_anew_each_iteration, MATRIX),
+    (F.augmented_view_then_base_read, VECTOR),  # `tail += 1.0` of a slice: a write into `acc`, then `tail` read anew
 ]
 
 
