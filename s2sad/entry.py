@@ -104,6 +104,9 @@ def _unpack(var: str, treedef: PyTreeDef, body: list[str], leaf_vars: list[str],
     if treedef.kind == "none":
         body += [f"if {var} is not None:", "    return None"]
         return
+    if treedef.kind == "str":
+        body += [f"if {var} != {treedef.aux!r}:", "    return None"]
+        return
     if treedef.kind in ("list", "tuple"):
         items = [f"{var}[{j}]" for j in range(len(treedef.children))]
     elif treedef.kind == "dict" and all(type(k) is str for k in treedef.aux):

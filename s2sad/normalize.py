@@ -2055,6 +2055,8 @@ class Lowerer:
             return Var(name)
         if treedef.kind == "none":
             return Const(None)
+        if treedef.kind == "str":
+            return Const(treedef.aux)
         if treedef.kind == "dict":
             return {k: self.leaf_tree(c, f"{path}_{k}") for k, c in zip(treedef.aux, treedef.children)}
         if treedef.kind == "namedtuple":

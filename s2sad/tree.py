@@ -48,7 +48,7 @@ class PyTreeDef(NamedTuple):
     structure up, and a tuple is built, hashed and compared in C (a frozen dataclass took 4 us of a
     10 us call for a list of two dicts)."""
 
-    kind: str  # leaf | none | tuple | list | dict | namedtuple | custom | static (a function argument)
+    kind: str  # leaf | none | str | tuple | list | dict | namedtuple | custom | static (a function argument)
     aux: Any = None  # dict keys, namedtuple class, or (class, aux) of a registered class
     children: tuple = ()
 
@@ -61,6 +61,8 @@ class PyTreeDef(NamedTuple):
             return "*"
         if self.kind == "none":
             return "None"
+        if self.kind == "str":
+            return repr(self.aux)
         if self.kind == "static":
             return f"<{getattr(self.aux, '__qualname__', type(self.aux).__name__)}>"
         inner = ", ".join(map(repr, self.children))
@@ -103,6 +105,8 @@ def tree_flatten(tree) -> tuple[list, PyTreeDef]:
             return LEAF
         if x is None:
             return PyTreeDef("none")
+        if kind is str:  # `{"mode": "train"}`: a string is structure, as None is (code is generated per value)
+            return PyTreeDef("str", x)
         if type(x) in _REGISTRY:
             children, aux = _REGISTRY[type(x)][0](x)
             return PyTreeDef("custom", (type(x), aux), tuple(walk(c) for c in children))
@@ -135,6 +139,8 @@ def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
             return next(it)
         if t.kind == "none":
             return None
+        if t.kind == "str":
+            return t.aux
         children = [build(c) for c in t.children]
         if t.kind == "tuple":
             return tuple(children)
@@ -180,6 +186,8 @@ def builder_expression(treedef: PyTreeDef, leaves: Iterator[str]) -> str | None:
             return next(leaves)
         if t.kind == "none":
             return "None"
+        if t.kind == "str":
+            return repr(t.aux)
         if t.kind not in ("tuple", "list", "dict"):
             return None
         parts = [expr(c) for c in t.children]

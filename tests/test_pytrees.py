@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from helpers import assert_close
+from helpers import assert_close, fd_grad
 from pytree_functions import (Affine, Layer, dataclass_layers, logistic_loss_dict, mlp_loss, mlp_loss_with_aux,
                               mlp_predict, namedtuple_layer, nested_mix, tree_output, with_none)
 from s2sad.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
@@ -142,8 +142,27 @@ def test_equal_structures_with_keys_of_other_types_keep_their_own_keys():
 def test_bad_leaves_and_int_leaves_are_named():
     with pytest.raises(TypeError, match="params_b"):
         s2sad.grad(logistic_loss_dict)({'W': W0, 'b': 1}, INPUTS, TARGETS)
-    with pytest.raises(TypeError, match="str"):
+    # a string is structure, as None is (code is generated per value): here it meets arithmetic, at the user's line
+    with pytest.raises(s2sad.UnsupportedError, match=r"pytree_functions.py:\d+:\d+: .*'x'"):
         s2sad.grad(logistic_loss_dict)({'W': W0, 'b': "x"}, INPUTS, TARGETS)
+
+
+def mode_from_a_dict_argument(x, params):
+    out = None
+    if params["mode"] == "train":
+        out = x * 2.0 + params.get("eps", 1e-5)
+    elif params["mode"] == "test":
+        out = x * 3.0
+    return np.sum(out ** 2)
+
+
+def test_a_string_in_a_pytree_argument_is_structure_and_decides_branches(backend):
+    x = np.array([1.0, 2.0])
+    for mode in ("train", "test"):
+        g = s2sad.grad(mode_from_a_dict_argument, backend=backend)(x, {"mode": mode})
+        assert_close(g, fd_grad(mode_from_a_dict_argument, (x, {"mode": mode}), 0))
+    g = s2sad.grad(mode_from_a_dict_argument, argnums=1, backend="python")
+    assert g(x, {"mode": "test", "eps": 0.1})["mode"] == "test"  # the gradient's tree keeps the string
 
 
 def test_jacobians_and_hessian_of_pytree_arguments(backend):
