@@ -247,7 +247,8 @@ class Lowerer:
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
     views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
-    ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows (or a shape's length)
+    ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
+    lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
@@ -286,11 +287,15 @@ class Lowerer:
             self.ints.add(target)
         else:
             self.ints.discard(target)
-        rank = _rank(value, self.ranks, self.ints)
+        rank = _rank(value, self.ranks, self.ints, self.lengths)
         if rank is None:
             self.ranks.pop(target, None)
         else:
             self.ranks[target] = rank
+        if isinstance(value, Prim) and value.rule.name == "make_tuple":
+            self.lengths[target] = len(value.args)
+        else:
+            self.lengths.pop(target, None)
         self.note_view(out, target, value)
         return Var(target)
 
@@ -1935,7 +1940,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks,
+                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -1955,7 +1960,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks,
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -3317,9 +3322,9 @@ def _gives_int(value, ints: set) -> bool:
     return isinstance(value, Prim) and value.rule.name == "len"
 
 
-def _rank(value, ranks: dict, ints: set) -> int | None:
-    """The ndim of what a right-hand side gives, where it follows from ranks already known (a shape's
-    length for `make_tuple`); None where lowering cannot tell."""
+def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
+    """The ndim of the array a right-hand side gives, where it follows from ranks and shape lengths
+    already known; None where lowering cannot tell."""
     if isinstance(value, Copy) and isinstance(value.value, Var):
         return ranks.get(value.value.name)
     if isinstance(value, Load):
@@ -3332,12 +3337,10 @@ def _rank(value, ranks: dict, ints: set) -> int | None:
     if not isinstance(value, Prim) or not value.args:
         return None
     name, first = value.rule.name, value.args[0]
-    if name == "make_tuple":
-        return len(value.args)
     if name in ("zeros", "ones", "empty", "full"):
         if isinstance(first, Const):
             return len(first.value) if isinstance(first.value, tuple) else 1
-        return ranks.get(first.name)
+        return 1 if first.name in ints else lengths.get(first.name)
     if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg"):
         return ranks.get(first.name) if isinstance(first, Var) else None
     return None
