@@ -1348,6 +1348,8 @@ class Lowerer:
         attr = node.attr.value
         if attr == "ndim" and self.kind_of(base) is not None:
             return Const(self.kind_of(base)[0])
+        if attr == "ndim" and isinstance(base, Var) and base.name in self.ranks:  # `z.ndim` of a row of an argument
+            return Const(self.ranks[base.name])
         if attr in ATTRIBUTES:
             found = rules.lookup_object(ATTRIBUTES[attr])
             return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_{attr}")
@@ -2651,11 +2653,12 @@ class Lowerer:
         return kind is not None and kind[0] > 0
 
     def forget_kinds(self, stmts):
-        """Names a loop or branch body binds: a read before that binding may see either value."""
-        if self.kinds:
+        """Names a loop or branch body binds: a read before that binding may see either value (or rank)."""
+        if self.kinds or self.ranks:
             body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
             for user in assigned_names(body):
                 self.kinds.pop(self.scope.get(user, user), None)
+                self.ranks.pop(self.scope.get(user, user), None)
 
     def type_test(self, node: cst.Call, out, target):
         """`isinstance(x, np.ndarray)` of an argument: a constant for the argument types the code is for."""
@@ -3343,6 +3346,12 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return 1 if first.name in ints else lengths.get(first.name)
     if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg"):
         return ranks.get(first.name) if isinstance(first, Var) else None
+    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float) else ranks.get(getattr(a, "name", None))
+                for a in value.args[:2]]
+    if name in ("add", "sub", "mul", "truediv", "pow") and None not in operands:
+        return max(operands)  # broadcasting
+    if name == "matmul" and None not in operands and min(operands) >= 1:
+        return max(operands) if min(operands) > 1 else max(operands) - 1
     return None
 
 

@@ -628,3 +628,25 @@ def test_an_update_of_a_row_of_an_array_of_unknown_rank_is_refused():
     a = np.ones((2, 2))
     with pytest.raises(s2sad.UnsupportedError, match=r"cannot tell whether `r` is a row of the array"):
         s2sad.grad(row_of_a_product, backend="python")(a, a)
+
+
+def kalman_update(state, measurement, model):
+    if measurement.ndim == 1:  # a row of zs is made a column
+        measurement = np.expand_dims(measurement, axis=1)
+    return state + 0.5 * (measurement - model @ state)
+
+
+def measurement_update(zs, x, H):
+    for z in zs:
+        x = kalman_update(x, z, H)
+    y = x @ x.T
+    if y.ndim == 1:  # a product of 2-D arrays is 2-D: this side is left out
+        y = np.outer(y, y)
+    return np.sum(x ** 2) + np.sum(y)
+
+
+def test_the_rank_of_a_row_or_a_product_decides_an_ndim_branch(backend):
+    zs, x, H = np.array([[0.6], [0.75], [0.9]]), np.array([[0.5], [1.0]]), np.array([[1.0, 0.0]])
+    for i in (0, 1):
+        assert_close(s2sad.grad(measurement_update, argnums=i, backend=backend)(zs, x, H),
+                     fd_grad(measurement_update, (zs, x, H), i))
