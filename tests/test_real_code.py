@@ -650,3 +650,25 @@ def test_the_rank_of_a_row_or_a_product_decides_an_ndim_branch(backend):
     for i in (0, 1):
         assert_close(s2sad.grad(measurement_update, argnums=i, backend=backend)(zs, x, H),
                      fd_grad(measurement_update, (zs, x, H), i))
+
+
+def column_of_itself_in_a_branch(x):
+    z = np.atleast_2d(x * 2.0)
+    if x[0] > 0:
+        z = z[:, 0]  # filterpy's reshape_z: the name reads itself, and its shape changes
+    return np.sum(z ** 2)
+
+
+def picks_of_itself_in_a_branch(x):
+    z = np.atleast_2d(x * 2.0).T
+    if x[0] > 0:
+        z = z[np.array([0, 0, 1])]
+    return np.sum(z ** 3)
+
+
+def test_a_read_of_itself_in_a_branch_sends_the_adjoint_in_the_old_shape(backend):
+    x = np.array([1.5, 2.0])
+    assert_close(s2sad.grad(picks_of_itself_in_a_branch, backend=backend)(x),
+                 fd_grad(picks_of_itself_in_a_branch, (x,), 0))
+    assert_close(s2sad.grad(column_of_itself_in_a_branch, backend="python")(x),  # numba: one rank per name
+                 fd_grad(column_of_itself_in_a_branch, (x,), 0))

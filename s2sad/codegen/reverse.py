@@ -247,12 +247,18 @@ class ReverseGen:
             found = [(v.value.name, g)]
         elif isinstance(v, Load):
             base = self.bar(v.base.name)
+            if v.base.name == s.target and s.target in self.a.saved and id(s) not in self.a.quiet_defs:
+                # `z = z[:, 0]`: the adjoint of the old `z` (restored above) has its shape, not the read's
+                base = self.names.fresh(s.target + "_read_bar")
+                w.line(f"{base} = zeros_like_adj({s.target})")
+                found = [(s.target, base)]
             if self.a.fancy(v.index):  # maybe an integer array: repeated indices must accumulate
                 w.line(f"{base} = add_at({base}, {index_text(v.index)}, {g})")
+            else:
+                slot = f"{base}[{index_text(v.index)}]"
+                w.line(f"{slot} += unbroadcast({g}, {slot})")
+            if not found:
                 return {}
-            slot = f"{base}[{index_text(v.index)}]"
-            w.line(f"{slot} += unbroadcast({g}, {slot})")
-            return {}
         else:
             found = self.prim_contributions(w, v, g, out_text, reuse)
         merged: dict[str, str] = {}
