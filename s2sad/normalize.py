@@ -1803,6 +1803,9 @@ class Lowerer:
                 if required and given < n_pos:
                     raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
                 args, kwargs = _keywords_in_place(t, args, kwargs)
+            folded = _folded(fn, args, kwargs)
+            if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
+                return self.expr_result(folded, out, target)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType) and not _in_library(inner):
@@ -3492,6 +3495,21 @@ def _pure(fn) -> bool:
     """May a call of `fn` on constants be evaluated when the code is generated? (math, NumPy, SciPy)"""
     module = getattr(fn, "__module__", None) or ""
     return not _draws(fn) and (isinstance(fn, np.ufunc) or module.split(".")[0] in ("math", "numpy", "scipy"))
+
+
+def _folded(fn, args, kwargs) -> Const | None:
+    """A pure NumPy/math call on numbers known when the code is generated, as a number (else None)."""
+    atoms = list(args) + [a for _, a in kwargs]
+    if not _pure(fn) or not all(isinstance(a, Const) and type(a.value) in (int, float) for a in atoms):
+        return None
+    with np.errstate(all="ignore"):
+        try:
+            value = fn(*(a.value for a in args), **{k: a.value for k, a in kwargs})
+        except Exception:  # let the call run where the user wrote it, and fail there
+            return None
+    if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0 and value.dtype in (np.float64, np.int64):
+        return Const(value.item())  # (a float32 stays a call: its type is its point)
+    return Const(value) if type(value) in (int, float) else None
 
 
 def _evaluate(fn, args, kwargs, then=lambda value: value):

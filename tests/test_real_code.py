@@ -672,3 +672,17 @@ def test_a_read_of_itself_in_a_branch_sends_the_adjoint_in_the_old_shape(backend
                  fd_grad(picks_of_itself_in_a_branch, (x,), 0))
     assert_close(s2sad.grad(column_of_itself_in_a_branch, backend="python")(x),  # numba: one rank per name
                  fd_grad(column_of_itself_in_a_branch, (x,), 0))
+
+
+def predict_with_defaults(x, F, B=1, u=0):
+    return np.dot(F, x) + np.dot(B, u)  # filterpy's defaults: dot(1, 0) is the number 0
+
+
+def folds_calls_on_numbers(x):
+    F = np.array([[1.0, 0.1], [0.0, 1.0]])
+    return np.sum(predict_with_defaults(x, F) ** 2) + np.sqrt(2.0) * np.float32(1.5) * x[0]
+
+
+def test_a_numpy_call_on_numbers_known_when_the_code_is_generated_is_a_number(backend):
+    x = np.array([0.5, -1.0])
+    assert_close(s2sad.grad(folds_calls_on_numbers, backend=backend)(x), fd_grad(folds_calls_on_numbers, (x,), 0))
