@@ -27,3 +27,11 @@ def fd_grad(f, args, argnum, eps=1e-6):
 def assert_close(actual, expected, rtol=RTOL_FD, atol=1e-7):
     np.testing.assert_allclose(np.asarray(actual, dtype=float), np.asarray(expected, dtype=float),
                                rtol=rtol, atol=atol)
+
+
+def fd_directional(f, args, tangents, eps=1e-6):
+    """Central finite difference of `f` along `tangents` (int arguments stay fixed)."""
+    def at(step):
+        return f(*[a + step * t if not isinstance(a, (int, np.integer)) else a for a, t in zip(args, tangents)])
+
+    return (at(eps) - at(-eps)) / (2 * eps)

@@ -53,8 +53,14 @@ def loop_grad(x, w, n=3, power=2):
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """An empty cache dir, and s2sad's module tables emptied so nothing comes from memory."""
+    from numba.core import config as numba_config
+
     path = tmp_path / "cache"
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(path))
+    # numba's files beside the generated modules, where these tests look for them: a NUMBA_CACHE_DIR set
+    # by the user would move them there (here, and in the processes these tests start)
+    monkeypatch.setattr(numba_config, "CACHE_DIR", "")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     forget_loaded_modules(monkeypatch)
     monkeypatch.setattr(cache, "_usable", set())
     monkeypatch.setattr(cache, "_unusable", set())

@@ -344,7 +344,10 @@ def test_lean_adjoint_of_softmax_cross_entropy_against_finite_differences(backen
     W, x, y = rng.normal(size=(4, 3)), rng.normal(size=3), np.eye(4)[1]
     g = s2sad.grad(softmax_xent, backend=backend)(W, x, y)
     assert_close(g, fd_grad(softmax_xent, (W, x, y), 0))
-    s2sad.check_grads(softmax_xent, (W, x, y), order=2, backend=backend)
+    # Second order on the python backend, which runs the same generated source: numba compiles the
+    # second derivatives of a softmax cross-entropy in test_higher_order's hessian test, and those of
+    # this one cost four compiles (~140 s of CI).
+    s2sad.check_grads(softmax_xent, (W, x, y), order=2 if backend == "python" else 1, backend=backend)
 
 
 # ---- elementwise fusion (s2sad/codegen/fuse.py) ---------------------------------------------------

@@ -24,8 +24,18 @@ CASES = [
 ]
 
 
+# Second order on numba for a representative part of the programs, whose second-order sources numba
+# compiles here: scatter-adds (gather), repeated-index writes and reversed, ellipsis-indexed views. The
+# others' second-order sources run on the python backend, which checks exactly the text numba would
+# compile; on numba they are checked to first order in both modes. Their second derivatives took four
+# numba compiles each, ~400 s of worker CPU in CI (methods_and_joining alone ~190 s).
+NUMBA_FIRST_ORDER_ONLY = {"methods_and_joining", "newaxis_outer", "contiguous_normal_equations", "gather_constant_list"}
+
+
 @pytest.mark.parametrize("name, args, order", CASES, ids=[c[0] for c in CASES])
 def test_matches_finite_differences_in_both_modes(name, args, order, backend):
+    if backend == "numba" and name in NUMBA_FIRST_ORDER_ONLY:
+        order = 1
     s2sad.check_grads(getattr(P, name), args, order=order, modes=("fwd", "rev"), backend=backend)
 
 

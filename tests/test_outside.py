@@ -21,7 +21,10 @@ def test_the_tutorials_logistic_regression_reads_global_data(backend):
 
 
 def test_check_grads_of_a_function_reading_globals_at_order_2():
-    s2sad.check_grads(of.loss, (W0, 0.1), order=2)
+    """On the python backend, which runs the same generated source (global arrays are hidden arguments
+    in the source itself): numba compiles second derivatives of this function in the hessian test below,
+    and its first derivatives in the tests above; these six compiles cost ~65 s of CI."""
+    s2sad.check_grads(of.loss, (W0, 0.1), order=2, backend="python")
 
 
 def test_a_lambda_closing_over_local_arrays(backend):
@@ -32,8 +35,10 @@ def test_a_lambda_closing_over_local_arrays(backend):
 
 
 def test_check_grads_of_a_lambda_over_arrays_at_order_2():
+    """On the python backend, as above: numba compiles lambdas over closed-over arrays in both modes in
+    test_a_lambda_closing_over_local_arrays and test_jvp_of_a_lambda_closing_over_arrays."""
     X, y = of.inputs, np.arange(4.0)
-    s2sad.check_grads(lambda W: of.squared_error(W, X, y), (W0,), order=2)
+    s2sad.check_grads(lambda W: of.squared_error(W, X, y), (W0,), order=2, backend="python")
 
 
 def test_jvp_of_a_lambda_closing_over_arrays(backend):
