@@ -678,7 +678,10 @@ def _weighted_sum(fun) -> types.FunctionType:
     """`f_weighted(*args, *weights) = sum_k sum_axis(out_k * weight_k)` around a tuple-valued `fun`."""
     inner = _as_function(fun)
     params = list(_user_signature(inner).parameters)
-    n_out = len(normalize(inner).outputs)
+    try:
+        n_out = len(normalize(inner, copy_arguments=False).outputs)
+    except TypesNeeded:  # the number of outputs does not depend on the argument types the code asked for
+        n_out = len(normalize(inner, arg_kinds={}, copy_arguments=False).outputs)
     names = Names(params + ["inner", "make", "sum_axis"])
     outs = [names.fresh("out") for _ in range(n_out)]
     weights = [names.fresh("weight") for _ in range(n_out)]
