@@ -334,10 +334,12 @@ class Lowerer:
             self.kinds.asked = True  # `row = m[i]`: a row of a matrix or a number of a vector, by m's type
             return None
         if rank is None and (view.root in self.arrays or view.root in self.arguments):
-            user = self.spelled.get(name, name)
-            raise self.err(node, f"`{user} op= ...` of `{user} = ...[i]`: s2sad cannot tell whether `{user}` is a row "
-                                 "of the array (NumPy then writes into the array) or a number",
-                           f"write into the array itself (`m[i] += ...`), or take a copy: `{user} = m[i].copy()`")
+            user, root = self.spelled.get(name, name), self.spelled.get(view.root, view.root)
+            op = cst.Module([]).code_for_node(node.operator).strip()
+            raise self.err(node, f"`{user} {op} ...` of `{user} = {root}[...]`: s2sad cannot tell whether `{user}` is a "
+                                 f"row of `{root}` (NumPy then writes into `{root}`) or a number",
+                           f"write into the array itself (`{root}[i] {op} ...`), or take a copy: "
+                           f"`{user} = {root}[i].copy()`")
         return view if rank is not None and rank > len(view.index) else None
 
     def write_through(self, name: str, view: "View", new, out):
@@ -1506,7 +1508,7 @@ class Lowerer:
         if obj is not None:
             return obj
         ref = self.static_ref(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if ref is None or not builds_object(type(ref.obj)) or self.hidden is None:
+        if ref is None or not _user_class(type(ref.obj)) or self.hidden is None:
             what = cst.Module([]).code_for_node(node)
             raise self.err(node, f"only attributes of objects can be assigned (`{what}` is not a plain object)",
                            "return the new value instead")
@@ -1518,18 +1520,16 @@ class Lowerer:
         """`obj.name = value`. A number or array gets a variable of its own: a new one in straight-line code,
         the same one where the assignment runs conditionally or repeatedly. A static value (an int, a
         string, a tuple, a function or object) is kept while lowering, and cannot change at run time."""
-        old = obj.fields.get(name, MISSING)
+        old, conditional = obj.fields.get(name, MISSING), self.conditional()
         varying = isinstance(value, Var) or _is_number(value) and (
             isinstance(value.value, float) or (obj.cls, name) in self.hidden.varying)
-        if self.conditional() and _is_number(old) and not isinstance(old.value, float) and old != value:
+        if conditional and _is_number(old) and type(old.value) is int and old != value:
             raise ChangesAtRunTime((obj.cls, name))  # `self.t += 1` in a loop: `t` is a variable after all
-        if not self.conditional() and varying:
+        if conditional and isinstance(old, Var) and isinstance(value, (Var, Const)):
+            pass  # the attribute's own variable, assigned again
+        elif varying and (not conditional or old is MISSING):
             old = Var(self.names.fresh(f"{obj.hint}_{name}"))
-        elif self.conditional() and isinstance(old, Var) and isinstance(value, (Var, Const)):
-            pass
-        elif self.conditional() and old is MISSING and varying:
-            old = Var(self.names.fresh(f"{obj.hint}_{name}"))
-        elif self.conditional() and old is not value and old != value and \
+        elif conditional and old is not value and old != value and \
                 (old is not MISSING or any(isinstance(a, Var) for a in flatten(value)[0])):
             raise self.err(node, f"attribute `{name}` would change from one static value to another at run time "
                                  "(in a branch or a loop)", "keep numbers and arrays in the attributes that change; "
@@ -1570,7 +1570,7 @@ class Lowerer:
         if isinstance(node.func, cst.Attribute) and self.makes_object(node.func.value):
             return True  # `KDE(h).fit(x)`: a method of an object a call made
         ref = self.static_ref(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
-        built = ref is not None and builds_object(ref.obj) and rules.lookup_object(ref.obj) is None
+        built = ref is not None and _user_class(ref.obj) and rules.lookup_object(ref.obj) is None
         return built or self.calls_python_function(node)
 
     def callee_is(self, func_node, obj) -> bool:
@@ -1603,7 +1603,7 @@ class Lowerer:
         if isinstance(fn, LocalObject):  # `model(x)` of an object the function built, with a `__call__`
             ref = StaticRef(fn.class_attribute("__call__"), None)
             fn = ref.obj
-        if (builds_object(fn) or is_namedtuple(fn)) and rules.lookup_object(fn) is None:
+        if (_user_class(fn) or is_namedtuple(fn)) and rules.lookup_object(fn) is None:
             return self.construct(node, ref, out)
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
@@ -1898,10 +1898,9 @@ class Lowerer:
         known when the code is generated are one constant table."""
         leaves = flatten(rows)[0]
         if all(isinstance(a, Const) and type(a.value) in (int, float, bool) for a in leaves):
-            table = self.constant_table(node, rows, out)
             if as_float:
-                table = self.emit(out, table.name, Copy(Const(_nested_tuple(np.array(
-                    _constant_tuple(rows), dtype=float).tolist()))))
+                rows = unflatten(flatten(rows)[1], [Const(float(a.value)) for a in leaves])
+            table = self.constant_table(node, rows, out)
             return self.prim(out, "asarray", (table,), target=target, hint="array")
         if len({len(r) if is_tree(r) else None for r in rows}) != 1:
             raise self.err(node, "np.array([...]) of rows needs rows of equal length")
@@ -3296,6 +3295,12 @@ def _in_library(fn: types.FunctionType) -> bool:
     inlined: its source is no place to point a user at."""
     top = (getattr(fn, "__module__", None) or "").split(".")[0]
     return top in _LIBRARIES or top in sys.stdlib_module_names
+
+
+def _user_class(cls) -> bool:
+    """A class whose instances s2sad builds as variables: a user's plain class (objects.py), or SimpleNamespace;
+    never a library's (its `__init__` is no place to point a user at)."""
+    return builds_object(cls) and (cls is types.SimpleNamespace or not _in_library(cls) and _module_of(cls) != "s2sad")
 
 
 _ARRAY_MAKERS = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "copy", "eye",

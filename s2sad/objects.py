@@ -49,19 +49,13 @@ MISSING = object()  # an attribute the class does not have
 
 
 def builds_object(cls) -> bool:
-    """Does calling `cls` build an object whose attributes s2sad keeps as variables? A plain Python class
-    (or a dataclass) with the default `__new__`, or `types.SimpleNamespace`."""
+    """Could calling `cls` build an object whose attributes s2sad keeps as variables? A plain Python class
+    (or a dataclass) with the default `__new__`, or `types.SimpleNamespace` (whose code it is, a user's or a
+    library's, normalize decides)."""
     if cls is types.SimpleNamespace:
         return True
     return isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__ \
-        and not issubclass(cls, BaseException) and _module(cls) not in _NOT_BUILT and cls.__module__ != "builtins"
-
-
-_NOT_BUILT = frozenset({"numpy", "scipy", "numba", "s2sad"})
-
-
-def _module(cls) -> str:
-    return (getattr(cls, "__module__", None) or "").split(".")[0]
+        and not issubclass(cls, BaseException)
 
 
 def is_namedtuple(cls) -> bool:
