@@ -393,11 +393,12 @@ class Lowerer:
                 break
         return flags
 
-    def branch(self, stmts, out) -> set:
+    def branch(self, stmts, out, repeats: bool = True) -> set:
         """Lower statements that run conditionally or repeatedly at run time."""
         self.branch_depth += 1
         self.nested += 1
-        self.forget_kinds(stmts)
+        if repeats:  # a loop body's first reads may see the last iteration's values
+            self.forget_kinds(stmts)
         try:
             return self.block(stmts, out)
         finally:
@@ -806,16 +807,26 @@ class Lowerer:
             return self.static_if(node, bool(test.value), out)
         loc = self.loc
         body, orelse = [], []
-        flags = self.branch(node.body.body, body)
+        before = dict(self.ranks)
+        flags = self.branch(node.body.body, body, repeats=False)
+        after_body = self.restore_ranks(before)
         if node.orelse is not None:
             self.loc = loc
             if isinstance(node.orelse, cst.If):  # elif
                 flags |= self.if_stmt(node.orelse, orelse)
                 self.jumped_statically = False  # reached only when the run-time test above is false
             else:
-                flags |= self.branch(node.orelse.body.body, orelse)
+                flags |= self.branch(node.orelse.body.body, orelse, repeats=False)
+        self.restore_ranks({k: r for k, r in after_body.items() if self.ranks.get(k) == r})
         out.append(If(self.stable_test(test, body + orelse, out), body, orelse, loc))
         return flags
+
+    def restore_ranks(self, ranks: dict) -> dict:
+        """Set the known ranks (a dict callees share) to `ranks`; give back the ones replaced."""
+        replaced = dict(self.ranks)
+        self.ranks.clear()
+        self.ranks.update(ranks)
+        return replaced
 
     def stable_test(self, test, inner, out):
         """Copy a test variable the guarded code overwrites, so the reverse sweep can reread it."""
@@ -3129,6 +3140,9 @@ class HiddenParams:
         return self.params[where]
 
 
+POINTWISE_FAMILIES = ("Operators", "Elementwise", "SciPy (scipy.special, scipy.stats.norm)")
+
+
 class UnknownKinds(dict):
     """The argument types while lowering without them: empty, and noting whether the code asked."""
 
@@ -3354,13 +3368,19 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return 1 if first.name in ints else lengths.get(first.name)
     if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg"):
         return ranks.get(first.name) if isinstance(first, Var) else None
-    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float) else ranks.get(getattr(a, "name", None))
-                for a in value.args[:2]]
-    if name in ("add", "sub", "mul", "truediv", "pow") and None not in operands:
+    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool) else ranks.get(getattr(a, "name", None))
+                for a in value.args]
+    if _pointwise(value.rule) and None not in operands:
         return max(operands)  # broadcasting
+    operands = operands[:2]
     if name == "matmul" and None not in operands and min(operands) >= 1:
         return max(operands) if min(operands) > 1 else max(operands) - 1
     return None
+
+
+def _pointwise(rule) -> bool:
+    """A rule whose result has its broadcast operands' shape: an operator or an elementwise function."""
+    return rule.elementwise and rules.FAMILY_OF.get(rule.name) in POINTWISE_FAMILIES
 
 
 def _updated_only(func: cst.FunctionDef) -> set[str]:

@@ -631,6 +631,22 @@ def test_an_update_of_a_row_of_an_array_of_unknown_rank_is_refused():
         s2sad.grad(row_of_a_product, backend="python")(a, a)
 
 
+def rows_after_a_branch(x, v):
+    if x > 2.0:
+        v = np.tanh(0.5 + v)  # both paths leave `v` a vector: its items are numbers
+    for i, e in enumerate(v):
+        e += x * i  # a number: `v` is left alone
+    return x * np.sum(v ** 2)
+
+
+def test_an_array_rebound_in_a_branch_keeps_the_rank_both_paths_give(backend):
+    v = np.array([0.3, -0.7, 1.1])
+    for x in (1.0, 3.0):
+        for i in (0, 1):
+            assert_close(s2sad.grad(rows_after_a_branch, argnums=i, backend=backend)(x, v),
+                         fd_grad(rows_after_a_branch, (x, v), i))
+
+
 def kalman_update(state, measurement, model):
     if measurement.ndim == 1:  # a row of zs is made a column
         measurement = np.expand_dims(measurement, axis=1)
