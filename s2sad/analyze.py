@@ -590,16 +590,18 @@ class Analysis:
                 return True
         return False
 
-    def handed_over(self, d: Assign) -> bool:
-        """`x = y` where `y` is a new array used before only to compute values (as `x = x_new` in
+    def handed_over(self, d: Assign, seen: frozenset = frozenset()) -> bool:
+        """`x = y` where `y` is a new array (or a name it was handed over to: an inlined helper's
+        `return 2.0 * np.outer(x, x)`) used before only to compute values (as `x = x_new` in
         generated tangent code) and never after: the buffer keeps one live name, so a write
         through `x` reaches no one else."""
-        if not (isinstance(d.value, Copy) and isinstance(d.value.value, Var)):
+        if not (isinstance(d.value, Copy) and isinstance(d.value.value, Var)) or id(d) in seen:
             return False
         y = d.value.value.name
         defs, block = self.defs.get(y, []), self.block_of[id(d)]
-        if y in self.fn.params or not defs or not all(isinstance(e, Assign) and isinstance(e.value, Prim)
-                                                       and not _aliases(e.value) for e in defs):
+        if y in self.fn.params or not defs or not all(
+                isinstance(e, Assign) and (isinstance(e.value, Prim) and not _aliases(e.value)
+                                           or self.handed_over(e, seen | {id(d)})) for e in defs):
             return False
         for u in self.uses.get(y, []):
             if u is d:

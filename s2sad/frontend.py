@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import inspect
 import linecache
+import io
 import textwrap
+import tokenize
 import types
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,13 +102,31 @@ def parse_function(fn: Any) -> Parsed:
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
-    positions, module = _positions(cst.parse_module(dedented))
+    positions, module = _positions(cst.parse_module(_as_python_reads(dedented)))
     node = next((n for n in module.body if isinstance(n, cst.FunctionDef)), None)
     if node is None:
         raise SourceUnavailableError(f"the source of {fn.__qualname__} is not a `def` statement")
     filename = fn.__code__.co_filename
     digest = hashlib.sha256(dedented.encode()).hexdigest()[:16]
     return Parsed(fn, node, positions, filename, firstline, indent, [ln.rstrip("\n") for ln in lines], digest)
+
+
+def _as_python_reads(text: str) -> str:
+    """`text` with each identifier NFKC-normalized, as Python compiles it (`ϵ` is the parameter `ε`):
+    the names s2sad reads from the syntax tree then match the function's own (signature, globals)."""
+    if text.isascii():
+        return text
+    lines = text.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    for tok in reversed(tokens):  # right to left: a replacement leaves the columns before it in place
+        if tok.type == tokenize.NAME and not tok.string.isascii():
+            (row, col), (_, end) = tok.start, tok.end
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + unicodedata.normalize("NFKC", tok.string) + line[end:]
+    return "".join(lines)
 
 
 # libcst's step that computes one provider's metadata. `MetadataWrapper.resolve` runs it too, but first
@@ -132,7 +153,7 @@ def _parse_lambda(fn: types.FunctionType, firstline: int) -> Parsed:
     filename = code.co_filename
     lines = linecache.getlines(filename, fn.__globals__)
     try:
-        positions, _ = _positions(cst.parse_module("".join(lines)))
+        positions, _ = _positions(cst.parse_module(_as_python_reads("".join(lines))))
     except cst.ParserSyntaxError as exc:
         raise SourceUnavailableError(f"cannot parse {filename}, which holds the lambda {fn.__qualname__} "
                                      f"({exc.message}); define the function with `def`") from None

@@ -158,6 +158,7 @@ class Function:
     hidden: tuple = ()  # ((parameter, Hidden), ...): arrays read from outside, the last parameters (hidden.py)
     asks_types: bool = False  # reads `x.ndim` of an argument: a caller that knows the types may specialize
     arrays: frozenset = frozenset()  # names lowering knows hold arrays (made by NumPy; arguments, where types are known)
+    exits: frozenset = frozenset()  # flags a `return` sets: once one is set, no code it guards runs again
 
 
 def places(fn) -> list[Loc]:

@@ -245,6 +245,7 @@ class Lowerer:
     copy_arguments: bool = True
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
+    exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
     views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
     ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
@@ -1955,7 +1956,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
+                         hidden=self.hidden, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -1975,7 +1976,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -3019,6 +3020,7 @@ class Lowerer:
         self.ret.simple = self.ret.simple or not returns
         if not self.ret.simple:
             self.ret.flag = self.names.fresh("returned")
+            self.exits.add(self.ret.flag)
             self.set_loc(func)
             self.emit(out, self.ret.flag, Copy(Const(False)))
         self.block(func.body.body, out)
@@ -3622,4 +3624,5 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
         generated=written_by_s2sad(parsed.fn), asks_types=isinstance(lw.kinds, UnknownKinds) and lw.kinds.asked,
         arrays=frozenset(lw.arrays | {p for p, kind in (arg_kinds or {}).items() if kind and kind[0] > 0}),
+        exits=frozenset(lw.exits),
     )

@@ -66,9 +66,11 @@ class _Program:
     uses: dict = field(default_factory=dict)  # name -> [stmt reading it]
     parent: dict = field(default_factory=dict)  # union-find over names sharing memory
     arrays: set = field(default_factory=set)  # names certainly bound to arrays
+    guards: dict = field(default_factory=dict)  # id(stmt) -> {exit flag: position of an `if` skipping it once set}
+    exits_set: list = field(default_factory=list)  # (flag, Assign setting it) for each `return`
 
     def __post_init__(self):
-        self._index(self.fn.body, (), ())
+        self._index(self.fn.body, (), (), {})
         self.arrays |= {n for n in self.fn.arrays if n in self.fn.params or all(
             not isinstance(d.value, Copy) and not d.in_place for d in self.defs.get(n, []))}
         for s in self._stmts():
@@ -92,19 +94,47 @@ class _Program:
                     self._share(source, s.target)
                     grown = True
 
-    def _index(self, block, loops, blocks):
+    def _index(self, block, loops, blocks, guards):
         blocks = blocks + (id(block),)
         for s in block:
             self.order[id(s)] = len(self.order)
             self.loops[id(s)] = loops
             self.blocks[id(s)] = blocks
+            self.guards[id(s)] = guards
             if isinstance(s, Assign):
                 self.defs.setdefault(s.target, []).append(s)
+                if s.target in self.fn.exits and s.value == Copy(Const(True)):
+                    self.exits_set.append((s.target, s))
             for name in set(ir.stmt_reads(s)) - _shape_reads_only(s):
                 self.uses.setdefault(name, []).append(s)
             inner = loops + (s,) if isinstance(s, (For, While)) else loops
-            for child in ir.children(s):
-                self._index(child, inner, blocks)
+            for k, child in enumerate(ir.children(s)):
+                skipped = self._skipped_by(s.test) if isinstance(s, ir.If) and k == 0 else ()
+                self._index(child, inner, blocks, {**guards, **{f: self.order[id(s)] for f in skipped}})
+
+    def _skipped_by(self, test) -> set[str]:
+        """The exit flags whose being set makes `test` false: `go = not (returned or ...)`."""
+        defs = self.defs.get(getattr(test, "name", None), [])
+        if len(defs) != 1 or not (isinstance(defs[0].value, Prim) and defs[0].value.rule.name == "not"):
+            return set()
+        flags, atoms = set(), [defs[0].value.args[0]]
+        while atoms:
+            atom = atoms.pop()
+            if isinstance(atom, Var) and atom.name in self.fn.exits:
+                flags.add(atom.name)
+            elif isinstance(atom, Var) and len(made := self.defs.get(atom.name, [])) == 1 \
+                    and isinstance(made[0].value, Prim) and made[0].value.rule.name == "or":
+                atoms.extend(made[0].value.args)
+        return flags
+
+    def _exclusive(self, bound, write) -> bool:
+        """Does every run that makes binding `bound` then set an exit flag that skips `write`? (A helper's
+        early `return out` and the write into `out` after it never both happen.)"""
+        if bound is None:
+            return False
+        at_bound, around = self.order[id(bound)], self.blocks[id(bound)]
+        return any(at_bound < self.order[id(s)] < self.guards[id(write)].get(flag, -1)
+                   and self.blocks[id(s)][-1] in around for flag, s in self.exits_set)
 
     def _stmts(self):
         return (s for s, _, _ in ir.walk(self.fn.body))
@@ -146,7 +176,7 @@ class _Program:
             for bound in self.defs.get(other, []) + ([None] if other in self.fn.params else []):
                 for read in self.uses.get(other, []) + ([None] if other in self.fn.outputs else []):
                     if read is not write and self._reads_after(bound, write, read) \
-                            and not self._bound_again_between(other, write, read):
+                            and not self._bound_again_between(other, write, read) and not self._exclusive(bound, write):
                         raise self._error(write, name, other, bound, read)
 
     def _reads_after(self, bound, write, read) -> bool:

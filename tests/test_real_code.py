@@ -703,3 +703,48 @@ def folds_calls_on_numbers(x):
 def test_a_numpy_call_on_numbers_known_when_the_code_is_generated_is_a_number(backend):
     x = np.array([0.5, -1.0])
     assert_close(s2sad.grad(folds_calls_on_numbers, backend=backend)(x), fd_grad(folds_calls_on_numbers, (x,), 0))
+
+
+def shifted_products(x):
+    out = np.zeros_like(x)
+    if x.shape[0] < 2:  # ti_numba's helpers: an early `return out` before the writes into `out`
+        return out
+    for i in range(1, x.shape[0]):
+        out[i] = x[i - 1] * x[i]
+    return out
+
+
+def sum_of_shifted_squares(x):
+    return np.sum(shifted_products(x) ** 2)
+
+
+def scaled_outer(x):
+    return 2.0 * np.outer(x, x)
+
+
+def jittered_kernel(x):
+    K = scaled_outer(x)  # a helper's fresh result: the write below reaches no other name
+    K[0, 0] += 1.0
+    return np.sum(K ** 2)
+
+
+def scaled_by_epsilon(x, ϵ):  # noqa: PLC2401 (Python reads this name as `ε`, NFKC-normalized)
+    return np.sum(x / ϵ)
+
+
+def calls_with_epsilon(x, e):
+    return scaled_by_epsilon(x, e) * e * e
+
+
+def test_a_helper_writing_after_an_early_return_and_a_helper_result_written_into(backend):
+    x = np.array([0.4, -1.3, 0.9, 2.0])
+    for f in (sum_of_shifted_squares, jittered_kernel):
+        assert_close(s2sad.grad(f, backend=backend)(x), fd_grad(f, (x,), 0))
+    assert_close(s2sad.grad(sum_of_shifted_squares, backend="python")(x[:1]), np.zeros(1))
+
+
+def test_a_parameter_name_python_normalizes_is_read_as_python_reads_it():
+    x = np.array([0.4, -1.3, 0.9])
+    for i in (0, 1):
+        assert_close(s2sad.grad(calls_with_epsilon, argnums=i, backend="python")(x, 1.7),
+                     fd_grad(calls_with_epsilon, (x, 1.7), i))
