@@ -204,6 +204,17 @@ class Loop:
 
 
 @dataclass
+class Growth:
+    """A list a runtime loop appends to, lowered as an array: where the pass's item goes."""
+
+    buffer: str  # the array's IR name
+    prefix: int  # items the list held before the loop
+    start: Any  # the loop counter's first value
+    rows: bool  # items are shaped as the first one before the loop (else numbers)
+    counter: str
+
+
+@dataclass
 class Walk:
     """A run-time iteration: `length` items, the k-th built by `item(k, out)` as a tree whose leaves are IR
     expressions (a row of an array, the counter, `start + k * step` of a range)."""
@@ -246,6 +257,7 @@ class Lowerer:
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
     exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
+    growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
     views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
     ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
@@ -293,10 +305,11 @@ class Lowerer:
             self.ranks.pop(target, None)
         else:
             self.ranks[target] = rank
-        if isinstance(value, Prim) and value.rule.name == "make_tuple":
-            self.lengths[target] = len(value.args)
-        else:
+        length = _length(value, self.ranks)
+        if length is None:
             self.lengths.pop(target, None)
+        else:
+            self.lengths[target] = length
         self.note_view(out, target, value)
         return Var(target)
 
@@ -494,6 +507,8 @@ class Lowerer:
             pass
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
             pass  # docstring
+        elif isinstance(node, cst.Expr) and self.is_list_append(node.value) and node.value.func.value.value in self.growing:
+            self.grow(node.value, out)
         elif isinstance(node, cst.Expr) and self.is_push(node.value):
             tape = self.var(node.value.func.value.value)
             out.append(Push(tape, self.expr(node.value.args[0].value, out), self.loc))
@@ -875,7 +890,10 @@ class Lowerer:
         if pre is not None:
             self.loc = loc
             pre(Var(counter), body)
+        grown = self.grown_lists(node, start, stop, step, counter, out)
         flags = self.branch(node.body.body, body)
+        for name in grown:
+            del self.growing[name]
         self.loops.pop()
         self.loc = loc
         if loop.cont:
@@ -957,6 +975,50 @@ class Lowerer:
     def appends_to_static_list(self, body) -> bool:
         return any(isinstance(n, cst.Call) and self.is_list_append(n) and isinstance(self.trees.get(n.func.value.value), list)
                    for n in _walk(body, skip=(cst.FunctionDef, cst.Lambda)))
+
+    def grown_lists(self, loop: cst.For, start, stop, step, counter: str, out) -> list[str]:
+        """Lists made before `loop` that each pass appends one item to (`llk.append(...)`, a top-level
+        statement of a body with no break, continue or return): they become arrays of one row per item,
+        allocated here for the items the list holds already plus one per pass."""
+        appended = [n.value.func.value.value for n in loop.body.body if isinstance(n, cst.SimpleStatementLine)
+                    for n in n.body if isinstance(n, cst.Expr) and self.is_list_append(n.value)]
+        jumps = any(isinstance(n, (cst.Break, cst.Continue, cst.Return))
+                    for n in _walk(loop.body, skip=(cst.FunctionDef, cst.Lambda)))
+        names = [name for name in appended if appended.count(name) == 1 and not jumps
+                 and isinstance(self.trees.get(name), list) and _count_names(loop.body, name) == 1
+                 and step == Const(1) and all(isinstance(a, (Const, Var)) for a in self.trees[name])]
+        for name in names:
+            prefix = self.trees.pop(name)
+            count = self.prim(out, "sub", (stop, start), hint="passes") if start != Const(0) else stop
+            count = self.prim(out, "add", (count, Const(len(prefix))), hint="items") if prefix else count
+            shape = self.items_of(self.prim(out, "shape", (prefix[0],)), out) if prefix else ()
+            if shape is None:
+                raise self.err(loop, f"`{name}` grows by one item per pass: s2sad makes it an array, and needs the "
+                                     f"rank of its first item", "call grad(f) on arguments, or preallocate an array")
+            buffer = self.var(name)
+            self.prim(out, "zeros", (self.prim(out, "make_tuple", (count, *shape), hint="dims"),), target=buffer)
+            for k, item in enumerate(prefix):
+                out.append(Store(buffer, (Const(k),), item, self.loc))
+            self.growing[name] = Growth(buffer, len(prefix), start, bool(prefix), counter)
+        return names
+
+    def grow(self, call: cst.Call, out):
+        """`llk.append(v)` in a loop that makes `llk` an array: the pass's row of it."""
+        growth = self.growing[call.func.value.value]
+        item = self.expr(call.args[0].value, out)
+        rank = 0 if isinstance(item, Const) else self.ranks.get(item.name)
+        if rank is None and isinstance(self.kinds, UnknownKinds):
+            self.kind_of(item, required=True)
+        if not growth.rows and rank != 0:
+            raise self.err(call, f"`{call.func.value.value}` grows by one item per pass, and s2sad makes it an array: "
+                                 "of numbers, or of items shaped as the first one it holds before the loop",
+                           "start the list with its first item, or preallocate: `out = np.zeros((n, m))`")
+        index = Var(growth.counter)
+        if growth.start != Const(0):
+            index = self.prim(out, "sub", (index, growth.start), hint="row")
+        if growth.prefix:
+            index = self.prim(out, "add", (index, Const(growth.prefix)), hint="row")
+        out.append(Store(growth.buffer, (index,), item, self.loc))
 
     def private_to(self, loop: cst.For, name: str) -> bool:
         """Is `name` used only inside `loop`'s body and never assigned there?"""
@@ -1071,7 +1133,35 @@ class Lowerer:
             return self.subscript(node, out, target)
         if isinstance(node, cst.Attribute) and isinstance(self.tree_of(node.value), Record):
             return self.record_field(node)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) \
+                and any(self.is_sequence(side) for side in (node.left, node.right)):
+            return self.joined(node, out)
         return self.expr(node, out, target)
+
+    def is_sequence(self, node) -> bool:
+        return isinstance(node, (cst.Tuple, cst.List)) or isinstance(self.tree_of(node), (tuple, list))
+
+    def joined(self, node: cst.BinaryOperation, out):
+        """`(n,) + x.shape`: a tuple (or list) joined when the code is generated, item by item."""
+        left, right = (self.items_of(self.value(side, out), out) for side in (node.left, node.right))
+        if (left is None or right is None) and isinstance(self.kinds, UnknownKinds):
+            self.kinds.asked = True
+            raise TypesNeeded(f"the length of `{cst.Module([]).code_for_node(node)}` follows the arguments' ranks: "
+                              "s2sad generates the code per argument type when the function is called, so "
+                              "`s2sad.source(f)` cannot read it; call grad(f) on arguments")
+        if left is None or right is None:
+            raise self.err(node, "a tuple or list is joined here only with another one, or with an array's "
+                                 "`.shape` whose rank s2sad knows", "write the items out: `(n, m, k)`")
+        return type(left)([*left, *right]) if isinstance(left, list) else (*left, *right)
+
+    def items_of(self, value, out):
+        """A static tuple/list as it is, a shape tuple of known length as its items, else None."""
+        if isinstance(value, (tuple, list)):
+            return value
+        if isinstance(value, Var) and value.name in self.lengths:
+            return tuple(self.emit(out, self.temp(f"{value.name}_{k}"), Load(value, (Const(k),)))
+                         for k in range(self.lengths[value.name]))
+        return None
 
     def outside_tree(self, value, where: Hidden | None):
         """A tuple, list or dict read from outside the function as a static tree: numbers are constants,
@@ -3377,6 +3467,15 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     operands = operands[:2]
     if name == "matmul" and None not in operands and min(operands) >= 1:
         return max(operands) if min(operands) > 1 else max(operands) - 1
+    return None
+
+
+def _length(value, ranks: dict) -> int | None:
+    """How many items a tuple-valued right-hand side has, where lowering knows: `(a, b)`, `x.shape`."""
+    if isinstance(value, Prim) and value.rule.name == "make_tuple":
+        return len(value.args)
+    if isinstance(value, Prim) and value.rule.name == "shape" and isinstance(value.args[0], Var):
+        return ranks.get(value.args[0].name)
     return None
 
 

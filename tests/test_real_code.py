@@ -748,3 +748,48 @@ def test_a_parameter_name_python_normalizes_is_read_as_python_reads_it():
     for i in (0, 1):
         assert_close(s2sad.grad(calls_with_epsilon, argnums=i, backend="python")(x, 1.7),
                      fd_grad(calls_with_epsilon, (x, 1.7), i))
+
+
+def gaussian_nll_of_pairs(p, mu):
+    llk = []  # kulprit's likelihood: one number per pair, summed after the loop
+    for y, m in zip(p, mu):
+        llk.append(0.5 * (y - m) ** 2)
+    return -sum(llk) + np.mean(np.array(llk)) * len(llk)
+
+
+def euler_trajectory(y0, k):
+    ys = [y0]  # the states, as an integrator keeps them: one row per step
+    y = y0
+    for _ in range(1, 6):
+        y = y - 0.1 * k * y * y
+        ys.append(y)
+    return np.sum(np.array(ys) ** 2)
+
+
+def stacked_copies(x, n):
+    out = np.zeros((n,) + x.shape)  # a tuple joined with an array's shape
+    for i in range(n):
+        out[i] = x * (i + 1)
+    return np.sum(np.sin(out))
+
+
+def test_a_list_a_runtime_loop_appends_to_is_an_array(backend):
+    p, mu = np.array([0.3, 1.2, -0.4]), np.array([0.1, 0.5, 0.2])
+    for i in (0, 1):
+        assert_close(s2sad.grad(gaussian_nll_of_pairs, argnums=i, backend=backend)(p, mu),
+                     fd_grad(gaussian_nll_of_pairs, (p, mu), i))
+        assert_close(s2sad.grad(euler_trajectory, argnums=i, backend=backend)(p, 0.7),
+                     fd_grad(euler_trajectory, (p, 0.7), i))
+    assert_close(s2sad.grad(stacked_copies, backend=backend)(p, 3), fd_grad(stacked_copies, (p, 3), 0))
+
+
+def grows_by_matrices(x, w):
+    S = []
+    for k in range(len(w)):
+        S.append(w[k] * np.outer(x, x))
+    return np.sum(np.array(S))
+
+
+def test_a_list_grown_by_arrays_with_no_first_item_is_refused_with_a_way_out():
+    with pytest.raises(s2sad.UnsupportedError, match="`S` grows by one item per pass"):
+        s2sad.grad(grows_by_matrices, backend="python")(np.ones(2), np.ones(3))
