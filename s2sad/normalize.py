@@ -602,9 +602,9 @@ class Lowerer:
         elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), dict):
             self.set_item(table, target, self.value(value, out))
         elif isinstance(target, cst.Subscript):
-            base = self.array_base(target.value)
+            base = self.array_base(target.value, out)
             index = self.index(target, out)
-            val = self.expr(value, out)
+            val = self.stored(value, self.value(value, out), out)
             out.append(Store(base, index, val, self.loc))
         elif isinstance(target, cst.Attribute):  # `self.W = W`, `model.w_q = w_q`
             obj = self.written_object(target.value)
@@ -693,8 +693,8 @@ class Lowerer:
             elif isinstance(name, cst.Subscript) and isinstance(table := self.tree_of(name.value), dict):
                 self.set_item(table, name, item)
             elif isinstance(name, cst.Subscript):  # `a[0], a[1] = y, x`
-                base = self.array_base(name.value)
-                out.append(Store(base, self.index(name, out), self.refuse_non_atom(name, item), self.loc))
+                base = self.array_base(name.value, out)
+                out.append(Store(base, self.index(name, out), self.stored(name, item, out), self.loc))
             else:
                 self.bind_again(name, item, out)
 
@@ -718,14 +718,32 @@ class Lowerer:
         else:
             self.bind(target, self.value(value, out), out)
 
-    def array_base(self, node) -> str:
+    def array_base(self, node, out) -> str:
         if isinstance(node, cst.Name) and node.value not in self.locals and self.enclosing is not None \
                 and self.enclosing.knows(node.value):
-            return self.enclosing.array_base(node)  # a nested function writing into its enclosing function's array
+            return self.enclosing.array_base(node, out)  # a nested function writing into its enclosing function's array
+        if isinstance(node, cst.Attribute):
+            return self.attribute_array(node, out)
         if not isinstance(node, cst.Name) or node.value not in self.locals:
             raise self.err(node, "in-place writes need a local array variable on the left",
                            "create the array inside the function (e.g. np.zeros) and write into it")
         return self.var(node.value)
+
+    def attribute_array(self, node: cst.Attribute, out) -> str:
+        """The array `self.b[...] = ...` writes into: the attribute's variable. An outside object's array is
+        copied at the first write, so the caller's object keeps its own (as `grad` keeps arguments)."""
+        obj, name = self.written_object(node.value), node.attr.value
+        current = self.expr(node, out)
+        if not isinstance(current, Var):
+            raise self.err(node, f"`{name}` is not an array attribute: only arrays can be written into")
+        if obj.outside is not None and name not in obj.fields:
+            if self.conditional():
+                raise self.err(node, f"the first write into the outside object's array `{name}` runs conditionally "
+                                     "or repeatedly here", f"copy it first, before the loop or branch: "
+                                                           f"`self.{name} = self.{name}.copy()`")
+            current = self.prim(out, "copy", (current,), target=self.names.fresh(f"{obj.hint}_{name}"))
+            obj.fields[name] = current
+        return current.name
 
     def aug_assign(self, node: cst.AugAssign, out):
         op = AUGOPS.get(type(node.operator))
@@ -747,7 +765,7 @@ class Lowerer:
             if version:
                 self.scope[name] = version
         elif isinstance(node.target, cst.Subscript):
-            base = self.array_base(node.target.value)
+            base = self.array_base(node.target.value, out)
             index = self.index(node.target, out)
             old = self.emit(out, self.temp(self.load_hint(base, index)), Load(Var(base), index))
             new = self.prim(out, op, (old, rhs))
@@ -1230,6 +1248,14 @@ class Lowerer:
         if target is not None and not (isinstance(atom, Var) and atom.name == target):
             return self.emit(out, target, Copy(atom))
         return atom
+
+    def stored(self, node, value, out):
+        """What a store writes: a number or array; a list or tuple of them (`X[0] = [x0, y0]`) as the array NumPy
+        makes of it."""
+        if isinstance(value, (tuple, list)) and value and all(isinstance(a, (Var, Const)) or is_tree(a)
+                                                              for a in flatten(value)[0]):
+            return self.nested_array(node, value, out, None)
+        return self.refuse_non_atom(node, value)
 
     def refuse_non_atom(self, node, value):
         """`value` if it is a number or array (an atom); a located error for a tuple, list or np.where's positions."""

@@ -793,3 +793,51 @@ def grows_by_matrices(x, w):
 def test_a_list_grown_by_arrays_with_no_first_item_is_refused_with_a_way_out():
     with pytest.raises(s2sad.UnsupportedError, match="`S` grows by one item per pass"):
         s2sad.grad(grows_by_matrices, backend="python")(np.ones(2), np.ones(3))
+
+
+class SoftmaxLoss:
+    def __init__(self, n, k):
+        self.onehot = np.zeros((n, k))
+
+    def forward(self, z, label):
+        n = z.shape[0]
+        self.onehot[np.arange(n), label] = 1.0  # the layer keeps its one-hot labels as state
+        e = np.exp(z - np.max(z, axis=1, keepdims=True))
+        p = e / np.sum(e, axis=1, keepdims=True)
+        return -np.sum(self.onehot * np.log(p)) / n
+
+
+class PaddedFilter:
+    def __init__(self, b, n):
+        self.b = np.zeros(n)
+        self.b[self.b.size - len(b):] = b  # filter1's coefficients, right-aligned in a longer buffer
+
+    def response(self, x):
+        return np.sum(self.b * x)
+
+
+def filter_energy(b, x):
+    return PaddedFilter(b, 5).response(x) ** 2
+
+
+def lotka_volterra_rows(a, b, n):
+    X0 = [a, b]
+    X = np.zeros((n, 2))
+    X[0] = X0  # a list stored into a row
+    for i in range(1, n):
+        x, y = X[i - 1]
+        X[i] = [x + 0.1 * (x - x * y), y + 0.1 * (x * y - y)]
+    return np.sum(X ** 2)
+
+
+def test_writes_into_array_attributes_and_lists_stored_into_rows(backend):
+    layer, label = SoftmaxLoss(3, 4), np.array([0, 2, 1])
+    z = np.random.default_rng(3).normal(size=(3, 4))
+    assert_close(s2sad.grad(lambda z: layer.forward(z, label), backend=backend)(z),
+                 fd_grad(lambda z: SoftmaxLoss(3, 4).forward(z, label), (z,), 0))
+    assert not layer.onehot.any()  # the caller's object keeps its own array, as grad keeps arguments
+    b, x = np.array([0.5, -0.3]), np.arange(5.0)
+    for i in (0, 1):
+        assert_close(s2sad.grad(filter_energy, argnums=i, backend=backend)(b, x), fd_grad(filter_energy, (b, x), i))
+        assert_close(s2sad.grad(lotka_volterra_rows, argnums=i, backend=backend)(0.5, 0.7, 5),
+                     fd_grad(lotka_volterra_rows, (0.5, 0.7, 5), i))
