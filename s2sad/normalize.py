@@ -1785,16 +1785,35 @@ class Lowerer:
 
     def into_output(self, node: cst.Call, fn, written: cst.Arg, out):
         """`np.add(a, b, out)`, `np.sqrt(d, out=d)`, `np.dot(a, b, c)`: the result is written into the
-        output array, and the call's value is that array, as NumPy does."""
-        if not (isinstance(written.value, cst.Name) and written.value.value in self.locals):
-            raise self.err(written, "an output argument must be a local array variable (`out=d`)",
+        output array, and the call's value is that array, as NumPy does. `out=np.zeros_like(a)` is a fresh
+        array; a ufunc's `where=mask` keeps the output's items where the mask is false."""
+        local = isinstance(written.value, cst.Name) and written.value.value in self.locals
+        if not local and not (isinstance(written.value, cst.Call) and self.static_value(written.value.func) in FRESH_OUTPUTS):
+            raise self.err(written, "an output argument must be a local array variable (`out=d`) or a new array",
                            "assign the result instead: `d[:] = np.sqrt(d)`")
-        result = self.apply(node.with_changes(args=[a for a in node.args if a is not written]), fn, [], out, None)
+        where = next((a for a in node.args if a.keyword is not None and a.keyword.value == "where"), None)
+        rest = node.with_changes(args=[a for a in node.args if a is not written and a is not where])
+        mask = None if where is None else self.masked_inputs(where, rest, fn, out)
+        result = self.apply(rest, fn, [], out, None) if mask is None else \
+            self.apply(rest.with_changes(args=rest.args[fn.nin:]), fn, mask[1], out, None)
         if is_tree(result):
             raise self.err(written, "only functions with one result can write into an output argument")
-        base = self.var(written.value.value)
-        out.append(Store(base, (ir.Slice(None, None, None),), result, self.loc))
-        return Var(base)
+        kept = Var(self.var(written.value.value)) if local else self.expr(written.value, out)
+        if mask is not None:
+            result = self.prim(out, "where", (mask[0], result, kept))
+        if not local:
+            return result
+        out.append(Store(kept.name, (ir.Slice(None, None, None),), result, self.loc))
+        return kept
+
+    def masked_inputs(self, where: cst.Arg, call: cst.Call, fn, out):
+        """`where=mask` of a ufunc: the mask, and the inputs with 1.0 where it is false, so that the items
+        NumPy skips (`b == 0` in `np.divide(a, b, where=b != 0)`) send no inf or nan into the derivative."""
+        inputs = [a for a in call.args[:getattr(fn, "nin", 0)] if a.keyword is None and not a.star]
+        if not isinstance(fn, np.ufunc) or len(inputs) != fn.nin:
+            raise self.err(where, "`where=` is an argument of NumPy's ufuncs, with their inputs given by position")
+        mask = self.expr(where.value, out)
+        return mask, [self.prim(out, "where", (mask, self.expr(a.value, out), Const(1.0)), hint="kept") for a in inputs]
 
     def spread(self, node: cst.Call, out) -> cst.Call:
         """`f(x, *args, **options)` with a static tuple and dict: one argument per item, each read from the
@@ -3515,6 +3534,9 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
     updated = {n.target.value for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))
                if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)}
     return updated - _bound_by(func, (cst.AssignTarget, cst.AnnAssign, cst.For))
+
+
+FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full)
 
 
 def _output_argument(call: cst.Call, fn) -> cst.Arg | None:

@@ -841,3 +841,27 @@ def test_writes_into_array_attributes_and_lists_stored_into_rows(backend):
         assert_close(s2sad.grad(filter_energy, argnums=i, backend=backend)(b, x), fd_grad(filter_energy, (b, x), i))
         assert_close(s2sad.grad(lotka_volterra_rows, argnums=i, backend=backend)(0.5, 0.7, 5),
                      fd_grad(lotka_volterra_rows, (0.5, 0.7, 5), i))
+
+
+def relative_strength(up, down):
+    rs = np.divide(up, down, out=np.zeros_like(up), where=down != 0)  # piker's RSI: 0 where down is 0
+    return np.sum(100.0 - 100.0 / (1.0 + rs))
+
+
+def masked_into_local(a, b):
+    d = np.ones_like(a)
+    np.divide(a, b, out=d, where=b > 0.5)
+    np.sqrt(d, out=d)
+    return np.sum(d * a)
+
+
+def test_a_ufunc_with_where_and_a_new_output_array(backend):
+    up, down = np.array([0.5, 1.0, 0.2, 0.7]), np.array([0.3, 0.0, 0.6, 1.1])
+    d_up, d_down = s2sad.grad(relative_strength, argnums=(0, 1), backend=backend)(up, down)
+    assert_close(d_up, fd_grad(relative_strength, (up, down), 0))
+    kept = down != 0  # where down is 0 the output is the constant 0: no nan, no inf, a zero derivative
+    assert_close(d_down[kept], fd_grad(relative_strength, (up, down), 1)[kept])
+    assert d_down[~kept] == 0.0
+    for i in (0, 1):
+        assert_close(s2sad.grad(masked_into_local, argnums=i, backend=backend)(up, down),
+                     fd_grad(masked_into_local, (up, down), i))
