@@ -56,7 +56,8 @@ COMPARE = {
 METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "reshape": np.reshape,
            "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "max": np.max, "min": np.min,
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
-           "squeeze": np.squeeze, "trace": np.trace, "clip": np.clip, "argmax": np.argmax, "argmin": np.argmin}
+           "squeeze": np.squeeze, "trace": np.trace, "diagonal": np.diagonal, "clip": np.clip, "argmax": np.argmax,
+           "argmin": np.argmin}
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
 SHAPE_FIRST = (np.zeros, np.ones, np.empty, np.full)  # a list first argument is a shape, not data
