@@ -37,6 +37,7 @@ __all__ = [
     "broadcast_like",
     "add_at",
     "index_array",
+    "diagonal_mask",
     "hstack_axis",
     "batch_empty",
     "mask_last",
@@ -947,6 +948,31 @@ def index_array(values):
 @overload(index_array)
 def _ol_index_array(values):
     return lambda values: np.array(values)
+
+
+def diagonal_mask(shape):
+    """A boolean mask of `shape` true where all indices are equal: the items np.diag_indices_from picks, in the
+    same (C) order, as one index numba can read and write with."""
+    out = np.zeros(shape, dtype=np.bool_)
+    out[np.diag_indices_from(out)] = True  # NumPy's errors for fewer than 2 or unequal dimensions
+    return out
+
+
+@overload(diagonal_mask)
+def _ol_diagonal_mask(shape):
+    if not isinstance(shape, types.UniTuple) or shape.count < 2:
+        raise TypingError(f"diagonal_mask: an array of at least 2 dimensions is needed, got shape {shape}")
+
+    def impl(shape):
+        out = np.zeros(shape, np.bool_)
+        step = 0  # in C order the diagonal is every (1 + n + n^2 + ...)-th item
+        for n in shape:
+            if n != shape[0]:
+                raise ValueError("All dimensions of input must be of equal length")
+            step = step * n + 1
+        out.reshape(out.size)[::step] = True
+        return out
+    return impl
 
 
 def hstack_axis(x):
