@@ -62,6 +62,17 @@ def test_diagonal_positions(f, x, backend):
     check_both_modes(f, x, backend)
 
 
+def lower_triangle(x):  # np.tril_indices_from gives a tuple of index arrays, indexed with as NumPy does
+    r = np.outer(x, x)
+    r[np.tril_indices_from(r)] += x[0]
+    r[np.tril_indices_from(r, -1)] *= 2.0
+    return np.sum(r**2) + np.sum(r[np.tril_indices_from(r)] ** 3)
+
+
+def test_a_tuple_of_index_arrays(backend):
+    check_both_modes(lower_triangle, X, backend)
+
+
 def unpacked(x):
     r = np.outer(x, x)
     rows, cols = np.diag_indices_from(r)

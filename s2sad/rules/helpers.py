@@ -124,7 +124,9 @@ def add_at_tangent(g, out, a, idx, v):
 
 @defrule(add_at, name="add_at", elementwise=False, tangent=add_at_tangent,
          checks=[Check("add_at(a, index_array((0, 2, 0)), b)", shapes=(((3,), (3,)), ((3, 2), (3, 2)), ((3,), ()))),
-                 Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,))))])
+                 Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,)))),
+                 Check("add_at(a, (index_array((0, 1, 0)), index_array((2, 0, 2))), b)",
+                       shapes=(((2, 3), (3,)), ((2, 3, 2), (3, 2)), ((2, 3), ())))])
 def add_at_rule(g, out, a, idx, v):
     return g, None, unbroadcast(g[idx], v)
 
@@ -134,7 +136,8 @@ def mask_last_tangent(g, out, x, idx):
 
 
 @defrule(mask_last, name="mask_last", elementwise=False, tangent=mask_last_tangent,
-         checks=[Check("mask_last(a, index_array((0, 2, 0)))", shapes=((3,), (3, 2)))])
+         checks=[Check("mask_last(a, index_array((0, 2, 0)))", shapes=((3,), (3, 2))),
+                 Check("mask_last(a, (index_array((0, 1, 0)), index_array((2, 0, 2))))", shapes=((3,), (3, 2)))])
 def mask_last_rule(g, out, x, idx):  # a 0/1 mask: its own transpose
     return mask_last(g, idx), None
 
