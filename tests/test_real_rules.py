@@ -56,8 +56,11 @@ def diagonal_of_a_cube(x):
     return np.sum(np.sin(c))
 
 
-@pytest.mark.parametrize("f, x", [(coulomb, POINTS), (diagonal_method, POINTS), (shifted_diagonal, X),
-                                  (diagonal_read, X), (diagonal_of_a_cube, X)], ids=lambda v: getattr(v, "__name__", ""))
+CASES = [(coulomb, POINTS), (diagonal_method, POINTS), (shifted_diagonal, X), (diagonal_read, X),
+         (diagonal_of_a_cube, X)]
+
+
+@pytest.mark.parametrize("f, x", CASES, ids=[f.__name__ for f, _ in CASES])
 def test_diagonal_positions(f, x, backend):
     check_both_modes(f, x, backend)
 
