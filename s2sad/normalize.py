@@ -1861,7 +1861,7 @@ class Lowerer:
 
     def diagonal_positions(self, node, fn, out) -> "Positions":
         """`np.diag_indices(n, ndim=2)` / `np.diag_indices_from(a)`: a main diagonal's index arrays, kept as the
-        boolean mask that reads and writes the same items in the same order (numba indexes with one array only)."""
+        boolean mask that reads and writes the same items in the same order, as np.where's are (numba lacks both)."""
         if not node.args or any(a.keyword or a.star for a in node.args) or len(node.args) > 1 + (fn is np.diag_indices):
             raise self.err(node, "write np.diag_indices(n), np.diag_indices(n, ndim) or np.diag_indices_from(a), "
                                  "with positional arguments")
