@@ -56,7 +56,8 @@ COMPARE = {
 METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "reshape": np.reshape,
            "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "max": np.max, "min": np.min,
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
-           "squeeze": np.squeeze, "trace": np.trace, "clip": np.clip, "argmax": np.argmax, "argmin": np.argmin}
+           "squeeze": np.squeeze, "trace": np.trace, "diagonal": np.diagonal, "clip": np.clip, "argmax": np.argmax,
+           "argmin": np.argmin}
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
 SHAPE_FIRST = (np.zeros, np.ones, np.empty, np.full)  # a list first argument is a shape, not data
@@ -684,6 +685,8 @@ class Lowerer:
         if isinstance(value, Var):  # unpack the first axis of an array
             value = tuple(self.emit(out, self.temp(f"{value.name}_{i}"), Load(value, (Const(i),)))
                           for i in range(len(names)))
+        if isinstance(value, Positions):
+            raise self.positions_misused(target)
         if not isinstance(value, (tuple, list)) or len(value) != len(names):
             size = len(value) if is_tree(value) else "a non-tuple"
             raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
@@ -1267,8 +1270,9 @@ class Lowerer:
         return value
 
     def positions_misused(self, node):
-        return self.err(node, "the index arrays of np.where(condition) / np.nonzero serve here only to index an "
-                              "array (`x[np.where(c)]`)", "index with the condition itself: `x[c]`")
+        return self.err(node, "the index arrays of np.where(condition) / np.nonzero / np.diag_indices serve here only "
+                              "to index an array (`x[np.where(c)]`, `x[np.diag_indices_from(x)]`)",
+                        "index with them whole, or with the condition itself: `x[c]`")
 
     def _expr(self, node, out, target):
         if isinstance(node, cst.Name):
@@ -1915,6 +1919,8 @@ class Lowerer:
             return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
         if (fn is np.where or fn is np.nonzero) and len(node.args) == 1 and not leading:
             return self.positions(node.args[0].value, out)
+        if fn in (np.diag_indices, np.diag_indices_from) and not leading:
+            return self.diagonal_positions(node, fn, out)
         if fn in (np.asarray, np.asanyarray) and len(node.args) == 1 and self.names_a_container(node.args[0].value):
             fn = np.array  # `np.asarray(args)` of a tuple of numbers (`*args`): a new array
         if fn in SEQUENCE_CALLS:
@@ -1988,6 +1994,21 @@ class Lowerer:
         if not isinstance(node, cst.Comparison):
             mask = self.prim(out, "ne", (mask, Const(0)), hint="nonzero")
         return Positions(mask)
+
+    def diagonal_positions(self, node, fn, out) -> "Positions":
+        """`np.diag_indices(n, ndim=2)` / `np.diag_indices_from(a)`: a main diagonal's index arrays, kept as the
+        boolean mask that reads and writes the same items in the same order, as np.where's are (numba lacks both)."""
+        if not node.args or any(a.keyword or a.star for a in node.args) or len(node.args) > 1 + (fn is np.diag_indices):
+            raise self.err(node, "write np.diag_indices(n), np.diag_indices(n, ndim) or np.diag_indices_from(a), "
+                                 "with positional arguments")
+        first = self.expr(node.args[0].value, out)
+        if fn is np.diag_indices_from:
+            return Positions(self.prim(out, "diagonal_mask", (self.prim(out, "shape", (first,)),), hint="diagonal"))
+        ndim = self.expr(node.args[1].value, out) if len(node.args) == 2 else Const(2)
+        if not (isinstance(ndim, Const) and type(ndim.value) is int):
+            raise self.err(node.args[1], "np.diag_indices' ndim must be a constant int")
+        shape = self.prim(out, "make_tuple", (first,) * ndim.value, hint="shape")
+        return Positions(self.prim(out, "diagonal_mask", (shape,), hint="diagonal"))
 
     def names_a_container(self, node) -> bool:
         return isinstance(node, (cst.Tuple, cst.List)) or isinstance(node, cst.Name) and node.value in self.trees \

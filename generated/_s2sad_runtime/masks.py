@@ -10,12 +10,18 @@ import operator
 
 import numpy as np
 from numba import types
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 
 
 def _nd_mask(a, idx) -> bool:
     return (isinstance(a, types.Array) and isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean)
             and a.ndim > 1 and idx.ndim == a.ndim)
+
+
+@register_jitable
+def _same_shape(a, idx):
+    if a.shape != idx.shape:  # NumPy's IndexError; numba would read past the mask (np.diag_indices(3) of a 4x4 array)
+        raise IndexError("boolean index did not match indexed array")
 
 
 @overload(operator.getitem)
@@ -24,6 +30,7 @@ def _ol_mask_read(a, idx):
         return None
 
     def read(a, idx):
+        _same_shape(a, idx)
         out = np.empty(np.count_nonzero(idx), a.dtype)
         k = 0
         for ix in np.ndindex(a.shape):
@@ -40,6 +47,7 @@ def _ol_mask_write(a, idx, v):
         return None
     if isinstance(v, types.Array):
         def write_each(a, idx, v):
+            _same_shape(a, idx)
             k = 0
             for ix in np.ndindex(a.shape):
                 if idx[ix]:
@@ -48,6 +56,7 @@ def _ol_mask_write(a, idx, v):
         return write_each
 
     def write_one(a, idx, v):
+        _same_shape(a, idx)
         for ix in np.ndindex(a.shape):
             if idx[ix]:
                 a[ix] = v

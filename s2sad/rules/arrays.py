@@ -19,6 +19,8 @@ nondiff(np.empty_like, name="empty_like")
 nondiff(np.arange, name="arange")
 nondiff(np.eye, name="eye")
 nondiff(np.identity, name="identity")
+nondiff(np.diag_indices, name="diag_indices")  # as an index: lowered to a diagonal_mask (normalize.py)
+nondiff(np.diag_indices_from, name="diag_indices_from")
 
 
 def linspace_tangent(g, out, start, stop, num=50, endpoint=True):

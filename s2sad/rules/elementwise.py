@@ -188,7 +188,7 @@ def erf(g, out, x):
     return (g * 1.1283791670955126 * np.exp(-x * x),)
 
 
-# --- piecewise: abs, max/min, clip, remainders ---------------------------------------------------
+# --- piecewise: abs, copysign, max/min, clip, remainders -----------------------------------------
 # Ties: at x == y the whole gradient goes to the first operand (maximum, minimum, fmax, fmin and the
 # builtins max/min alike), which is also what Python's max(x, y) and min(x, y) return there.
 
@@ -217,6 +217,13 @@ def fmax(g, out, x, y):
 @defrule(np.fmin, checks=[Check("np.fmin(a, b)", shapes=BROADCAST)])
 def fmin(g, out, x, y):
     return g * (out == x), g * (out != x)
+
+
+# copysign(x, y) = |x| * sign(y): d/dx is sign(x) * sign(y) (one-sided at x = 0, as for abs); y's sign only
+@defrule(np.copysign, math.copysign, checks=[Check("np.copysign(a, b)", "nonzero", BROADCAST),
+                                             Check("math.copysign(a, b)", "nonzero", SCALAR)])
+def copysign(g, out, x, y):
+    return g * np.copysign(1.0, x) * np.copysign(1.0, y), None
 
 
 # np.clip(x, lo, hi) is minimum(maximum(x, lo), hi): x where lo <= x <= hi (ties go to x), else the

@@ -11,9 +11,9 @@ import copy
 from numba.typed import List
 
 from s2sad.rules.registry import Check, alias, defrule, nondiff
-from s2sad.runtime import (PythonTape, add_at, same_shape, batch_empty, broadcast_like, copy_adj, hstack_axis, index_array,
-                           mask_last, matmul_adjoint_a, matmul_adjoint_b, matmul_like, mean_adjoint, mean_axis,
-                           range_last, restore, sum_adjoint, sum_axis, unbroadcast, zeros_like_adj)
+from s2sad.runtime import (PythonTape, add_at, same_shape, batch_empty, broadcast_like, copy_adj, diagonal_mask,
+                           hstack_axis, index_array, mask_last, matmul_adjoint_a, matmul_adjoint_b, matmul_like,
+                           mean_adjoint, mean_axis, range_last, restore, sum_adjoint, sum_axis, unbroadcast, zeros_like_adj)
 
 BROADCAST = (((2, 3), (3,)), ((2, 3), (2, 3)), ((3,), ()), ((), ()), ((2, 3), (1, 3)))
 REDUCED = (((), (2, 3)), ((), (3,)), ((), ()))
@@ -124,7 +124,9 @@ def add_at_tangent(g, out, a, idx, v):
 
 @defrule(add_at, name="add_at", elementwise=False, tangent=add_at_tangent,
          checks=[Check("add_at(a, index_array((0, 2, 0)), b)", shapes=(((3,), (3,)), ((3, 2), (3, 2)), ((3,), ()))),
-                 Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,))))])
+                 Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,)))),
+                 Check("add_at(a, (index_array((0, 1, 0)), index_array((2, 0, 2))), b)",
+                       shapes=(((2, 3), (3,)), ((2, 3, 2), (3, 2)), ((2, 3), ())))])
 def add_at_rule(g, out, a, idx, v):
     return g, None, unbroadcast(g[idx], v)
 
@@ -134,13 +136,15 @@ def mask_last_tangent(g, out, x, idx):
 
 
 @defrule(mask_last, name="mask_last", elementwise=False, tangent=mask_last_tangent,
-         checks=[Check("mask_last(a, index_array((0, 2, 0)))", shapes=((3,), (3, 2)))])
+         checks=[Check("mask_last(a, index_array((0, 2, 0)))", shapes=((3,), (3, 2))),
+                 Check("mask_last(a, (index_array((0, 1, 0)), index_array((2, 0, 2))))", shapes=((3,), (3, 2)))])
 def mask_last_rule(g, out, x, idx):  # a 0/1 mask: its own transpose
     return mask_last(g, idx), None
 
 
 alias("mean", mean_axis)
 nondiff(index_array, name="index_array")
+nondiff(diagonal_mask, name="diagonal_mask")  # np.diag_indices(n), np.diag_indices_from(a) as an index
 nondiff(name="make_tuple")  # `(n, m)`: a shape or axes built from variables
 nondiff(same_shape, name="same_shape")  # `x.shape == (n, 1)`
 nondiff(hstack_axis, name="hstack_axis")

@@ -15,7 +15,7 @@ from numba.typed import List
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.cpython.listobj import ListInstance
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 from numba.np.numpy_support import as_dtype
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "broadcast_like",
     "add_at",
     "index_array",
+    "diagonal_mask",
     "hstack_axis",
     "batch_empty",
     "mask_last",
@@ -907,8 +908,30 @@ def add_at(a, idx, v):
     return out
 
 
+def _index_arrays(idx) -> bool:
+    """A tuple of 1-D integer index arrays, one per leading axis (what np.tril_indices_from gives)."""
+    return isinstance(idx, types.UniTuple) and isinstance(idx.dtype, types.Array) and idx.dtype.ndim == 1 \
+        and isinstance(idx.dtype.dtype, types.Integer)
+
+
+@register_jitable
+def _flat_positions(idx, shape):
+    """The positions index arrays `idx` name in the leading axes of `shape`, counted in C order."""
+    flat = np.zeros(idx[0].shape[0], np.int64)
+    for d in range(len(idx)):
+        flat = flat * shape[d] + np.where(idx[d] < 0, idx[d] + shape[d], idx[d])
+    return flat
+
+
 @overload(add_at)
 def _ol_add_at(a, idx, v):
+    if _index_arrays(idx):
+        axes = idx.count
+
+        def positions(a, idx, v):  # the 1-D case on the leading axes' flattened view
+            rows = np.ascontiguousarray(a).reshape((-1,) + a.shape[axes:])
+            return add_at(rows, _flat_positions(idx, a.shape), v).reshape(a.shape)
+        return positions
     if isinstance(idx, types.Integer):
         def one(a, idx, v):
             out = a.astype(np.float64)
@@ -949,6 +972,31 @@ def _ol_index_array(values):
     return lambda values: np.array(values)
 
 
+def diagonal_mask(shape):
+    """A boolean mask of `shape` true where all indices are equal: the items np.diag_indices_from picks, in the
+    same (C) order, as one index numba can read and write with."""
+    out = np.zeros(shape, dtype=np.bool_)
+    out[np.diag_indices_from(out)] = True  # NumPy's errors for fewer than 2 or unequal dimensions
+    return out
+
+
+@overload(diagonal_mask)
+def _ol_diagonal_mask(shape):
+    if not isinstance(shape, types.UniTuple) or shape.count < 2:
+        raise TypingError(f"diagonal_mask: an array of at least 2 dimensions is needed, got shape {shape}")
+
+    def impl(shape):
+        out = np.zeros(shape, np.bool_)
+        step = 0  # in C order the diagonal is every (1 + n + n^2 + ...)-th item
+        for n in shape:
+            if n != shape[0]:
+                raise ValueError("All dimensions of input must be of equal length")
+            step = step * n + 1
+        out.reshape(out.size)[::step] = True
+        return out
+    return impl
+
+
 def hstack_axis(x):
     """The axis np.hstack joins along: 0 for 1-D arrays, else 1."""
     return 0 if np.ndim(x) == 1 else 1
@@ -976,16 +1024,21 @@ def mask_last(g, idx):
     """`g` (rows taken at `idx`) with the rows of all but the last occurrence of each index zeroed.
 
     NumPy's `y[idx] = v` keeps the last write of a repeated index; the others have no effect,
-    so their adjoint is zero.
+    so their adjoint is zero. `idx` may be a tuple of index arrays, one per axis (np.tril_indices_from):
+    a position is then one row of them.
     """
-    if np.ndim(idx) == 0 or np.asarray(idx).dtype == np.bool_:  # a mask picks each entry at most once
-        return g
+    if not isinstance(idx, tuple) and (np.ndim(idx) == 0 or np.asarray(idx).dtype == np.bool_):
+        return g  # a mask picks each entry at most once
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    lead = np.broadcast_shapes(*[np.shape(i) for i in idx])
     out = np.array(g, dtype=np.float64)
+    rows = out.reshape((-1,) + out.shape[len(lead):])  # a view of `out`, one row per position
+    keys = list(zip(*[np.ravel(np.broadcast_to(i, lead)).tolist() for i in idx]))
     seen = set()
-    for k in range(len(idx) - 1, -1, -1):
-        if idx[k] in seen:
-            out[k] = 0.0
-        seen.add(idx[k])
+    for k in range(len(keys) - 1, -1, -1):
+        if keys[k] in seen:
+            rows[k] = 0.0
+        seen.add(keys[k])
     return out
 
 
@@ -993,14 +1046,21 @@ def mask_last(g, idx):
 def _ol_mask_last(g, idx):
     if isinstance(idx, types.Integer) or isinstance(getattr(idx, "dtype", None), types.Boolean):
         return lambda g, idx: g
+    if isinstance(idx, types.Array) and idx.ndim == 1:
+        return lambda g, idx: mask_last(g, (idx,))
+    if not _index_arrays(idx):
+        raise TypingError(f"mask_last: index must be an int, a 1-D int array (or a tuple of them) or a mask, got {idx}")
 
-    def impl(g, idx):
+    def positions(g, idx):  # position k is (idx[0][k], idx[1][k], ...)
         out = g.astype(np.float64)
-        n = idx.shape[0]
+        n = idx[0].shape[0]
         for k in range(n):
             for j in range(k + 1, n):
-                if idx[j] == idx[k]:
+                same = True
+                for d in range(len(idx)):
+                    same = same and idx[d][j] == idx[d][k]
+                if same:
                     out[k] = 0.0
                     break
         return out
-    return impl
+    return positions
