@@ -219,8 +219,9 @@ class Analysis:
                    isinstance(a.value, int) and not isinstance(a.value, bool) for a in operands)
 
     def fancy(self, index) -> bool:
-        """A single index item that may be an integer array: its reads need a scatter-add adjoint."""
-        return len(index) == 1 and isinstance(index[0], Var) and not self.known_int(index[0].name)
+        """An index with an item that may be an integer array (`x[idx]`, `y[I, J]`): a position may repeat, so
+        its reads need a scatter-add adjoint and its writes keep only the last."""
+        return any(isinstance(i, Var) and not self.known_int(i.name) for i in index)
 
     def has_adjoint(self, s) -> bool:
         """Does the statement pass derivatives to its operands (or kill an adjoint)?"""

@@ -85,3 +85,60 @@ def unpacked(x):
 def test_unpacking_diagonal_indices_is_refused_at_the_line():
     with pytest.raises(s2sad.UnsupportedError, match=r"test_real_rules.py:\d+:\d+: .*diag_indices"):
         s2sad.grad(unpacked, backend="python")(X)
+
+
+ROWS, COLS = np.array([0, 1, 0]), np.array([2, 0, 2])  # the pair (0, 2) twice
+
+
+def writes_a_repeated_pair(x):
+    y = np.zeros((2, 3))
+    y[ROWS, COLS] = 2.0 * x  # NumPy keeps the last write of (0, 2)
+    return np.sum(y ** 2)
+
+
+def reads_a_repeated_pair(x):
+    y = np.outer(x[:2], x)
+    return np.sum(np.sin(y[ROWS, COLS]))
+
+
+def reads_an_int_and_an_index_array(x, i):
+    y = np.outer(x, x)
+    return np.sum(np.sin(y[i, COLS] * y[1:, 0].sum()))
+
+
+def writes_at_int_positions(x, i, j):
+    y = np.outer(x, x)
+    y[i, j] = 3.0 * x[0]  # int arguments: one position
+    return np.sum(np.sin(y[i, j] * y))
+
+
+def test_two_index_arrays_that_repeat_a_position_add_reads_and_keep_the_last_write(backend):
+    x = np.array([0.7, -1.2, 1.4])
+    for f, args in ((writes_a_repeated_pair, (x,)), (reads_a_repeated_pair, (x,)),
+                    (reads_an_int_and_an_index_array, (x, 1)), (writes_at_int_positions, (x, 1, 2))):
+        assert_close(s2sad.grad(f, backend=backend)(*args), fd_grad(f, args, 0))
+
+
+def reads_columns_at_repeated_indices(x):
+    y = np.outer(x, x)
+    return np.sum(np.sin(y[:, COLS]))
+
+
+def test_repeated_columns_read_among_slices_on_the_python_backend():
+    x = np.array([0.7, -1.2, 1.4])
+    assert_close(s2sad.grad(reads_columns_at_repeated_indices, backend="python")(x),
+                 fd_grad(reads_columns_at_repeated_indices, (x,), 0))
+
+
+def spread_of_equal_items(x, c):
+    h = np.zeros(4) + np.arctan(c)  # four equal items: their spread is 0 whatever c is
+    return np.std(np.hypot(1.0, h)) + np.std(x * c, axis=0).sum()
+
+
+def test_the_derivative_of_a_spread_of_equal_items_is_zero_not_nan(backend):
+    x = np.array([[1.0, 2.0], [1.0, 3.0]])  # the first column's items are equal too
+    for i in (0, 1):
+        assert_close(s2sad.grad(spread_of_equal_items, argnums=i, backend=backend)(x, 0.3),
+                     fd_grad(spread_of_equal_items, (x, 0.3), i))
+    _, tangent = s2sad.jvp(lambda c: spread_of_equal_items(x, c), (0.3,), (1.0,), backend=backend)
+    assert_close(tangent, fd_grad(spread_of_equal_items, (x, 0.3), 1))

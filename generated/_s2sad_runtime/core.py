@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba import njit, types
+from numba import literal_unroll, njit, types
 from numba.typed import List
 from numba.core import cgutils
 from numba.core.errors import TypingError
@@ -909,19 +909,47 @@ def add_at(a, idx, v):
     return out
 
 
+def _int_items(idx) -> bool:
+    """A tuple of ints: one position, never repeated."""
+    return isinstance(idx, types.BaseTuple) and all(isinstance(t, types.Integer) for t in idx.types)
+
+
 def _index_arrays(idx) -> bool:
-    """A tuple of 1-D integer index arrays, one per leading axis (what np.tril_indices_from gives)."""
-    return isinstance(idx, types.UniTuple) and isinstance(idx.dtype, types.Array) and idx.dtype.ndim == 1 \
-        and isinstance(idx.dtype.dtype, types.Integer)
+    """A tuple of 1-D integer index arrays and ints, one per leading axis (np.tril_indices_from, `y[i, idx]`)."""
+    return isinstance(idx, types.BaseTuple) and not _int_items(idx) and all(
+        isinstance(t, types.Integer) or isinstance(t, types.Array) and t.ndim == 1 and isinstance(t.dtype, types.Integer)
+        for t in idx.types)
+
+
+def _item_at(item, k):
+    """Position k's index on one axis: an index array's k-th item, or the int every position shares."""
+    return item if np.ndim(item) == 0 else item[k]
+
+
+@overload(_item_at)
+def _ol_item_at(item, k):
+    if isinstance(item, types.Integer):
+        return lambda item, k: item
+    return lambda item, k: item[k]
 
 
 @register_jitable
 def _flat_positions(idx, shape):
-    """The positions index arrays `idx` name in the leading axes of `shape`, counted in C order."""
-    flat = np.zeros(idx[0].shape[0], np.int64)
-    for d in range(len(idx)):
-        flat = flat * shape[d] + np.where(idx[d] < 0, idx[d] + shape[d], idx[d])
+    """The positions index arrays (and ints) `idx` name in the leading axes of `shape`, counted in C order."""
+    flat = np.zeros(1, np.int64)
+    d = 0
+    for item in literal_unroll(idx):
+        flat = flat * shape[d] + (item + shape[d] * (item < 0))
+        d += 1
     return flat
+
+
+@register_jitable
+def _same_position(idx, j, k):
+    same = True
+    for item in literal_unroll(idx):
+        same = same and _item_at(item, j) == _item_at(item, k)
+    return same
 
 
 @overload(add_at)
@@ -933,7 +961,7 @@ def _ol_add_at(a, idx, v):
             rows = np.ascontiguousarray(a).reshape((-1,) + a.shape[axes:])
             return add_at(rows, _flat_positions(idx, a.shape), v).reshape(a.shape)
         return positions
-    if isinstance(idx, types.Integer):
+    if isinstance(idx, types.Integer) or _int_items(idx):
         def one(a, idx, v):
             out = a.astype(np.float64)
             out[idx] += v
@@ -1028,39 +1056,43 @@ def mask_last(g, idx):
     so their adjoint is zero. `idx` may be a tuple of index arrays, one per axis (np.tril_indices_from):
     a position is then one row of them.
     """
-    if not isinstance(idx, tuple) and (np.ndim(idx) == 0 or np.asarray(idx).dtype == np.bool_):
-        return g  # a mask picks each entry at most once
     idx = idx if isinstance(idx, tuple) else (idx,)
-    lead = np.broadcast_shapes(*[np.shape(i) for i in idx])
+    at = [k for k, i in enumerate(idx) if not isinstance(i, slice)]  # NumPy's advanced indices: ints and arrays
+    chosen = [idx[k] for k in at]
+    if all(np.ndim(i) == 0 for i in chosen) or any(np.asarray(i).dtype == np.bool_ for i in chosen):
+        return g  # one position, or a mask, which picks each entry at most once
+    lead = np.broadcast_shapes(*[np.shape(i) for i in chosen])
+    # the positions' axes of `g`: where the advanced indices stand when they are adjacent, else first
+    first = at[0] if at == list(range(at[0], at[0] + len(at))) else 0
     out = np.array(g, dtype=np.float64)
-    rows = out.reshape((-1,) + out.shape[len(lead):])  # a view of `out`, one row per position
-    keys = list(zip(*[np.ravel(np.broadcast_to(i, lead)).tolist() for i in idx]))
+    rows = np.moveaxis(out, list(range(first, first + len(lead))), list(range(len(lead))))  # a view of `out`
+    keys = list(zip(*[np.ravel(np.broadcast_to(i, lead)).tolist() for i in chosen]))
     seen = set()
     for k in range(len(keys) - 1, -1, -1):
         if keys[k] in seen:
-            rows[k] = 0.0
+            rows[np.unravel_index(k, lead)] = 0.0
         seen.add(keys[k])
     return out
 
 
 @overload(mask_last)
 def _ol_mask_last(g, idx):
-    if isinstance(idx, types.Integer) or isinstance(getattr(idx, "dtype", None), types.Boolean):
-        return lambda g, idx: g
+    if isinstance(idx, types.Integer) or isinstance(getattr(idx, "dtype", None), types.Boolean) or _int_items(idx) \
+            or isinstance(idx, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in idx.types):
+        return lambda g, idx: g  # one position per item of g
     if isinstance(idx, types.Array) and idx.ndim == 1:
         return lambda g, idx: mask_last(g, (idx,))
     if not _index_arrays(idx):
-        raise TypingError(f"mask_last: index must be an int, a 1-D int array (or a tuple of them) or a mask, got {idx}")
+        raise TypingError(f"mask_last: index must be an int, a 1-D int array (or a tuple of them and ints) or a "
+                          f"mask, got {idx}")
+    n_of = next(k for k, t in enumerate(idx.types) if isinstance(t, types.Array))
 
-    def positions(g, idx):  # position k is (idx[0][k], idx[1][k], ...)
+    def positions(g, idx):  # position k is (idx[0][k], idx[1][k], ...), an int standing for itself
         out = g.astype(np.float64)
-        n = idx[0].shape[0]
+        n = idx[n_of].shape[0]
         for k in range(n):
             for j in range(k + 1, n):
-                same = True
-                for d in range(len(idx)):
-                    same = same and idx[d][j] == idx[d][k]
-                if same:
+                if _same_position(idx, j, k):
                     out[k] = 0.0
                     break
         return out

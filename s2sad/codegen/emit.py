@@ -73,6 +73,17 @@ def index_text(index) -> str:
     return ", ".join(parts) if parts else "()"
 
 
+def index_value_text(index) -> str:
+    """An index as a value a runtime helper takes (`add_at(g, (i, j), v)`): one item as itself, several as a
+    tuple, a slice as `slice(...)`; full slices after the last other item are left out (`x[idx, :]` is x[idx])."""
+    items = list(index)
+    while len(items) > 1 and items[-1] == Slice(None, None, None):
+        items.pop()
+    texts = [f"slice({', '.join(atom(p) if p is not None else 'None' for p in (i.lower, i.upper, i.step))})"
+             if isinstance(i, Slice) else atom(i) for i in items]
+    return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
+
+
 def effect_text(s) -> str:
     """An Effect statement as the user wrote it: `print(x)`, `raise ValueError('...')`."""
     return ("raise " if s.raises else "") + prim_text(s.call)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from s2sad import ir
 from s2sad.analyze import (TAPE_READS, Analysis, diff_positions, reuse_pattern, template_mapping,
                            template_reads)
-from s2sad.codegen.emit import Writer, atom, const_text, effect_text, expr_text, index_text, instantiate
+from s2sad.codegen.emit import Writer, atom, const_text, effect_text, expr_text, index_text, index_value_text, instantiate
 from s2sad.codegen.fuse import fuse_elementwise
 from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
                                  negate_after_summing, share_unchanged_adjoints,
@@ -253,7 +253,8 @@ class ReverseGen:
                 w.line(f"{base} = zeros_like_adj({s.target})")
                 found = [(s.target, base)]
             if self.a.fancy(v.index):  # maybe an integer array: repeated indices must accumulate
-                w.line(f"{base} = add_at({base}, {index_text(v.index)}, {g})")
+                g = f"unbroadcast({g}, {base}[{index_text(v.index)}])"  # an elementwise g may be broadcast bigger
+                w.line(f"{base} = add_at({base}, {index_value_text(v.index)}, {g})")
             else:
                 slot = f"{base}[{index_text(v.index)}]"
                 w.line(f"{slot} += unbroadcast({g}, {slot})")
@@ -304,7 +305,7 @@ class ReverseGen:
         if a.has_adjoint(s):
             slot = f"{self.bar(s.base)}[{index_text(s.index)}]"
             v = s.value
-            read = f"mask_last({slot}, {index_text(s.index)})" if a.fancy(s.index) else slot
+            read = f"mask_last({slot}, {index_value_text(s.index)})" if a.fancy(s.index) else slot
             if isinstance(v, Var) and v.name in a.active:  # repeated indices: only the last write counts
                 slot = read
                 if v.name in a.direct:

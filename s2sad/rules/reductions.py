@@ -139,8 +139,10 @@ def var(g, out, x, axis=None, ddof=0, keepdims=False):
     return (sum_expand(unbroadcast(g, out), x, axis, keepdims) * center(x, axis) * scale,)
 
 
+# Where the spread is 0 (all items equal) the centered items are 0 too: dividing by 1 there gives the
+# subgradient 0 instead of 0/0 = nan (finite differences along equal items agree).
 def std_tangent(g, out, x, axis=None, ddof=0, keepdims=False):
-    return (sum_reduce(g * center(x, axis), axis, keepdims) / (out * (reduce_count(x, axis) - ddof)),)
+    return (sum_reduce(g * center(x, axis), axis, keepdims) / ((out + (out == 0.0)) * (reduce_count(x, axis) - ddof)),)
 
 
 @defrule(np.std, std_reduce, elementwise=False, print_as="std_reduce", print_plain=True, tangent=std_tangent,
@@ -148,7 +150,7 @@ def std_tangent(g, out, x, axis=None, ddof=0, keepdims=False):
                  Check("np.std(a, 0, ddof=1)", shapes=MATRIX),
                  Check("np.std(a, axis=(1, 2), keepdims=True)", shapes=CUBE)])
 def std(g, out, x, axis=None, ddof=0, keepdims=False):
-    g = unbroadcast(g, out) / (out * (reduce_count(x, axis) - ddof))
+    g = unbroadcast(g, out) / ((out + (out == 0.0)) * (reduce_count(x, axis) - ddof))
     return (sum_expand(g, x, axis, keepdims) * center(x, axis),)
 
 
