@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import linecache
@@ -89,6 +90,13 @@ def parse_function(fn: Any) -> Parsed:
     fn = unwrap(fn)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"s2sad differentiates Python functions, got {type(fn).__name__} {fn!r}")
+    return _parse(fn, fn.__code__)
+
+
+# Normalize parses a function again at every call it inlines and every helper whose writes it follows,
+# and libcst's parse and positions dominate lowering: a function (with the code it runs) is parsed once.
+@functools.lru_cache(maxsize=128)
+def _parse(fn: types.FunctionType, code: types.CodeType) -> Parsed:
     try:
         lines, firstline = inspect.getsourcelines(fn)
     except (OSError, TypeError) as exc:

@@ -156,11 +156,17 @@ def _is_node(value_type: type) -> bool:
     return issubclass(value_type, cst.CSTNode)  # an ABC: isinstance on each value costs more than the lookup
 
 
-def _walk(node: cst.CSTNode, skip: tuple = ()):
+@functools.lru_cache(maxsize=512)
+def _walk(node: cst.CSTNode, skip: tuple = ()) -> tuple:
     """`node` and every node under it, in source order, not going inside nodes of the types in `skip`
     (other than `node` itself), nor into whitespace and punctuation. A walk over the dataclass fields:
-    a libcst visitor rebuilds each node it passes, and normalize asks several such questions of every
-    function (names, assignments, yields, returns)."""
+    a libcst visitor rebuilds each node it passes. Normalize asks several such questions of every
+    function (names, assignments, yields, returns, writes), and libcst's nodes are immutable and hashed
+    by identity: one walk of a tree serves them all."""
+    return tuple(_nodes_under(node, skip))
+
+
+def _nodes_under(node: cst.CSTNode, skip: tuple):
     stack = [node]
     while stack:
         n = stack.pop()
