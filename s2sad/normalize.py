@@ -1966,10 +1966,50 @@ class Lowerer:
             if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
                 return self.expr_result(folded, out, target)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
+        scalar_code = getattr(getattr(fn, "_dispatcher", None), "py_func", None)  # a numba.vectorize ufunc
+        if isinstance(scalar_code, types.FunctionType):
+            return self.vectorized(node, scalar_code, leading, out, target)
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType) and not _in_library(inner):
             return self.inline(node, inner, leading, out, target)
         return self.opaque_call(node, fn, out, target)
+
+    def vectorized(self, node: cst.Call, fn, leading, out, target):
+        """A `@numba.vectorize` function: its scalar code inlined on numbers, and on arrays run item by item
+        in a loop over the items (operands of one shape, or numbers), as the ufunc numba builds does."""
+        if any(a.keyword or a.star for a in node.args):
+            raise self.err(node, f"call the vectorized function `{fn.__name__}` with positional arguments")
+        args = leading + [self.expr(a.value, out) for a in node.args]
+        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
+        if None in ranks and isinstance(self.kinds, UnknownKinds):
+            self.kind_of(args[ranks.index(None)], required=True)
+        if None in ranks:
+            raise self.err(node, f"`{fn.__name__}` is vectorized: s2sad needs to know which operands are arrays",
+                           "pass arrays made with NumPy, or call grad(f) on arguments")
+        call = node.with_changes(args=[])
+        if not any(ranks):
+            return self.inline(call, fn, args, out, target)
+        arrays = [a for a, r in zip(args, ranks) if r]
+        shape = self.prim(out, "shape", (arrays[0],))
+        flat = {a.name: self.prim(out, "ravel", (a if k == 0 else self.prim(out, "broadcast_to", (a, shape)),),
+                                  hint=a.name + "_items") for k, a in enumerate(arrays)}
+        n = self.prim(out, "len", (flat[arrays[0].name],), hint="n")
+        results = self.prim(out, "empty", (n,), hint=fn.__name__ + "_items")
+        counter = self.names.fresh("k")
+        self.ints.add(counter)
+        body: list = []
+        self.branch_depth += 1
+        self.nested += 1
+        try:
+            items = [self.emit(body, self.temp(a.name + "_item"), Load(flat[a.name], (Var(counter),)))
+                     if r else a for a, r in zip(args, ranks)]
+            value = self.inline(call, fn, items, body, None)
+            body.append(Store(results.name, (Var(counter),), self.refuse_non_atom(node, value), self.loc))
+        finally:
+            self.branch_depth -= 1
+            self.nested -= 1
+        out.append(For(counter, Const(0), n, Const(1), body, self.loc))
+        return self.prim(out, "reshape", (results, shape), target=target, hint=fn.__name__)
 
     def prim_arg(self, node, out):
         """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""

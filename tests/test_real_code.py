@@ -5,6 +5,7 @@ import logging
 import math
 from math import cos, prod, sqrt
 
+import numba
 import numpy as np
 import pytest
 import scipy.linalg
@@ -865,3 +866,29 @@ def test_a_ufunc_with_where_and_a_new_output_array(backend):
     for i in (0, 1):
         assert_close(s2sad.grad(masked_into_local, argnums=i, backend=backend)(up, down),
                      fd_grad(masked_into_local, (up, down), i))
+
+
+@numba.vectorize([numba.float32(numba.float32), numba.float64(numba.float64)])
+def cubic_spline_kernel(q):  # meshoid's kernel, a scalar branchy function numba makes a ufunc
+    if q <= 0.5:
+        return 1 - 6 * q * q + 6 * q * q * q
+    elif q <= 1.0:
+        return 2 * (1 - q) ** 3
+    return 0.0
+
+
+@numba.vectorize
+def shifted_sine(a, h):
+    return a * h + np.sin(a)
+
+
+def kernel_density(r, h):
+    return (np.sum(cubic_spline_kernel(r / h)) / h ** 3 + np.sum(shifted_sine(r, h))
+            + np.sum(shifted_sine(r, r * h)) + cubic_spline_kernel(0.3 * h))
+
+
+def test_a_numba_vectorize_function_runs_item_by_item_on_arrays(backend):
+    r = np.array([[0.1, 0.4], [0.7, 0.9], [1.2, 0.2]])
+    for i in (0, 1):
+        assert_close(s2sad.grad(kernel_density, argnums=i, backend=backend)(r, 1.1),
+                     fd_grad(kernel_density, (r, 1.1), i))
