@@ -521,6 +521,10 @@ class Lowerer:
             out.append(Push(tape, self.expr(node.value.args[0].value, out), self.loc))
         elif isinstance(node, cst.Expr) and self.calls_python_function(node.value):
             self.value(node.value, out)  # inlined: its writes into the caller's arrays are the caller's
+        elif isinstance(node, cst.Expr) and self.grows_attribute_list(node.value):  # `self.grads.append(g)`
+            held = node.value.func.value
+            items = self.tree_of(held) + [self.value(node.value.args[0].value, out)]
+            self.set_attribute(self.written_object(held.value), held.attr.value, items, held, out)
         elif isinstance(node, cst.Expr) and self.grows_static_list(node.value):
             name = node.value.func.value.value
             self.trees[name] = self.trees[name] + [self.value(node.value.args[0].value, out)]
@@ -561,6 +565,12 @@ class Lowerer:
         because of it: the list stays static, one item longer."""
         return self.is_list_append(node) and not self.branch_depth and len(node.args) == 1 \
             and isinstance(self.trees.get(node.func.value.value), list) and node.args[0].keyword is None
+
+    def grows_attribute_list(self, node) -> bool:
+        """`self.grads.append(g)` on an object's list attribute, in straight-line code: one item longer."""
+        return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
+            and isinstance(node.func.value, cst.Attribute) and not self.branch_depth and len(node.args) == 1 \
+            and node.args[0].keyword is None and isinstance(self.tree_of(node.func.value), list)
 
     def is_push(self, node) -> bool:
         """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""

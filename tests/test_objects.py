@@ -71,3 +71,31 @@ def test_an_attribute_sharing_the_callers_array_is_refused_where_numpy_would_sho
 def test_a_string_attribute_cannot_change_at_run_time():
     with pytest.raises(s2sad.UnsupportedError, match=r"attribute `mode` would change .* at run time"):
         s2sad.grad(O.static_attribute_changed_in_a_loop, backend="python")(X)
+
+
+class AccumulatingLayer:
+    def __init__(self, w):
+        self.w = w
+        self.grads = []
+
+    def derive(self, g):
+        self.grads.append(2.0 * g)  # an FCLayer keeps its gradients in a list until the update
+
+    def update(self, lr):
+        self.w = self.w - lr * np.array(self.grads).sum(axis=0) / len(self.grads)
+        self.grads = []
+
+
+def accumulate_then_update(w, g1, g2, lr):
+    layer = AccumulatingLayer(w)
+    layer.derive(g1)
+    layer.grads.append(g2)
+    layer.update(lr)
+    return np.sum(np.tanh(layer.w))
+
+
+def test_a_list_attribute_grows_by_appends_in_straight_line_code(backend):
+    args = (np.array([0.3, -0.5]), np.array([1.0, 2.0]), np.array([-0.5, 0.4]), 0.1)
+    for i in range(4):
+        assert_close(s2sad.grad(accumulate_then_update, argnums=i, backend=backend)(*args),
+                     fd_grad(accumulate_then_update, args, i))
