@@ -150,6 +150,18 @@ def full(g, out, shape, fill_value):
     return None, unbroadcast(g, fill_value)
 
 
+def full_like_tangent(g, out, x, fill_value):
+    return None, np.zeros_like(x) + g
+
+
+# np.full_like(x, v) takes only x's shape and dtype: the derivative is the fill value's, as np.full's.
+@defrule(np.full_like, elementwise=False, tangent=full_like_tangent,
+         checks=[Check("np.full_like(a, b)", shapes=(((2, 3), ()),)),
+                 Check("np.full_like(np.ones((2, 3)), a)", shapes=((),))])
+def full_like(g, out, x, fill_value):
+    return None, unbroadcast(g, fill_value)
+
+
 # ------------------------------------------------------------------ memory layouts
 # The same values, perhaps in another memory order (what numba's "'@' is faster on contiguous arrays"
 # asks for). NumPy hands back the operand itself when it already has the layout, so the result counts as
