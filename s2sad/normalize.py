@@ -217,8 +217,10 @@ class Growth:
     buffer: str  # the array's IR name
     prefix: int  # items the list held before the loop
     start: Any  # the loop counter's first value
-    rows: bool  # items are shaped as the first one before the loop (else numbers)
     counter: str
+    count: Any  # how many items the list holds after the loop
+    before: list  # the statements before the loop, where numbers' array is allocated
+    made: bool = False  # allocated: before the loop, or (arrays appended to an empty list) by the first pass
 
 
 @dataclass
@@ -1032,12 +1034,18 @@ class Lowerer:
             if shape is None:
                 raise self.err(loop, f"`{name}` grows by one item per pass: s2sad makes it an array, and needs the "
                                      f"rank of its first item", "call grad(f) on arguments, or preallocate an array")
-            buffer = self.var(name)
-            self.prim(out, "zeros", (self.prim(out, "make_tuple", (count, *shape), hint="dims"),), target=buffer)
+            growth = Growth(self.var(name), len(prefix), start, counter, count, out)
+            if prefix:
+                self.allocate(growth, shape, out)
             for k, item in enumerate(prefix):
-                out.append(Store(buffer, (Const(k),), item, self.loc))
-            self.growing[name] = Growth(buffer, len(prefix), start, bool(prefix), counter)
+                out.append(Store(growth.buffer, (Const(k),), item, self.loc))
+            self.growing[name] = growth
         return names
+
+    def allocate(self, growth: "Growth", shape, out):
+        dims = self.prim(out, "make_tuple", (growth.count, *shape), hint="dims")
+        self.prim(out, "zeros", (dims,), target=growth.buffer)
+        growth.made = True
 
     def grow(self, call: cst.Call, out):
         """`llk.append(v)` in a loop that makes `llk` an array: the pass's row of it."""
@@ -1046,10 +1054,17 @@ class Lowerer:
         rank = 0 if isinstance(item, Const) else self.ranks.get(item.name)
         if rank is None and isinstance(self.kinds, UnknownKinds):
             self.kind_of(item, required=True)
-        if not growth.rows and rank != 0:
-            raise self.err(call, f"`{call.func.value.value}` grows by one item per pass, and s2sad makes it an array: "
-                                 "of numbers, or of items shaped as the first one it holds before the loop",
-                           "start the list with its first item, or preallocate: `out = np.zeros((n, m))`")
+        if not growth.made and rank == 0:
+            self.allocate(growth, (), growth.before)
+        elif not growth.made:  # arrays: the first pass allocates, with its item's shape
+            shape = None if rank is None else self.items_of(self.prim(out, "shape", (item,)), out)
+            if shape is None:
+                raise self.err(call, f"`{call.func.value.value}` grows by one item per pass, and s2sad makes it an "
+                                     "array: it needs the rank of the items", "preallocate: `out = np.zeros((n, m))`")
+            first = self.prim(out, "eq", (Var(growth.counter), growth.start), hint="first")
+            allocation: list = []
+            self.allocate(growth, shape, allocation)
+            out.append(If(first, allocation, [], self.loc))
         index = Var(growth.counter)
         if growth.start != Const(0):
             index = self.prim(out, "sub", (index, growth.start), hint="row")
@@ -3582,6 +3597,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return 1 if first.name in ints else lengths.get(first.name)
     if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg"):
         return ranks.get(first.name) if isinstance(first, Var) else None
+    if name == "outer":
+        return 2
     operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool) else ranks.get(getattr(a, "name", None))
                 for a in value.args]
     if _pointwise(value.rule) and None not in operands:

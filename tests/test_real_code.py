@@ -791,9 +791,30 @@ def grows_by_matrices(x, w):
     return np.sum(np.array(S))
 
 
-def test_a_list_grown_by_arrays_with_no_first_item_is_refused_with_a_way_out():
-    with pytest.raises(s2sad.UnsupportedError, match="`S` grows by one item per pass"):
-        s2sad.grad(grows_by_matrices, backend="python")(np.ones(2), np.ones(3))
+def covariances_of_components(x, w):
+    Sigma = []  # an EM m-step: one matrix per component, then np.array of the list
+    for k in range(len(w)):
+        S_k = np.zeros((len(x), len(x)))
+        S_k += w[k] * np.outer(x, x)
+        Sigma.append(S_k)
+    Sigma = np.array(Sigma)
+    return np.sum(Sigma * Sigma) + np.sum(Sigma[:, 0, 1])
+
+
+def grows_by_tiles(x, w):
+    S = []
+    for k in range(len(w)):
+        S.append(np.tile(x * w[k], (2, 1)))  # a rank lowering does not follow
+    return np.sum(np.array(S))
+
+
+def test_a_list_grown_by_arrays_is_allocated_by_the_first_pass(backend):
+    x, w = np.array([0.3, 1.2, -0.4]), np.array([0.5, -1.0])
+    for f in (grows_by_matrices, covariances_of_components):
+        for i in (0, 1):
+            assert_close(s2sad.grad(f, argnums=i, backend=backend)(x, w), fd_grad(f, (x, w), i))
+    with pytest.raises(s2sad.UnsupportedError, match="`S` grows by one item per pass.*needs the rank"):
+        s2sad.grad(grows_by_tiles, backend="python")(x, w)
 
 
 class SoftmaxLoss:
