@@ -1030,7 +1030,8 @@ class Lowerer:
             prefix = self.trees.pop(name)
             count = self.prim(out, "sub", (stop, start), hint="passes") if start != Const(0) else stop
             count = self.prim(out, "add", (count, Const(len(prefix))), hint="items") if prefix else count
-            shape = self.items_of(self.prim(out, "shape", (prefix[0],)), out) if prefix else ()
+            first_rank = None if not prefix else 0 if isinstance(prefix[0], Const) else self.ranks.get(prefix[0].name)
+            shape = () if not prefix or first_rank == 0 else self.items_of(self.prim(out, "shape", (prefix[0],)), out)
             if shape is None:
                 raise self.err(loop, f"`{name}` grows by one item per pass: s2sad makes it an array, and needs the "
                                      f"rank of its first item", "call grad(f) on arguments, or preallocate an array")

@@ -767,6 +767,15 @@ def euler_trajectory(y0, k):
     return np.sum(np.array(ys) ** 2)
 
 
+def decayed_values(k, y0):
+    ys = [1.0]  # a number first, then one per step
+    y = y0
+    for _ in range(4):
+        y = y - 0.1 * k * y
+        ys.append(y)
+    return np.sum(np.array(ys) ** 2) + sum(ys)
+
+
 def stacked_copies(x, n):
     out = np.zeros((n,) + x.shape)  # a tuple joined with an array's shape
     for i in range(n):
@@ -782,6 +791,9 @@ def test_a_list_a_runtime_loop_appends_to_is_an_array(backend):
         assert_close(s2sad.grad(euler_trajectory, argnums=i, backend=backend)(p, 0.7),
                      fd_grad(euler_trajectory, (p, 0.7), i))
     assert_close(s2sad.grad(stacked_copies, backend=backend)(p, 3), fd_grad(stacked_copies, (p, 3), 0))
+    for i in (0, 1):
+        assert_close(s2sad.grad(decayed_values, argnums=i, backend=backend)(0.7, 2.0),
+                     fd_grad(decayed_values, (0.7, 2.0), i))
 
 
 def grows_by_matrices(x, w):
