@@ -314,7 +314,7 @@ class Lowerer:
             self.ranks.pop(target, None)
         else:
             self.ranks[target] = rank
-        length = _length(value, self.ranks)
+        length = _length(value, self.ranks, self.lengths)
         if length is None:
             self.lengths.pop(target, None)
         else:
@@ -2260,17 +2260,20 @@ class Lowerer:
                     values = tuple(self.static_key(e.value) for e in s.value.elements)
                     items.append(self.prim(out, "index_array", (Const(values),), hint="index"))
                 else:
-                    items.append(self.index_item(s.value, out))
+                    items.extend(self.index_item(s.value, out))
             else:
                 parts = [None if p is None else self.expr(p, out) for p in (s.lower, s.upper, s.step)]
                 items.append(Slice(*parts))
         return tuple(items)
 
-    def index_item(self, node, out):
+    def index_item(self, node, out) -> tuple:
+        """The index items one subscript item stands for: an atom, or a tuple's (`out[i]` of np.ndindex's `i`)."""
         item = self._expr(node, out, None)
         if isinstance(item, Positions):  # x[np.where(c)] is x[c]
-            return item.mask
-        return self.refuse_non_atom(node, item)
+            return (item.mask,)
+        if isinstance(item, tuple) and item and all(isinstance(i, (Var, Const)) for i in item):
+            return item
+        return (self.refuse_non_atom(node, item),)
 
     def is_newaxis(self, node) -> bool:
         return isinstance(node, cst.Attribute) and self.static_value(node) is None
@@ -2393,8 +2396,11 @@ class Lowerer:
         dims = [self.value(a.value, out) for a in it.args]
         if len(dims) == 1 and is_tree(dims[0]):
             dims = list(dims[0])
-        elif len(dims) == 1:  # a shape variable (x.shape): its rank comes from the loop target
-            rank = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
+        elif len(dims) == 1:  # a shape variable (x.shape): its rank is known, or comes from the loop target
+            rank = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) \
+                else self.lengths.get(getattr(dims[0], "name", None))
+            if rank is None and isinstance(self.kinds, UnknownKinds):
+                self.kind_of(dims[0], required=True)
             if rank is None:
                 raise self.err(it, "the rank of this shape is known only at run time",
                                "unpack the index: `for i, j in np.ndindex(x.shape)`")
@@ -3600,6 +3606,11 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return ranks.get(first.name) if isinstance(first, Var) else None
     if name == "outer":
         return 2
+    if name == "reshape" and len(value.args) == 2:  # the new shape's length
+        shape = value.args[1]
+        if isinstance(shape, Const):
+            return len(shape.value) if isinstance(shape.value, tuple) else 1
+        return 1 if shape.name in ints else lengths.get(shape.name)
     operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool) else ranks.get(getattr(a, "name", None))
                 for a in value.args]
     if _pointwise(value.rule) and None not in operands:
@@ -3610,12 +3621,18 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     return None
 
 
-def _length(value, ranks: dict) -> int | None:
-    """How many items a tuple-valued right-hand side has, where lowering knows: `(a, b)`, `x.shape`."""
+def _length(value, ranks: dict, lengths: dict) -> int | None:
+    """How many items a tuple-valued right-hand side has, where lowering knows: `(a, b)`, `x.shape`,
+    `x.shape[:2]`."""
     if isinstance(value, Prim) and value.rule.name == "make_tuple":
         return len(value.args)
     if isinstance(value, Prim) and value.rule.name == "shape" and isinstance(value.args[0], Var):
         return ranks.get(value.args[0].name)
+    if isinstance(value, Load) and len(value.index) == 1 and isinstance(value.index[0], Slice) \
+            and value.base.name in lengths:
+        bounds = (value.index[0].lower, value.index[0].upper, value.index[0].step)
+        if all(b is None or isinstance(b, Const) and type(b.value) is int for b in bounds):
+            return len(range(lengths[value.base.name])[slice(*(b and b.value for b in bounds))])
     return None
 
 

@@ -925,3 +925,18 @@ def test_a_numba_vectorize_function_runs_item_by_item_on_arrays(backend):
     for i in (0, 1):
         assert_close(s2sad.grad(kernel_density, argnums=i, backend=backend)(r, 1.1),
                      fd_grad(kernel_density, (r, 1.1), i))
+
+
+def pair_distances(cluster):
+    diff = (cluster.reshape(cluster.shape[0], 1, cluster.shape[1]) -  # numba-examples' LJ without np.newaxis
+            cluster.reshape(1, cluster.shape[0], cluster.shape[1]))
+    mat = diff * diff
+    out = np.empty(mat.shape[:2], dtype=mat.dtype)
+    for i in np.ndindex(out.shape):  # `i` a tuple, the shape's rank followed through the reshapes
+        out[i] = mat[i].sum()
+    return np.sum(np.sqrt(out + 1.0))
+
+
+def test_an_ndindex_over_a_shape_whose_rank_follows_from_reshapes(backend):
+    cluster = np.array([[0.0, 0.1, 0.3], [1.0, 0.2, -0.4], [0.3, 1.1, 0.5]])
+    assert_close(s2sad.grad(pair_distances, backend=backend)(cluster), fd_grad(pair_distances, (cluster,), 0))
