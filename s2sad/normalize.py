@@ -620,6 +620,8 @@ class Lowerer:
             self.unpack(target, value, out)
         elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), dict):
             self.set_item(table, target, self.value(value, out))
+        elif isinstance(target, cst.Subscript) and _through_transpose(target):
+            self.write_transposed(target, None, self.expr(value, out), out)
         elif isinstance(target, cst.Subscript):
             base = self.array_base(target.value, out)
             index = self.index(target, out)
@@ -750,6 +752,17 @@ class Lowerer:
                            "create the array inside the function (e.g. np.zeros) and write into it")
         return self.var(node.value)
 
+    def write_transposed(self, target: cst.Subscript, op, rhs, out):
+        """`D.T[:] -= x.T` writes into `D` through its transposed view: D's items become (D.T - x.T).T."""
+        if not all(i == Slice(None, None, None) for i in self.index(target, out)):
+            raise self.err(target, "a write through `.T` is supported with full slices (`D.T[:] -= ...`)",
+                           "write into the array itself with the index reversed: `D[j, i] = ...`")
+        base = self.array_base(target.value.value, out)
+        old = self.prim(out, "transpose", (Var(base),), hint=base + "_T")
+        new = self.prim(out, op, (old, rhs)) if op else \
+            self.prim(out, "broadcast_to", (rhs, self.prim(out, "shape", (old,))), hint="written")
+        out.append(Store(base, (Slice(None, None, None),), self.prim(out, "transpose", (new,)), self.loc))
+
     def attribute_array(self, node: cst.Attribute, out) -> str:
         """The array `self.b[...] = ...` writes into: the attribute's variable. An outside object's array is
         copied at the first write, so the caller's object keeps its own (as `grad` keeps arguments)."""
@@ -785,6 +798,8 @@ class Lowerer:
             out[-1].in_place = True
             if version:
                 self.scope[name] = version
+        elif isinstance(node.target, cst.Subscript) and _through_transpose(node.target):
+            self.write_transposed(node.target, op, rhs, out)
         elif isinstance(node.target, cst.Subscript):
             base = self.array_base(node.target.value, out)
             index = self.index(node.target, out)
@@ -3619,6 +3634,10 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     if name == "matmul" and None not in operands and min(operands) >= 1:
         return max(operands) if min(operands) > 1 else max(operands) - 1
     return None
+
+
+def _through_transpose(target: cst.Subscript) -> bool:
+    return isinstance(target.value, cst.Attribute) and target.value.attr.value == "T"
 
 
 def _length(value, ranks: dict, lengths: dict) -> int | None:

@@ -940,3 +940,19 @@ def pair_distances(cluster):
 def test_an_ndindex_over_a_shape_whose_rank_follows_from_reshapes(backend):
     cluster = np.array([[0.0, 0.1, 0.3], [1.0, 0.2, -0.4], [0.3, 1.1, 0.5]])
     assert_close(s2sad.grad(pair_distances, backend=backend)(cluster), fd_grad(pair_distances, (cluster,), 0))
+
+
+def pairwise_differences(x, sigma):
+    D = np.zeros((len(x), len(x)))
+    D[:] = x
+    D.T[:] -= x.T  # alexis-roche's GP: a write through the transposed view, D[j, i] = x[i] - x[j]
+    E = np.ones((2, 3))
+    E.T[:] = x[:2]  # a row broadcast over the transposed view: E's columns
+    return np.sum(np.exp(-0.5 * D ** 2 / sigma ** 2)) + np.sum(E * np.arange(6.0).reshape(2, 3))
+
+
+def test_a_write_through_a_transposed_view(backend):
+    x = np.array([0.3, 1.1, -0.4, 0.8])
+    for i in (0, 1):
+        assert_close(s2sad.grad(pairwise_differences, argnums=i, backend=backend)(x, 1.3),
+                     fd_grad(pairwise_differences, (x, 1.3), i))
