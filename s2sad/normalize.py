@@ -396,7 +396,10 @@ class Lowerer:
         """Lower a list of libcst statements into `out`; return the flags they may set."""
         flags: set = set()
         for i, node in enumerate(stmts):
-            new = self.stmt(node, out)
+            try:
+                new = self.stmt(node, out)
+            except RaisesHere:  # the statement always raises: the rest of the block never runs
+                break
             if self.jumped_statically:  # `if n == 0: return x` with a constant n: the rest never runs
                 self.jumped_statically = False
                 flags |= new
@@ -416,17 +419,33 @@ class Lowerer:
                 break
         return flags
 
-    def branch(self, stmts, out, repeats: bool = True) -> set:
-        """Lower statements that run conditionally or repeatedly at run time."""
+    def branch(self, stmts, out, loop=None) -> set:
+        """Lower statements that run conditionally, or repeatedly: the body of `loop`."""
         self.branch_depth += 1
         self.nested += 1
-        if repeats:  # a loop body's first reads may see the last iteration's values
-            self.forget_kinds(stmts)
+        kept = self.loop_ranks(loop, stmts) if loop is not None else {}
         try:
-            return self.block(stmts, out)
+            flags = self.block(stmts, out)
         finally:
             self.branch_depth -= 1
             self.nested -= 1
+        if any(self.ranks.get(name) != rank for name, rank in kept.items()):
+            raise ChangesAtRunTime(("ranks",) + self.parsed.where(loop)[:2] + (self.parsed.filename,))
+        return flags
+
+    def loop_ranks(self, loop, stmts) -> dict:
+        """A loop body's first reads may see the last pass's values. The ranks of the names it binds are
+        kept where each pass ends with the rank it started with (checked after the body: lowering starts
+        again, with them forgotten, where one changes), so `x.ndim` of a filter's state folds in its loop."""
+        body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
+        bound = {self.scope.get(user, user) for user in assigned_names(body)}
+        for name in bound:
+            self.kinds.pop(name, None)
+        changing = ("ranks",) + self.parsed.where(loop)[:2] + (self.parsed.filename,) in self.hidden.varying
+        kept = {} if changing else {name: self.ranks[name] for name in bound if name in self.ranks}
+        for name in bound - set(kept):
+            self.ranks.pop(name, None)
+        return kept
 
     @staticmethod
     def always_jumps(node) -> bool:
@@ -794,8 +813,11 @@ class Lowerer:
             if view is not None:
                 return self.write_through(name, view, self.prim(out, op, (Var(v), rhs)), out)
             version = self.new_version(name)
+            rank = self.ranks.get(v)
             self.prim(out, op, (Var(v), rhs), target=version or v)
             out[-1].in_place = True
+            if rank:  # NumPy updates an array in place: its shape stays
+                self.ranks[version or v] = rank
             if version:
                 self.scope[name] = version
         elif isinstance(node.target, cst.Subscript) and _through_transpose(node.target):
@@ -878,7 +900,7 @@ class Lowerer:
         loc = self.loc
         body, orelse = [], []
         before = dict(self.ranks)
-        flags = self.branch(node.body.body, body, repeats=False)
+        flags = self.branch(node.body.body, body)
         after_body = self.restore_ranks(before)
         if node.orelse is not None:
             self.loc = loc
@@ -886,7 +908,7 @@ class Lowerer:
                 flags |= self.if_stmt(node.orelse, orelse)
                 self.jumped_statically = False  # reached only when the run-time test above is false
             else:
-                flags |= self.branch(node.orelse.body.body, orelse, repeats=False)
+                flags |= self.branch(node.orelse.body.body, orelse)
         self.restore_ranks({k: r for k, r in after_body.items() if self.ranks.get(k) == r})
         out.append(If(self.stable_test(test, body + orelse, out), body, orelse, loc))
         return flags
@@ -945,7 +967,7 @@ class Lowerer:
             self.loc = loc
             pre(Var(counter), body)
         grown = self.grown_lists(node, start, stop, step, counter, out)
-        flags = self.branch(node.body.body, body)
+        flags = self.branch(node.body.body, body, loop=node)
         for name in grown:
             del self.growing[name]
         self.loops.pop()
@@ -1144,7 +1166,7 @@ class Lowerer:
         loop = Loop()
         self.loops.append(loop)
         body: list = []
-        flags = self.branch(node.body.body, body)
+        flags = self.branch(node.body.body, body, loop=node)
         self.loops.pop()
         self.loc = loc
         if loop.cont:
@@ -1336,6 +1358,8 @@ class Lowerer:
                 raise self.err(node, f"operator `{_spelled(node.operator)}` is not supported", NO_DERIVATIVE_OPERATOR)
             a = self.expr(node.left, out)
             b = self.expr(node.right, out)
+            if Const(None) in (a, b):
+                return self.none_operand(node, out, target)
             return self.prim(out, op, (a, b), target=target)
         if isinstance(node, cst.Comparison):
             return self.comparison(node, out, target)
@@ -1983,6 +2007,8 @@ class Lowerer:
         if fn in SHAPE_FIRST and node.args and isinstance(node.args[0].value, cst.List):  # np.zeros([n, m])
             shape = node.args[0].value
             node = node.with_changes(args=[node.args[0].with_changes(value=cst.Tuple(shape.elements)), *node.args[1:]])
+        if fn is np.isscalar and len(node.args) == 1 and not leading and node.args[0].keyword is None:
+            return self.is_scalar(node.args[0].value, out, target)
         found = rules.lookup_object(fn)
         if found is not None:
             if any(a.star for a in node.args):
@@ -2051,6 +2077,18 @@ class Lowerer:
             self.nested -= 1
         out.append(For(counter, Const(0), n, Const(1), body, self.loc))
         return self.prim(out, "reshape", (results, shape), target=target, hint=fn.__name__)
+
+    def is_scalar(self, node, out, target):
+        """`np.isscalar(H)`: decided when the code is generated for numbers, containers and arrays (filterpy's
+        `if np.isscalar(H): H = np.array([H])` then keeps one side, and numba sees one rank for `H`)."""
+        value = self.value(node, out)
+        if is_tree(value) or isinstance(value, Const):
+            return self.expr_result(Const(bool(np.isscalar(value.value)) if isinstance(value, Const) else False),
+                                    out, target)
+        kind = self.kind_of(value) if value.name in self.arguments else None
+        if value.name in self.arrays or (self.ranks.get(value.name) or 0) > 0 or kind is not None and kind[0] > 0:
+            return self.expr_result(Const(False), out, target)
+        return self.prim(out, "isscalar", (value,), target=target)
 
     def prim_arg(self, node, out):
         """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
@@ -2915,14 +2953,6 @@ class Lowerer:
         kind = self.kind_of(var, required=True)
         return kind is not None and kind[0] > 0
 
-    def forget_kinds(self, stmts):
-        """Names a loop or branch body binds: a read before that binding may see either value (or rank)."""
-        if self.kinds or self.ranks:
-            body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
-            for user in assigned_names(body):
-                self.kinds.pop(self.scope.get(user, user), None)
-                self.ranks.pop(self.scope.get(user, user), None)
-
     def type_test(self, node: cst.Call, out, target):
         """`isinstance(x, np.ndarray)` of an argument: a constant for the argument types the code is for."""
         if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
@@ -3015,6 +3045,18 @@ class Lowerer:
         args = (Const(self.message(node.msg)),) if node.msg is not None else ()
         rule = self.exception_rule(node, AssertionError)
         out.append(If(failed, [Effect(Prim(rule, args, (), rule.spelled), self.loc, raises=True)], [], self.loc))
+
+    def none_operand(self, node: cst.BinaryOperation, out, target):
+        """Arithmetic on None (`ylast * (1 - alpha)` where `ylast=None`): Python raises TypeError. On a path
+        that runs conditionally that is what generated code does there (numba compiles every path)."""
+        what = cst.Module([]).code_for_node(node)
+        if not self.conditional():
+            raise self.err(node, f"`{what}` computes with None: Python raises TypeError here",
+                           "give the value a number before this line")
+        rule = self.exception_rule(node, TypeError)
+        out.append(Effect(Prim(rule, (Const(f"unsupported operand None in `{what}`"),), (), rule.spelled),
+                          self.loc, raises=True))
+        raise RaisesHere()
 
     def exception_rule(self, node, cls) -> Opaque:
         if getattr(builtins, cls.__name__, None) is cls:
@@ -3617,8 +3659,11 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         if isinstance(first, Const):
             return len(first.value) if isinstance(first.value, tuple) else 1
         return 1 if first.name in ints else lengths.get(first.name)
-    if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg"):
+    if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv") \
+            or name == "transpose" and len(value.args) == 1:
         return ranks.get(first.name) if isinstance(first, Var) else None
+    if name in ("eye", "identity"):
+        return 2
     if name == "outer":
         return 2
     if name == "reshape" and len(value.args) == 2:  # the new shape's length
@@ -3633,6 +3678,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     operands = operands[:2]
     if name == "matmul" and None not in operands and min(operands) >= 1:
         return max(operands) if min(operands) > 1 else max(operands) - 1
+    if name == "dot" and None not in operands:  # a sum over a's last axis and b's second-to-last
+        return max(operands) if min(operands) == 0 else operands[0] + operands[1] - 2
     return None
 
 
@@ -3850,6 +3897,10 @@ def _positional(fn, args: list, kwargs: list) -> tuple[list, list]:
         else:
             return args, kwargs
     return filled, []
+
+
+class RaisesHere(Exception):
+    """The statement being lowered always raises where it runs: the rest of its block is left out."""
 
 
 class ChangesAtRunTime(Exception):

@@ -956,3 +956,53 @@ def test_a_write_through_a_transposed_view(backend):
     for i in (0, 1):
         assert_close(s2sad.grad(pairwise_differences, argnums=i, backend=backend)(x, 1.3),
                      fd_grad(pairwise_differences, (x, 1.3), i))
+
+
+def smoothed(y, alpha, ylast=None):
+    s = np.empty(y.shape[0])
+    if y.shape[0] == 1:
+        s[0] = y[0] * alpha + ylast * (1 - alpha)  # piker's ema: None here raises, as Python would
+    else:
+        s[0] = y[0] if ylast is None else ylast
+        for i in range(1, y.shape[0]):
+            s[i] = y[i] * alpha + s[i - 1] * (1 - alpha)
+    return np.sum(s ** 2)
+
+
+def test_arithmetic_on_none_raises_on_the_path_that_does_it(backend):
+    y = np.array([0.3, 1.2, -0.4, 0.8])
+    for i in (0, 1):
+        assert_close(s2sad.grad(smoothed, argnums=i, backend=backend)(y, 0.3), fd_grad(smoothed, (y, 0.3), i))
+    with pytest.raises(TypeError):
+        s2sad.grad(smoothed, backend="python")(y[:1], 0.3)
+
+
+def scattered_outer_products(data, resp):
+    Sigma = []
+    for k in range(resp.shape[1]):
+        S_k = np.zeros((data.shape[1], data.shape[1]))
+        for n in range(data.shape[0]):  # S_k's rank stays 2 through the in-place updates of the inner loop
+            diff = data[n] - data[0]
+            S_k += resp[n, k] * np.outer(diff, diff)
+        S_k /= np.sum(resp[:, k])
+        Sigma.append(S_k)
+    return np.sum(np.array(Sigma) ** 2)
+
+
+def state_after_measurements(x, zs):
+    for z in zs:
+        x = x + 0.5 * (z - x)
+        if x.ndim == 2:  # decided per rank: x stays a vector through the loop, and numba sees one side
+            x = x[:, 0]
+    return np.sum(x ** 2)
+
+
+def test_ranks_that_each_pass_of_a_loop_keeps(backend):
+    data, resp = np.array([[0.3, 1.0], [1.2, -0.5], [0.1, 0.4]]), np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])
+    for i in (0, 1):
+        assert_close(s2sad.grad(scattered_outer_products, argnums=i, backend=backend)(data, resp),
+                     fd_grad(scattered_outer_products, (data, resp), i))
+    x, zs = np.array([0.5, 1.0]), np.array([[0.6, 0.2], [0.75, 0.1]])
+    for i in (0, 1):
+        assert_close(s2sad.grad(state_after_measurements, argnums=i, backend=backend)(x, zs),
+                     fd_grad(state_after_measurements, (x, zs), i))
