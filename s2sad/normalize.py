@@ -426,12 +426,21 @@ class Lowerer:
         kept = self.loop_ranks(loop, stmts) if loop is not None else {}
         try:
             flags = self.block(stmts, out)
+        except TypesNeeded:
+            raise
+        except UnsupportedError:
+            if kept:  # perhaps refused for a rank taken from the start of the pass: lower the loop without them
+                raise ChangesAtRunTime(self.loop_key(loop)) from None
+            raise
         finally:
             self.branch_depth -= 1
             self.nested -= 1
         if any(self.ranks.get(name) != rank for name, rank in kept.items()):
-            raise ChangesAtRunTime(("ranks",) + self.parsed.where(loop)[:2] + (self.parsed.filename,))
+            raise ChangesAtRunTime(self.loop_key(loop))
         return flags
+
+    def loop_key(self, loop) -> tuple:
+        return ("ranks", self.parsed.filename) + self.parsed.where(loop)[:2]
 
     def loop_ranks(self, loop, stmts) -> dict:
         """A loop body's first reads may see the last pass's values. The ranks of the names it binds are
@@ -441,7 +450,7 @@ class Lowerer:
         bound = {self.scope.get(user, user) for user in assigned_names(body)}
         for name in bound:
             self.kinds.pop(name, None)
-        changing = ("ranks",) + self.parsed.where(loop)[:2] + (self.parsed.filename,) in self.hidden.varying
+        changing = self.loop_key(loop) in self.hidden.varying
         kept = {} if changing else {name: self.ranks[name] for name in bound if name in self.ranks}
         for name in bound - set(kept):
             self.ranks.pop(name, None)
