@@ -544,7 +544,8 @@ class Lowerer:
             pass
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
             pass  # docstring
-        elif isinstance(node, cst.Expr) and self.is_list_append(node.value) and node.value.func.value.value in self.growing:
+        elif isinstance(node, cst.Expr) and self.is_list_append(node.value) \
+                and node.value.func.value.value in self.growing:
             self.grow(node.value, out)
         elif isinstance(node, cst.Expr) and self.is_push(node.value):
             tape = self.var(node.value.func.value.value)
@@ -598,9 +599,10 @@ class Lowerer:
 
     def grows_attribute_list(self, node) -> bool:
         """`self.grads.append(g)` on an object's list attribute, in straight-line code: one item longer."""
-        return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
-            and isinstance(node.func.value, cst.Attribute) and not self.branch_depth and len(node.args) == 1 \
-            and node.args[0].keyword is None and isinstance(self.tree_of(node.func.value), list)
+        return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "append" and isinstance(node.func.value, cst.Attribute) \
+            and not self.branch_depth and len(node.args) == 1 and node.args[0].keyword is None \
+            and isinstance(self.tree_of(node.func.value), list)
 
     def is_push(self, node) -> bool:
         """`tape.append(value)` on a local list (the tapes of generated adjoint code)."""
@@ -1872,7 +1874,8 @@ class Lowerer:
         output array, and the call's value is that array, as NumPy does. `out=np.zeros_like(a)` is a fresh
         array; a ufunc's `where=mask` keeps the output's items where the mask is false."""
         local = isinstance(written.value, cst.Name) and written.value.value in self.locals
-        if not local and not (isinstance(written.value, cst.Call) and self.static_value(written.value.func) in FRESH_OUTPUTS):
+        fresh = isinstance(written.value, cst.Call) and self.static_value(written.value.func) in FRESH_OUTPUTS
+        if not local and not fresh:
             raise self.err(written, "an output argument must be a local array variable (`out=d`) or a new array",
                            "assign the result instead: `d[:] = np.sqrt(d)`")
         where = next((a for a in node.args if a.keyword is not None and a.keyword.value == "where"), None)
@@ -2017,7 +2020,7 @@ class Lowerer:
             shape = node.args[0].value
             node = node.with_changes(args=[node.args[0].with_changes(value=cst.Tuple(shape.elements)), *node.args[1:]])
         if fn is np.isscalar and len(node.args) == 1 and not leading and node.args[0].keyword is None:
-            return self.is_scalar(node.args[0].value, out, target)
+            return self.isscalar_call(node.args[0].value, out, target)
         found = rules.lookup_object(fn)
         if found is not None:
             if any(a.star for a in node.args):
@@ -2087,7 +2090,7 @@ class Lowerer:
         out.append(For(counter, Const(0), n, Const(1), body, self.loc))
         return self.prim(out, "reshape", (results, shape), target=target, hint=fn.__name__)
 
-    def is_scalar(self, node, out, target):
+    def isscalar_call(self, node, out, target):
         """`np.isscalar(H)`: decided when the code is generated for numbers, containers and arrays (filterpy's
         `if np.isscalar(H): H = np.array([H])` then keeps one side, and numba sees one rank for `H`)."""
         value = self.value(node, out)
@@ -3680,8 +3683,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         if isinstance(shape, Const):
             return len(shape.value) if isinstance(shape.value, tuple) else 1
         return 1 if shape.name in ints else lengths.get(shape.name)
-    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool) else ranks.get(getattr(a, "name", None))
-                for a in value.args]
+    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool)
+                else ranks.get(getattr(a, "name", None)) for a in value.args]
     if _pointwise(value.rule) and None not in operands:
         return max(operands)  # broadcasting
     operands = operands[:2]
