@@ -15,7 +15,7 @@ import pytest
 import s2sad
 from s2sad import backend
 from s2sad.cache import cache_dir
-from s2sad.errors import NoRuleError
+from s2sad.errors import NoRuleError, UnsupportedError
 from s2sad.analyze import analyze_forward
 from s2sad.codegen.forward import ForwardGen
 from s2sad.normalize import normalize
@@ -46,11 +46,12 @@ def _functions(path: Path):
 
 
 def _differentiable(fn_ir, param: str) -> bool:
-    """False for a parameter a call with no rule reads (`math.lgamma(n + 1.0)` of data `n`, a seed):
-    such code is s2sad input, differentiated with respect to the other parameters."""
+    """False for a parameter a call with no rule reads (`math.lgamma(n + 1.0)` of data `n`, a seed), or
+    that sizes arrays (`np.zeros((n, 2))`): such code is s2sad input, differentiated with respect to the
+    other parameters."""
     try:
         analyze_forward(fn_ir, [param])
-    except NoRuleError:
+    except (NoRuleError, UnsupportedError):
         return False
     return True
 

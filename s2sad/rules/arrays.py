@@ -19,6 +19,7 @@ nondiff(np.empty_like, name="empty_like")
 nondiff(np.arange, name="arange")
 nondiff(np.eye, name="eye")
 nondiff(np.identity, name="identity")
+nondiff(slice, name="slice")  # a slice object in an index generated code hands to add_at / mask_last
 nondiff(np.diag_indices, name="diag_indices")  # as an index: lowered to a diagonal_mask (normalize.py)
 nondiff(np.diag_indices_from, name="diag_indices_from")
 
