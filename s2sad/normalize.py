@@ -1335,8 +1335,7 @@ class Lowerer:
     def stored(self, node, value, out):
         """What a store writes: a number or array; a list or tuple of them (`X[0] = [x0, y0]`) as the array NumPy
         makes of it."""
-        if isinstance(value, (tuple, list)) and value and all(isinstance(a, (Var, Const)) or is_tree(a)
-                                                              for a in flatten(value)[0]):
+        if isinstance(value, (tuple, list)) and value and all(isinstance(a, (Var, Const)) for a in flatten(value)[0]):
             return self.nested_array(node, value, out, None)
         return self.refuse_non_atom(node, value)
 
