@@ -37,6 +37,7 @@ from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Sli
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
 from s2sad.rules.registry import Opaque, spelling
+from s2sad.swaps import copy_swapped_buffers
 
 BINOPS = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "truediv",
@@ -3957,7 +3958,7 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
                  copy_arguments=copy_arguments, kinds=dict(arg_kinds) if arg_kinds is not None else UnknownKinds())
     body: list = []
     outputs = lw.lower_body(None, body)
-    return ir.Function(
+    function = ir.Function(
         name=parsed.name, params=lw.params + list(outside.params.values()), body=body, outputs=outputs,
         hidden=tuple((name, where) for where, name in outside.params.items()), copied=tuple(lw.copied),
         filename=parsed.filename, firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
@@ -3966,3 +3967,6 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
         arrays=frozenset(lw.arrays | {p for p, kind in (arg_kinds or {}).items() if kind and kind[0] > 0}),
         exits=frozenset(lw.exits),
     )
+    if copy_arguments:  # derivatives follow values: a double buffer's exchange becomes copies
+        copy_swapped_buffers(function)
+    return function

@@ -128,3 +128,57 @@ def double_buffer(u0, steps):
         u_new[1:] = u[:-1] * 0.9 + np.sin(u[1:])
         u = u_new  # the next pass writes into a new array: the old one, read as `u`, is never written
     return np.sum(u ** 2)
+
+
+# Double buffers that exchange names after each step (s2sad/swaps.py)
+
+def swapped_stencil(u0):
+    u = u0.copy()
+    un = np.empty_like(u)
+    un[0], un[-1] = u[0], u[-1]
+    for _ in range(4):
+        un[1:-1] = u[1:-1] + 0.2 * (u[2:] - 2.0 * u[1:-1] + u[:-2]) + 0.1 * np.sin(u[1:-1])
+        u, un = un, u
+    return np.sum(u ** 2)
+
+
+def swapped_through_a_temporary(u0):
+    u = u0.copy()
+    un = u0.copy()
+    for _ in range(3):
+        for i in range(1, u.shape[0] - 1):
+            un[i] = u[i] * np.cos(u[i - 1]) + 0.5 * u[i + 1]
+        tmp = u
+        u = un
+        un = tmp
+    return np.sum(u * un)
+
+
+def swapped_with_the_argument(a):
+    b = np.zeros_like(a)
+    for _ in range(3):
+        for i in range(1, a.shape[0] - 1):
+            for j in range(1, a.shape[1] - 1):
+                b[i, j] = 0.25 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] * a[i, j + 1])
+        a, b = b, a
+    return np.sum(np.tanh(a))
+
+
+def swapped_on_some_passes(u0):
+    u = u0.copy()
+    un = np.zeros_like(u0)
+    for t in range(4):
+        un[:] = np.tanh(u) * 1.1 + un * 0.3
+        if t % 2 == 0:
+            u, un = un, u
+    return np.sum(u * un)
+
+
+def view_kept_across_swaps(u0):
+    u = u0.copy()
+    un = u0.copy()
+    inner = u[1:-1]
+    for _ in range(3):
+        un[1:-1] = 0.5 * (u[2:] + u[:-2]) + inner
+        u, un = un, u
+    return np.sum(u * u)

@@ -72,3 +72,35 @@ def test_sharing_no_later_read_sees_is_differentiated(fn, arg, backend):
     value, grad = s2sad.value_and_grad(fn, backend=backend)(arg.copy())
     assert_close(value, fn(arg.copy()), rtol=1e-12)
     assert_close(grad, fd_grad(fn, (arg.copy(),), 0))
+
+
+SWAPPED = [(F.swapped_stencil, VECTOR), (F.swapped_through_a_temporary, VECTOR),
+           (F.swapped_with_the_argument, R.uniform(-1.0, 1.0, (5, 4))), (F.swapped_on_some_passes, VECTOR)]
+
+
+@pytest.mark.parametrize("fn, arg", SWAPPED, ids=[c[0].__name__ for c in SWAPPED])
+def test_a_double_buffer_that_swaps_names_is_differentiated(fn, arg, backend):
+    kept = arg.copy()
+    value, grad = s2sad.value_and_grad(fn, backend=backend)(arg)
+    assert_close(value, fn(kept.copy()), rtol=1e-12)
+    assert_close(grad, fd_grad(fn, (kept.copy(),), 0))
+    assert np.array_equal(arg, kept), "the caller's array changed"
+    _, tangent = s2sad.jvp(fn, (arg,), (np.ones_like(arg),), backend=backend)
+    assert_close(tangent, np.sum(grad))
+
+
+def test_a_swap_is_left_as_written_where_a_view_outlives_it():
+    """`inner` views the first `u` across the exchanges: NumPy's `inner` sees the writes into that
+    array on every other pass, which copies would not."""
+    with pytest.raises(s2sad.UnsupportedError, match="in-place write to `un`"):
+        s2sad.grad(F.view_kept_across_swaps, backend="python")(VECTOR)
+
+
+def test_the_plain_call_of_a_swapping_function_runs_as_numpy_does():
+    """Its second pass writes into the caller's array, under the name `b`; the compiled primal does too."""
+    a = R.uniform(-1.0, 1.0, (5, 4))
+    by_numpy, by_s2sad = a.copy(), a.copy()
+    expected = F.swapped_with_the_argument(by_numpy)
+    assert_close(s2sad.differentiate(F.swapped_with_the_argument)(by_s2sad), expected, rtol=1e-12)
+    assert not np.array_equal(by_numpy, a)
+    np.testing.assert_array_equal(by_s2sad, by_numpy)
