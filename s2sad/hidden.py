@@ -27,6 +27,7 @@ class Hidden:
 
     owner: Any
     steps: tuple
+    ndim: int | None = None  # the rank of the array generated code was made for (not part of equality)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Hidden) and self.owner is other.owner and self.steps == other.steps
@@ -95,7 +96,23 @@ def _default_of(owner: types.FunctionType, param: str) -> Any:
 
 def values(hidden: tuple) -> tuple:
     """What each hidden parameter, ((parameter, Hidden), ...), holds now."""
-    return tuple([where.get() for _, where in hidden])
+    found = tuple([where.get() for _, where in hidden])
+    for (_, where), value in zip(hidden, found):
+        if where.ndim is not None and getattr(value, "ndim", None) != where.ndim:
+            raise RankChangedError(where, value)
+    return found
+
+
+class RankChangedError(TypeError):
+    """An array read from outside the arguments has another rank than the one its code was generated for."""
+
+    def __init__(self, where: Hidden, value: Any):
+        now = f"is {value.ndim}-D now" if isinstance(value, np.ndarray) else f"is a {type(value).__name__} now"
+        owner = getattr(where.owner, "__qualname__", type(where.owner).__name__)
+        super().__init__(
+            f"`{where.spelled}`, read by `{owner}` from outside its arguments, was a {where.ndim}-D array when s2sad "
+            f"generated code for it and {now}; generated code is made for the rank of each such array: pass it "
+            "as an argument to use arrays of several ranks")
 
 
 def is_hidden_array(value: Any) -> bool:

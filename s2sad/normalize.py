@@ -1280,7 +1280,13 @@ class Lowerer:
         return StaticRef(value, where)
 
     def hidden_var(self, where: Hidden) -> Var:
-        name = self.hidden.var(where)
+        value = where.get()
+        if isinstance(value, np.ndarray):  # generated for this rank: hidden.values checks it at each call
+            where = Hidden(where.owner, where.steps, value.ndim)
+            name = self.hidden.var(where)
+            self.ranks[name] = value.ndim
+        else:
+            name = self.hidden.var(where)
         self.arrays.add(name)
         return Var(name)
 
@@ -3657,6 +3663,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     already known; None where lowering cannot tell."""
     if isinstance(value, Copy) and isinstance(value.value, Var):
         return ranks.get(value.value.name)
+    if isinstance(value, Copy) and type(value.value.value) in (int, float, bool):
+        return 0
     if isinstance(value, Load):
         base = ranks.get(value.base.name)
         fixed = [i for i in value.index if not isinstance(i, Slice)]
@@ -3676,6 +3684,9 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return ranks.get(first.name) if isinstance(first, Var) else None
     if name in ("eye", "identity"):
         return 2
+    if name in ("atleast_1d", "atleast_2d", "atleast_3d") and len(value.args) == 1:
+        rank = 0 if isinstance(first, Const) else ranks.get(first.name)
+        return None if rank is None else max(rank, int(name[-2]))
     if name == "outer":
         return 2
     if name == "reshape" and len(value.args) == 2:  # the new shape's length

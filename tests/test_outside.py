@@ -153,3 +153,20 @@ def test_star_arguments_spread_static_tuples_and_dicts(backend):
     gx, gw = s2sad.grad(of.spread_arguments, (0, 1), backend=backend)(X0, 1.3)
     assert_close(gx, fd_grad(of.spread_arguments, (X0, 1.3), 0))
     assert_close(gw, fd_grad(of.spread_arguments, (X0, 1.3), 1))
+
+
+def test_a_rank_test_on_what_a_global_array_makes_folds_in_a_loop(backend):
+    x, P, zs = np.array([0.5, 1.0]), np.array([[1.0, 0.1], [0.1, 2.0]]), np.array([0.6, 0.75, 0.9])
+    grads = s2sad.grad(of.filtered, argnums=(0, 1, 2), backend=backend)(x, P, zs)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(of.filtered, (x, P, zs), i))
+
+
+def test_a_global_array_rebound_to_another_rank_is_named(monkeypatch):
+    x, P, zs = np.array([0.5, 1.0]), np.array([[1.0, 0.1], [0.1, 2.0]]), np.array([0.6])
+    g = s2sad.grad(of.filtered, backend="python")
+    g(x, P, zs)
+    monkeypatch.setattr(of, "TRANSITION", np.array([1.0, 0.1]))
+    with pytest.raises(TypeError, match=r"`TRANSITION`, read by `filtered` from outside its arguments, was a 2-D "
+                                        r"array when s2sad generated code for it and is 1-D now"):
+        g(x, P, zs)
