@@ -7,7 +7,6 @@ import hashlib
 import inspect
 import linecache
 import io
-import textwrap
 import tokenize
 import types
 import unicodedata
@@ -107,9 +106,8 @@ def _parse(fn: types.FunctionType, code: types.CodeType) -> Parsed:
         ) from exc
     if fn.__name__ == "<lambda>":
         return _parse_lambda(fn, firstline)
-    text = "".join(lines)
-    dedented = textwrap.dedent(text)
-    indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    dedented = "".join(_dedent(line, lines[0][:indent]) for line in lines)
     positions, module = _positions(cst.parse_module(_as_python_reads(dedented)))
     node = next((n for n in module.body if isinstance(n, cst.FunctionDef)), None)
     if node is None:
@@ -117,6 +115,15 @@ def _parse(fn: types.FunctionType, code: types.CodeType) -> Parsed:
     filename = fn.__code__.co_filename
     digest = hashlib.sha256(dedented.encode()).hexdigest()[:16]
     return Parsed(fn, node, positions, filename, firstline, indent, [ln.rstrip("\n") for ln in lines], digest)
+
+
+def _dedent(line: str, margin: str) -> str:
+    """`line` of a method or nested function moved to column 0 with its `def`. Lines indented less are
+    comments (`# scop begin` at column 0 in polybench's methods), left at column 0, or the inside of a
+    string or of brackets, where indentation means nothing."""
+    if line.startswith(margin):
+        return line[len(margin):]
+    return line.lstrip(" \t") if line.lstrip(" \t").startswith("#") else line
 
 
 def _as_python_reads(text: str) -> str:

@@ -269,6 +269,7 @@ class Lowerer:
     exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
     growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
+    written_lists: set = field(default_factory=set)  # user names of lists written item by item at run time
     views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
     ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
@@ -641,6 +642,8 @@ class Lowerer:
     def assign_to(self, target, value, out):
         if isinstance(target, cst.Name) and isinstance(value, cst.Name) and value.value == "None":
             self.bind(target, Const(None), out)
+        elif isinstance(target, cst.Name) and isinstance(value, cst.List) and target.value in self.written_lists:
+            self.bind(target, self.list_array(value, out), out)
         elif isinstance(target, cst.Name):
             version = None if _reads_a_tape(value) else self.new_version(target.value)
             lowered = self.value(value, out, target=version or self.local_var(target))
@@ -651,12 +654,16 @@ class Lowerer:
             self.unpack(target, value, out)
         elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), dict):
             self.set_item(table, target, self.value(value, out))
+        elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), list):
+            self.set_list_item(table, target, self.value(value, out))
         elif isinstance(target, cst.Subscript) and _through_transpose(target):
             self.write_transposed(target, None, self.expr(value, out), out)
         elif isinstance(target, cst.Subscript):
             base = self.array_base(target.value, out)
             index = self.index(target, out)
             val = self.stored(value, self.value(value, out), out)
+            if val == Const(None):  # NumPy stores None into a float array as nan
+                val = Const(math.nan)
             out.append(Store(base, index, val, self.loc))
         elif isinstance(target, cst.Attribute):  # `self.W = W`, `model.w_q = w_q`
             obj = self.written_object(target.value)
@@ -673,6 +680,26 @@ class Lowerer:
             raise self.err(target, "a dict item cannot be set inside `if` or a runtime loop: s2sad fixes dicts when "
                                    "it generates code", "set it before the branch, or keep the value in an array")
         table[key] = value
+
+    def set_list_item(self, table: list, target: cst.Subscript, value):
+        """`t[0] = x[0]` in straight-line code: the list while lowering gets the item, as Python's does."""
+        if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+            raise self.err(target, "index a list with a single constant here", "or make it an array: np.array([...])")
+        table[self.static_key(target.slice[0].slice.value)] = value
+
+    def list_array(self, node: cst.List, out) -> Var:
+        """A list of numbers written item by item in a branch or loop (`t = [0.0, 0.0]; if ...: t[0] = v`):
+        an array, which NumPy code reads as it reads the list."""
+        items = self.value(node, out)
+        if not items or any(is_tree(i) for i in items):
+            raise self.err(node, "a list written item by item in a branch or loop holds numbers here",
+                           "make it an array: np.zeros(n), or np.array([...])")
+        if all(isinstance(i, Const) and type(i.value) is int for i in items):
+            raise self.err(node, "a list of ints written item by item in a branch or loop becomes an array here, "
+                                 "and an array of ints would round the floats written into it",
+                           "write its items as floats (`[0.0, 0.0]`), or np.zeros(n, dtype=np.int64) for counts")
+        return self.stack_items([Const(float(i.value)) if isinstance(i, Const) and type(i.value) in (int, bool) else i
+                                 for i in items], out)
 
     def local_var(self, target: cst.Name) -> str | None:
         return self.var(target.value) if target.value not in self.trees else None
@@ -2407,6 +2434,8 @@ class Lowerer:
             return self.range_walk(it, out)
         if fn is np.ndindex:
             return self.ndindex_walk(it, out, target)
+        if fn is np.ndenumerate:
+            return self.ndenumerate_walk(it, out, target)
         if fn is reversed and len(it.args) == 1:
             inner = self.walk(it.args[0].value, out, loop, target)
             last = self.prim(out, "sub", (inner.length, Const(1)), hint="last")
@@ -2478,6 +2507,32 @@ class Lowerer:
             dims = [self.emit(out, self.temp("dim"), Load(dims[0], (Const(d),))) for d in range(rank)]
         if any(is_tree(d) for d in dims):
             raise self.err(it, "np.ndindex() takes a shape: ints, or a tuple of ints")
+        return self.index_walk(dims, out)
+
+    def ndenumerate_walk(self, it, out, target) -> Walk:
+        """np.ndenumerate(x): np.ndindex(x.shape), each index with the item of `x` there."""
+        if len(it.args) != 1 or it.args[0].keyword:
+            raise self.err(it, "np.ndenumerate() takes one array here")
+        arr = self.expr(it.args[0].value, out)
+        index_target = _parts(target, 2)[0]
+        rank = self.ranks.get(getattr(arr, "name", None))
+        if rank is None and isinstance(index_target, (cst.Tuple, cst.List)):
+            rank = len(index_target.elements)
+        if rank is None:
+            self.kind_of(arr, required=True)
+            raise self.err(it, "the rank of this array is known only at run time",
+                           "unpack the index: `for (i, j), v in np.ndenumerate(x)`")
+        shape = self.prim(out, "shape", (arr,), hint="shape")
+        positions = self.index_walk([self.emit(out, self.temp("dim"), Load(shape, (Const(d),))) for d in range(rank)],
+                                    out)
+
+        def item(k, body):
+            index = tuple(self.emit(body, self.temp("i"), e) for e in positions.item(k, body))
+            return tuple(Copy(i) for i in index), Load(arr, index)
+        return Walk(positions.length, item)
+
+    def index_walk(self, dims: list, out) -> Walk:
+        """Every index of an array of shape `dims`, in C order: one counter, split into an index per axis."""
         strides = [Const(1)]
         for axis in reversed(range(len(dims))):
             d = dims[axis]
@@ -3261,6 +3316,7 @@ class Lowerer:
         """Lower the function's body into `out`; return the names holding its results."""
         func = self.parsed.node
         self.locals = assigned_names(func)
+        self.written_lists = _written_at_run_time(func)
         self.check_signature(func, inlined=bound is not None)
         self._params = []
         rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
@@ -3704,6 +3760,21 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     if name == "dot" and None not in operands:  # a sum over a's last axis and b's second-to-last
         return max(operands) if min(operands) == 0 else operands[0] + operands[1] - 2
     return None
+
+
+def _written_at_run_time(func: cst.FunctionDef) -> set[str]:
+    """Names whose items are set in a branch or loop (`t[0] = v` under `if`), or updated (`t[k] += v`):
+    bound to a list, such a name is an array (a list's items are fixed when the code is generated)."""
+    found = set()
+    for node in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
+        if isinstance(node, (cst.If, cst.For, cst.While, cst.Try, cst.With)):
+            found |= {t.target.value.value for t in _walk(node, skip=(cst.FunctionDef, cst.Lambda))
+                      if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Subscript)
+                      and isinstance(t.target.value, cst.Name)}
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Subscript) \
+                and isinstance(node.target.value, cst.Name):
+            found.add(node.target.value.value)
+    return found
 
 
 def _through_transpose(target: cst.Subscript) -> bool:

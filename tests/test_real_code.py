@@ -1006,3 +1006,93 @@ def test_ranks_that_each_pass_of_a_loop_keeps(backend):
     for i in (0, 1):
         assert_close(s2sad.grad(state_after_measurements, argnums=i, backend=backend)(x, zs),
                      fd_grad(state_after_measurements, (x, zs), i))
+
+
+class _Stencil:
+    """polybench-python's kernels are methods whose bodies start with a `# scop begin` at column 0."""
+
+    def kernel(self, A, B):
+# scop begin
+        for _ in range(2):
+            B[1:self.N - 1] = 0.25 * (A[:self.N - 2] + 2.0 * A[1:self.N - 1] + A[2:self.N])
+            A[1:self.N - 1] = 0.25 * (B[:self.N - 2] + 2.0 * B[1:self.N - 1] + B[2:self.N])
+# scop end
+
+
+def _stencil_loss(a0):
+    kern = _Stencil()
+    kern.N = a0.shape[0]
+    a, b = a0.copy(), a0.copy()
+    kern.kernel(a, b)
+    return np.sum(a ** 2) + np.sum(b * np.sin(a0))
+
+
+def test_a_method_with_comments_at_column_0(backend):
+    a0 = np.linspace(0.0, 1.0, 7) ** 2
+    assert_close(s2sad.grad(_stencil_loss, backend=backend)(a0), fd_grad(_stencil_loss, (a0,), 0))
+
+
+def _pair_energy(p):
+    """An md code's pair energy: the distance of each particle to itself is 0, masked to nan (None), then dropped."""
+    s = p[:, None, :] - p
+    d = np.linalg.norm(s, axis=-1)
+    d[d == 0] = None
+    e = d ** -2
+    e[np.isnan(e)] = 0
+    return np.sum(e)
+
+
+def test_a_norm_that_is_zero_then_masked_adds_nothing_to_the_gradient(backend):
+    p = np.array([[0.0, 0.1, 0.3], [1.0, 0.5, -0.2], [0.3, 1.2, 0.8]])
+    value, grad = s2sad.value_and_grad(_pair_energy, backend=backend)(p)
+    assert_close(value, _pair_energy(p), rtol=1e-12)
+    assert_close(grad, fd_grad(_pair_energy, (p,), 0))
+
+
+def _tangent_of(n):
+    """A geometry helper: a list of numbers whose items are set in a branch."""
+    tangent = [0.0, 0.0, 0.0]
+    if abs(n[0]) > abs(n[1]):
+        tangent[0] = n[2]
+        tangent[2] = -n[0]
+    else:
+        tangent[1] = n[2]
+    t = [0.0, 0.0]
+    t[0] = n[1] * n[2]  # straight-line: the list itself gets the item
+    return np.sum(np.asarray(tangent) * n) + t[0] * n[0] + t[1]
+
+
+def test_lists_of_numbers_written_item_by_item(backend):
+    for n in (np.array([0.9, -0.4, 1.1]), np.array([0.3, -0.7, 1.1])):
+        assert_close(s2sad.grad(_tangent_of, backend=backend)(n), fd_grad(_tangent_of, (n,), 0))
+
+
+def _counts_in_a_list(x):
+    counts = [0, 0]
+    for v in x:
+        if v > 0:
+            counts[0] += v
+    return counts[0] * np.sum(x)
+
+
+def test_a_list_of_ints_written_with_floats_in_a_loop_is_refused_with_the_fix():
+    with pytest.raises(s2sad.UnsupportedError, match=r"would round the floats written into it") as info:
+        s2sad.grad(_counts_in_a_list, backend="python")(np.array([0.5, -1.0, 2.0]))
+    assert "[0.0, 0.0]" in str(info.value)
+
+
+def _ising_energy(L, h):
+    E = 0.0
+    for (i, j), s in np.ndenumerate(L):
+        E += -h * s * L[(i + 1) % L.shape[0], j] + 0.1 * s ** 3
+    count = 0.0
+    for index, value in np.ndenumerate(L):  # the item unused, as in the corpus's magnetisation
+        count += 1.0
+    return E / count
+
+
+def test_np_ndenumerate_gives_each_index_with_its_item(backend):
+    L, h = np.random.default_rng(3).normal(size=(3, 4)), 0.7
+    grads = s2sad.grad(_ising_energy, argnums=(0, 1), backend=backend)(L, h)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_ising_energy, (L, h), i))
