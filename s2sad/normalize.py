@@ -659,6 +659,7 @@ class Lowerer:
         elif isinstance(target, cst.Subscript) and _through_transpose(target):
             self.write_transposed(target, None, self.expr(value, out), out)
         elif isinstance(target, cst.Subscript):
+            target = self.merged_rows(target, out)
             base = self.array_base(target.value, out)
             index = self.index(target, out)
             val = self.stored(value, self.value(value, out), out)
@@ -680,6 +681,30 @@ class Lowerer:
             raise self.err(target, "a dict item cannot be set inside `if` or a runtime loop: s2sad fixes dicts when "
                                    "it generates code", "set it before the branch, or keep the value in an array")
         table[key] = value
+
+    def merged_rows(self, target: cst.Subscript, out) -> cst.Subscript:
+        """`force[i][1]` with `i` an int: `force[i, 1]`, the same item (an int index gives a view of a row),
+        so the write reaches `force`."""
+        inner = target.value
+        while isinstance(inner, cst.Subscript) and self.tree_of(inner.value) is None and all(
+                isinstance(e.slice, cst.Index) and self.is_int(e.slice.value, out) for e in inner.slice):
+            target = target.with_changes(value=inner.value, slice=list(inner.slice) + list(target.slice))
+            inner = target.value
+        return target
+
+    def is_int(self, node, out) -> bool:
+        """Is this index expression one int (a literal, a loop counter, an int argument)?"""
+        if isinstance(node, cst.Integer) or isinstance(node, cst.UnaryOperation) and \
+                isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+            return True
+        if not isinstance(node, cst.Name) or node.value in self.trees:
+            return False
+        atom = self.expr(node, out)
+        if isinstance(atom, Const):
+            return type(atom.value) is int
+        if atom.name in self.ints:
+            return True
+        return atom.name in self.arguments and (self.kind_of(atom, required=True) or (None, None))[1] is int
 
     def set_list_item(self, table: list, target: cst.Subscript, value):
         """`t[0] = x[0]` in straight-line code: the list while lowering gets the item, as Python's does."""
@@ -805,6 +830,10 @@ class Lowerer:
             return self.enclosing.array_base(node, out)  # a nested function writing into its enclosing function's array
         if isinstance(node, cst.Attribute):
             return self.attribute_array(node, out)
+        if isinstance(node, cst.Subscript):
+            raise self.err(node, "a write into `a[k][...]` is refused where `k` is not one int: NumPy writes into a "
+                                 "view of `a` only after an int or slice index, and s2sad merges only ints",
+                           "index once, `a[k, ...] = ...`")
         if not isinstance(node, cst.Name) or node.value not in self.locals:
             raise self.err(node, "in-place writes need a local array variable on the left",
                            "create the array inside the function (e.g. np.zeros) and write into it")
@@ -862,8 +891,9 @@ class Lowerer:
         elif isinstance(node.target, cst.Subscript) and _through_transpose(node.target):
             self.write_transposed(node.target, op, rhs, out)
         elif isinstance(node.target, cst.Subscript):
-            base = self.array_base(node.target.value, out)
-            index = self.index(node.target, out)
+            target = self.merged_rows(node.target, out)
+            base = self.array_base(target.value, out)
+            index = self.index(target, out)
             old = self.emit(out, self.temp(self.load_hint(base, index)), Load(Var(base), index))
             new = self.prim(out, op, (old, rhs))
             out.append(Store(base, index, new, self.loc))
@@ -3045,6 +3075,9 @@ class Lowerer:
         fn = self.static_value(call.func) if call is not None else _NOT_STATIC
         if fn is print:
             return self.print_call(call, out)
+        if fn is _NOT_STATIC and _fills(call):  # `arr.fill(v)`: `arr[:] = v`, every item (numba indexes no `...`)
+            every = cst.Subscript(call.func.value, [cst.SubscriptElement(cst.Slice(None, None))])
+            return self.assign_to(every, call.args[0].value, out)
         if _module_of(fn) in DIAGNOSTICS:  # `logger.debug(f"...")`: no part of the computation
             return
         if fn is not _NOT_STATIC and _output_argument(call, fn) is not None:
@@ -3760,6 +3793,11 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     if name == "dot" and None not in operands:  # a sum over a's last axis and b's second-to-last
         return max(operands) if min(operands) == 0 else operands[0] + operands[1] - 2
     return None
+
+
+def _fills(call) -> bool:
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "fill" \
+        and len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
 
 
 def _written_at_run_time(func: cst.FunctionDef) -> set[str]:

@@ -1096,3 +1096,51 @@ def test_np_ndenumerate_gives_each_index_with_its_item(backend):
     grads = s2sad.grad(_ising_energy, argnums=(0, 1), backend=backend)(L, h)
     for i, g in enumerate(grads):
         assert_close(g, fd_grad(_ising_energy, (L, h), i))
+
+
+def _ewma(x, alpha):
+    """A pandas-style moving average: `out.fill(np.nan)`, then filled item by item."""
+    out = np.empty(x.shape[0])
+    out.fill(np.nan)
+    out[0] = x[0]
+    for i in range(1, x.shape[0]):
+        out[i] = alpha * x[i] + (1 - alpha) * out[i - 1]
+    grid = np.empty((2, 3))
+    grid.fill(x[1])
+    return np.sum(out ** 2) + np.sum(grid * x[0])
+
+
+def test_array_fill_sets_every_item(backend):
+    x = np.array([0.3, 1.2, -0.5, 0.8])
+    grads = s2sad.grad(_ewma, argnums=(0, 1), backend=backend)(x, 0.3)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_ewma, (x, 0.3), i))
+
+
+def _plucked(x, which):
+    """A string simulation's `force[which][1] += plunk`: a row by an int index, then an item of it."""
+    force = np.zeros((3, 2))
+    force[1][1] += x[0]
+    force[which][0] = x[1] * x[2]
+    for i in range(3):
+        force[i][1] += x[i] ** 2
+    return np.sum(force * x[1])
+
+
+def test_an_item_of_a_row_by_int_indexes_is_written_into_the_array(backend):
+    x = np.array([0.3, 1.2, -0.5])
+    value, grad = s2sad.value_and_grad(_plucked, backend=backend)(x, 2)
+    assert_close(value, _plucked(x, 2), rtol=1e-12)
+    assert_close(grad, fd_grad(_plucked, (x, 2), 0))
+
+
+def _masked_copy_written(x):
+    f = np.zeros((3, 2))
+    f[x > 0][0] = 5.0  # NumPy writes into a copy: nothing changes
+    return np.sum(f * x[0])
+
+
+def test_an_item_of_a_masked_copy_written_is_refused_with_the_single_index():
+    with pytest.raises(s2sad.UnsupportedError, match=r"a write into `a\[k\]\[...\]` is refused") as info:
+        s2sad.grad(_masked_copy_written, backend="python")(np.array([0.3, -1.2, 0.5]))
+    assert "a[k, ...] = ..." in str(info.value)
