@@ -2067,6 +2067,8 @@ class Lowerer:
             return self.positions(node.args[0].value, out)
         if fn in (np.diag_indices, np.diag_indices_from) and not leading:
             return self.diagonal_positions(node, fn, out)
+        if fn in TRIANGLES and not leading:
+            return self.triangle_positions(node, fn, out)
         if fn in (np.asarray, np.asanyarray) and len(node.args) == 1 and self.names_a_container(node.args[0].value):
             fn = np.array  # `np.asarray(args)` of a tuple of numbers (`*args`): a new array
         if fn in SEQUENCE_CALLS:
@@ -2209,6 +2211,26 @@ class Lowerer:
             raise self.err(node.args[1], "np.diag_indices' ndim must be a constant int")
         shape = self.prim(out, "make_tuple", (first,) * ndim.value, hint="shape")
         return Positions(self.prim(out, "diagonal_mask", (shape,), hint="diagonal"))
+
+    def triangle_positions(self, node, fn, out) -> "Positions":
+        """`np.triu_indices(n, k=0, m=None)`, `np.tril_indices_from(a, k=0)`, ...: a triangle's index arrays,
+        kept as the boolean mask that picks the same items in the same (C) order."""
+        try:
+            bound = inspect.signature(fn).bind(*[a.value for a in node.args if a.keyword is None],
+                                               **{a.keyword.value: a.value for a in node.args if a.keyword})
+        except TypeError as exc:
+            raise self.err(node, f"{fn.__name__}(...): {exc}") from None
+        args = {name: self.expr(value, out) for name, value in bound.arguments.items()}
+        k = args.get("k", Const(0))
+        if "arr" in args:
+            shape = self.prim(out, "shape", (args["arr"],), hint="shape")
+            n, m = (self.emit(out, self.temp("dim"), Load(shape, (Const(d),))) for d in (0, 1))
+        else:
+            n = args["n"]
+            m = args.get("m", Const(None))
+            m = n if m == Const(None) else m
+        upper = Const(fn in (np.triu_indices, np.triu_indices_from))
+        return Positions(self.prim(out, "triangle_mask", (n, m, k, upper), hint="triangle"))
 
     def names_a_container(self, node) -> bool:
         return isinstance(node, (cst.Tuple, cst.List)) or isinstance(node, cst.Name) and node.value in self.trees \
@@ -3846,6 +3868,7 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
     return updated - _bound_by(func, (cst.AssignTarget, cst.AnnAssign, cst.For))
 
 
+TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
 FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full)
 
 

@@ -1144,3 +1144,24 @@ def test_an_item_of_a_masked_copy_written_is_refused_with_the_single_index():
     with pytest.raises(s2sad.UnsupportedError, match=r"a write into `a\[k\]\[...\]` is refused") as info:
         s2sad.grad(_masked_copy_written, backend="python")(np.array([0.3, -1.2, 0.5]))
     assert "a[k, ...] = ..." in str(info.value)
+
+
+def _correlation_triangles(x):
+    """polybench's correlation: the triangles by np.triu_indices / np.tril_indices, written and read."""
+    M = x.shape[1]
+    corr = np.empty((M, M))
+    corr[np.diag_indices(corr.shape[0])] = 1.0
+    upper = np.triu_indices(n=M, m=M, k=1)
+    corr[upper] = 0.0
+    for i in range(0, M - 1):
+        corr[i, i + 1:M] = (x[:, i] * x[:, i + 1:M].T).sum(axis=1)
+    lower = np.tril_indices(n=M, m=M, k=-1)
+    corr[lower] = corr[upper]
+    return np.sum(corr ** 2) + np.sum(x[np.triu_indices_from(x, 1)] * 2.0) + np.sum(x[:, :4][np.tril_indices(4)] ** 3)
+
+
+def test_triangle_indices_read_and_write_the_triangles(backend):
+    x = np.random.default_rng(0).normal(size=(4, 5))
+    value, grad = s2sad.value_and_grad(_correlation_triangles, backend=backend)(x)
+    assert_close(value, _correlation_triangles(x), rtol=1e-12)
+    assert_close(grad, fd_grad(_correlation_triangles, (x,), 0))

@@ -39,6 +39,7 @@ __all__ = [
     "add_at",
     "index_array",
     "diagonal_mask",
+    "triangle_mask",
     "hstack_axis",
     "batch_empty",
     "mask_last",
@@ -1024,6 +1025,21 @@ def _ol_diagonal_mask(shape):
         out.reshape(out.size)[::step] = True
         return out
     return impl
+
+
+def triangle_mask(n, m, k, upper):
+    """A boolean (n, m) mask true on and above (`upper`) or on and below the k-th diagonal: the items
+    np.triu_indices / np.tril_indices pick, in the same (C) order, as one index numba can read and write with."""
+    out = np.zeros((n, m), dtype=np.bool_)
+    for i in range(n):
+        for j in range(m):
+            out[i, j] = j - i >= k if upper else j - i <= k
+    return out
+
+
+@overload(triangle_mask)
+def _ol_triangle_mask(n, m, k, upper):
+    return triangle_mask
 
 
 def hstack_axis(x):

@@ -1153,10 +1153,11 @@ def _ol_norm_op(x, ord=None, axis=None, keepdims=False):
 
 def norm_grad(x, norm, ord=None, axis=None, keepdims=False):
     """d norm / d x, shaped like x, given `norm` = norm_op(x, ord, axis, keepdims). For ord=inf, ties
-    share the gradient equally (see extremum_mask)."""
+    share the gradient equally (see extremum_mask). At a zero vector the 2-norm's gradient is the
+    subgradient 0 (distances of a particle to itself, masked out afterwards, add nothing)."""
     kind = _norm_kind(x, ord, axis)
     if kind == EUCLID:
-        return x / sum_expand(norm, x, axis, keepdims)
+        return x / sum_expand(norm + (norm == 0.0), x, axis, keepdims)
     if kind == TAXICAB:
         return np.sign(x) * 1.0
     return np.sign(x) * extremum_mask(np.abs(x), norm, axis, keepdims)
@@ -1169,7 +1170,7 @@ def _norm_grad(xf, nf, grp, n, kind):
         mask = _ext_mask(np.abs(xf), nf, grp, n)
     for k in range(xf.size):
         if kind == EUCLID:
-            out[k] = xf[k] / nf[grp[k]]
+            out[k] = xf[k] / nf[grp[k]] if nf[grp[k]] != 0.0 else 0.0
         elif kind == TAXICAB:
             out[k] = np.sign(xf[k])
         else:

@@ -22,6 +22,10 @@ nondiff(np.identity, name="identity")
 nondiff(slice, name="slice")  # a slice object in an index generated code hands to add_at / mask_last
 nondiff(np.diag_indices, name="diag_indices")  # as an index: lowered to a diagonal_mask (normalize.py)
 nondiff(np.diag_indices_from, name="diag_indices_from")
+nondiff(np.triu_indices, name="triu_indices")  # as an index: lowered to a triangle_mask (normalize.py)
+nondiff(np.tril_indices, name="tril_indices")
+nondiff(np.triu_indices_from, name="triu_indices_from")
+nondiff(np.tril_indices_from, name="tril_indices_from")
 
 
 def linspace_tangent(g, out, start, stop, num=50, endpoint=True):

@@ -12,6 +12,7 @@ from numba.typed import List
 
 from s2sad.rules.registry import Check, alias, defrule, nondiff
 from s2sad.runtime import (PythonTape, add_at, same_shape, batch_empty, broadcast_like, copy_adj, diagonal_mask,
+                           triangle_mask,
                            hstack_axis, index_array, mask_last, matmul_adjoint_a, matmul_adjoint_b, matmul_like,
                            mean_adjoint, mean_axis, range_last, restore, sum_adjoint, sum_axis, unbroadcast, zeros_like_adj)
 
@@ -145,6 +146,7 @@ def mask_last_rule(g, out, x, idx):  # a 0/1 mask: its own transpose
 alias("mean", mean_axis)
 nondiff(index_array, name="index_array")
 nondiff(diagonal_mask, name="diagonal_mask")  # np.diag_indices(n), np.diag_indices_from(a) as an index
+nondiff(triangle_mask, name="triangle_mask")  # np.triu_indices(n, k, m) and the others as an index
 nondiff(name="make_tuple")  # `(n, m)`: a shape or axes built from variables
 nondiff(same_shape, name="same_shape")  # `x.shape == (n, 1)`
 nondiff(hstack_axis, name="hstack_axis")
