@@ -270,6 +270,7 @@ class Lowerer:
     growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
     written_lists: set = field(default_factory=set)  # user names of lists written item by item at run time
+    slots: dict = field(default_factory=dict)  # user name -> variables of a tuple bound again on each pass
     views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
     ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
@@ -682,6 +683,25 @@ class Lowerer:
                                    "it generates code", "set it before the branch, or keep the value in an array")
         table[key] = value
 
+    def fills_slots(self, name: str, value, before, out) -> bool:
+        """`idx = clamp(i, ...), clamp(j, ...)` in a loop: a flat tuple of numbers bound again on each pass
+        lives in one variable per item (`idx_0`, `idx_1`), the same every pass; False where it cannot."""
+        if not isinstance(value, tuple) or not value or any(is_tree(v) or not isinstance(v, (Var, Const))
+                                                          for v in value):
+            return False
+        slots = self.slots.get(name)
+        if slots is None and before is None:
+            slots = self.slots[name] = tuple(Var(self.names.fresh(f"{name}_{k}")) for k in range(len(value)))
+            self.ints.update(s.name for s, v in zip(slots, value) if _is_int_atom(v, self.ints))
+        if slots is None or before not in (None, slots) or len(slots) != len(value):
+            return False
+        for slot, item in zip(slots, value):
+            self.emit(out, slot.name, Copy(item))
+            if not _is_int_atom(item, self.ints):
+                self.ints.discard(slot.name)
+        self.trees[name] = slots
+        return True
+
     def merged_rows(self, target: cst.Subscript, out) -> cst.Subscript:
         """`force[i][1]` with `i` an int: `force[i, 1]`, the same item (an int index gives a view of a row),
         so the write reaches `force`."""
@@ -769,6 +789,8 @@ class Lowerer:
                 # a table of numbers is the same every pass; so is generated code's `dims = (4, n)`, read at once
                 same = all(isinstance(a, Const) for a in flatten(value)[0]) or written_by_s2sad(self.parsed.fn)
                 if self.branch_depth and before is not value and not (same and before in (None, value)):
+                    if self.fills_slots(target.value, value, before, out):
+                        return
                     raise self.err(target, "a tuple/list/dict cannot be (re)bound inside `if` or a runtime loop",
                                    "bind it before the branch, or return arrays instead")
                 self.trees[target.value] = value
@@ -3815,6 +3837,10 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     if name == "dot" and None not in operands:  # a sum over a's last axis and b's second-to-last
         return max(operands) if min(operands) == 0 else operands[0] + operands[1] - 2
     return None
+
+
+def _is_int_atom(atom, ints: set) -> bool:
+    return isinstance(atom, Const) and type(atom.value) is int or isinstance(atom, Var) and atom.name in ints
 
 
 def _fills(call) -> bool:

@@ -1165,3 +1165,42 @@ def test_triangle_indices_read_and_write_the_triangles(backend):
     value, grad = s2sad.value_and_grad(_correlation_triangles, backend=backend)(x)
     assert_close(value, _correlation_triangles(x), rtol=1e-12)
     assert_close(grad, fd_grad(_correlation_triangles, (x,), 0))
+
+
+def _clamp(i, offset, maxval):
+    j = max(0, i + offset)
+    return min(j, maxval)
+
+
+def _conv(x, weights):
+    """numpy-benchmarks' conv: a tuple index bound again on each pass, `idx = clamp(...), clamp(...)`."""
+    result = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            for ii in range(weights.shape[0]):
+                for jj in range(weights.shape[1]):
+                    idx = _clamp(i, ii - weights.shape[0] // 2, weights.shape[0]), \
+                        _clamp(j, jj - weights.shape[0] // 2, weights.shape[0])
+                    result[i, j] += x[idx] * weights[ii, jj]
+    return np.sum(result * np.arange(result.size).reshape(result.shape))
+
+
+def _ordered_pair(x):
+    total = 0.0
+    for k in range(x.shape[0] - 1):
+        if x[k] > x[k + 1]:
+            pair = (x[k + 1], x[k])
+        else:
+            pair = (x[k], x[k + 1])
+        total += pair[0] * 2.0 + pair[1] ** 2
+    return total
+
+
+def test_a_tuple_bound_again_on_each_pass_or_branch(backend):
+    rng = np.random.default_rng(4)
+    x, w = rng.random((5, 5)), rng.random((3, 3))
+    grads = s2sad.grad(_conv, argnums=(0, 1), backend=backend)(x, w)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_conv, (x, w), i))
+    v = np.array([0.3, 1.2, -0.5, 0.8])
+    assert_close(s2sad.grad(_ordered_pair, backend=backend)(v), fd_grad(_ordered_pair, (v,), 0))
