@@ -1795,6 +1795,8 @@ class Lowerer:
                 value = self.outside_tree(f.default, None)
             elif f.default_factory is not dataclasses.MISSING and not is_hidden_array(f.default_factory()):
                 value = self.outside_tree(f.default_factory(), None)
+            elif not f.init:  # `q: float = field(init=False)`: __init__ leaves it unset, __post_init__ may set it
+                continue
             else:
                 raise self.err(node, f"`{obj.cls.__name__}` needs its field `{f.name}` here",
                                "pass it, or give the field a number default")

@@ -1,6 +1,7 @@
 """Plumbing real kernels are written with (npbench, polybench, numba-examples shapes), against finite differences."""
 
 import copy
+import dataclasses
 import logging
 import math
 from math import cos, prod, sqrt
@@ -1204,3 +1205,36 @@ def test_a_tuple_bound_again_on_each_pass_or_branch(backend):
         assert_close(g, fd_grad(_conv, (x, w), i))
     v = np.array([0.3, 1.2, -0.5, 0.8])
     assert_close(s2sad.grad(_ordered_pair, backend=backend)(v), fd_grad(_ordered_pair, (v,), 0))
+
+
+@dataclasses.dataclass
+class _Tree:
+    """finmath's Cox-Ross-Rubinstein model: a field left to __post_init__ (`field(init=False)`)."""
+
+    u: float
+    d: float
+    r: float = 0.0
+    q: float = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        self.q = (self.r - self.d) / (self.u - self.d)
+
+    def american_put(self, spot, maturity, strike):
+        def payoff(t):
+            n = np.arange(t + 1)
+            return np.maximum(strike - spot * (1 + self.u) ** n * (1 + self.d) ** (t - n), 0)
+        v = payoff(maturity)
+        for t in range(maturity - 1, -1, -1):
+            v[:t + 1] = np.maximum(payoff(t), (self.q * v[1:t + 2] + (1 - self.q) * v[:t + 1]) / (1 + self.r))
+        return v[0]
+
+
+def _put_price(u, d, spot):
+    return _Tree(u, d, 0.01).american_put(spot, 5, 97.3)
+
+
+def test_a_dataclass_field_set_in_post_init(backend):
+    args = (0.1, -0.08, 100.0)
+    grads = s2sad.grad(_put_price, argnums=(0, 1, 2), backend=backend)(*args)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_put_price, args, i))
