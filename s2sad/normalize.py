@@ -21,6 +21,7 @@ import operator
 import random
 import sys
 import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -492,9 +493,18 @@ class Lowerer:
             return set()
         if isinstance(node, cst.Try):
             return self.try_stmt(node, out)
+        if isinstance(node, cst.With) and self.only_quiets(node):
+            return self.block(node.body.body, out)
         kind = type(node).__name__
         raise self.err(node, f"`{kind}` statements are not supported inside differentiated functions",
                        STATEMENT_HINTS.get(kind.replace("Star", ""), "restructure with if/for/while"))
+
+    def only_quiets(self, node: cst.With) -> bool:
+        """`with np.errstate(divide="ignore"):`, `with warnings.catch_warnings():`: contexts that only change
+        which warnings NumPy and Python print. The body runs as written (compiled code prints none)."""
+        return node.asynchronous is None and all(
+            isinstance(item.item, cst.Call) and item.asname is None
+            and self.static_value(item.item.func) in QUIET_CONTEXTS for item in node.items)
 
     def import_stmt(self, node: cst.Import | cst.ImportFrom):
         """`from scipy.special import loggamma` in the function: imported when the code is generated."""
@@ -3896,6 +3906,7 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
     return updated - _bound_by(func, (cst.AssignTarget, cst.AnnAssign, cst.For))
 
 
+QUIET_CONTEXTS = (np.errstate, warnings.catch_warnings, np.printoptions)
 TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
 FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full)
 

@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import logging
 import math
+import warnings
 from math import cos, prod, sqrt
 
 import numba
@@ -1238,3 +1239,28 @@ def test_a_dataclass_field_set_in_post_init(backend):
     grads = s2sad.grad(_put_price, argnums=(0, 1, 2), backend=backend)(*args)
     for i, g in enumerate(grads):
         assert_close(g, fd_grad(_put_price, args, i))
+
+
+def _quietly(x, c):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = x[1:] / x[:-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scaled = c * np.log(np.abs(ratio))
+    return np.sum(scaled ** 2)
+
+
+def test_contexts_that_only_silence_warnings_run_their_body(backend):
+    x = np.array([0.5, 1.2, -0.8, 2.0])
+    grads = s2sad.grad(_quietly, argnums=(0, 1), backend=backend)(x, 1.5)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_quietly, (x, 1.5), i))
+
+
+def test_other_with_statements_are_refused_with_a_hint():
+    def opens(x):
+        with open("/dev/null"):
+            return x * 2.0
+    with pytest.raises(s2sad.UnsupportedError, match="`With` statements are not supported") as info:
+        s2sad.grad(opens, backend="python")(1.0)
+    assert "pass the values in as arguments" in str(info.value)
