@@ -3908,7 +3908,8 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
 
 QUIET_CONTEXTS = (np.errstate, warnings.catch_warnings, np.printoptions)
 TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
-FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full)
+FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full, np.array,
+                 np.copy)
 
 
 def _output_argument(call: cst.Call, fn) -> cst.Arg | None:
