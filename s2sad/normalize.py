@@ -727,7 +727,7 @@ class Lowerer:
         if isinstance(node, cst.Integer) or isinstance(node, cst.UnaryOperation) and \
                 isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
             return True
-        if not isinstance(node, cst.Name) or node.value in self.trees:
+        if not isinstance(node, cst.Name) or is_tree(self.trees.get(node.value)):
             return False
         atom = self.expr(node, out)
         if isinstance(atom, Const):

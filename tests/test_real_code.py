@@ -1126,7 +1126,12 @@ def _plucked(x, which):
     force[which][0] = x[1] * x[2]
     for i in range(3):
         force[i][1] += x[i] ** 2
+    _pluck(force, 0, x[2])
     return np.sum(force * x[1])
+
+
+def _pluck(force, which, plunk):
+    force[which][1] += plunk  # `which` is the caller's constant 0
 
 
 def test_an_item_of_a_row_by_int_indexes_is_written_into_the_array(backend):
