@@ -745,7 +745,9 @@ class Lowerer:
     def list_array(self, node: cst.List, out) -> Var:
         """A list of numbers written item by item in a branch or loop (`t = [0.0, 0.0]; if ...: t[0] = v`):
         an array, which NumPy code reads as it reads the list."""
-        items = self.value(node, out)
+        return self.array_of_list(node, self.value(node, out), out)
+
+    def array_of_list(self, node, items: list, out) -> Var:
         if not items or any(is_tree(i) for i in items):
             raise self.err(node, "a list written item by item in a branch or loop holds numbers here",
                            "make it an array: np.zeros(n), or np.array([...])")
@@ -1327,7 +1329,23 @@ class Lowerer:
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) \
                 and any(self.is_sequence(side) for side in (node.left, node.right)):
             return self.joined(node, out)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) \
+                and any(self.is_sequence(side) for side in (node.left, node.right)):
+            return self.repeated(node, out)
         return self.expr(node, out, target)
+
+    def repeated(self, node: cst.BinaryOperation, out):
+        """`[0.0] * n`, `(1,) * 3`: a tuple or list repeated a number of times known when the code is generated."""
+        seq, count = (node.left, node.right) if self.is_sequence(node.left) else (node.right, node.left)
+        items = self.value(seq, out)
+        try:
+            n = self.static_key(count)
+        except UnsupportedError:
+            n = None
+        if not isinstance(n, int):
+            raise self.err(node, "a list or tuple is repeated here a number of times known only at run time",
+                           "make an array: np.zeros(n), np.full(n, value)")
+        return type(items)(list(items) * n)
 
     def is_sequence(self, node) -> bool:
         return isinstance(node, (cst.Tuple, cst.List)) or isinstance(self.tree_of(node), (tuple, list))
@@ -2376,7 +2394,22 @@ class Lowerer:
             bound = _bind(fn, args, kwargs)
         except TypeError as exc:
             raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
+        self.lists_to_arrays(node, bound, _written_at_run_time(parsed.node), out)
         return self.result_of(callee, callee.lower_body(bound, out), out, target)
+
+    def lists_to_arrays(self, node: cst.Call, bound: dict, written: set, out):
+        """A list the callee writes item by item in a loop (`kernel(w, ...)` with `w = [0.0] * n`, as
+        polybench's list kernels do): an array, for the callee and, under the same name, for the caller."""
+        for param in written & set(bound):
+            items = bound[param]
+            if not isinstance(items, list):
+                continue
+            bound[param] = self.array_of_list(node, items, out)
+            for arg in node.args:
+                if isinstance(arg.value, cst.Name) and self.trees.get(arg.value.value) is items:
+                    del self.trees[arg.value.value]
+                    self.bind(arg.value, bound[param], out)
+                    bound[param] = Var(self.var(arg.value.value))
 
     def inline_nested(self, node, fn: "NestedFunction", out, target):
         """A call of a `def` or `lambda` made inside the function: inlined, its free names read in the

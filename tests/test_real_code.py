@@ -1282,3 +1282,41 @@ def test_an_output_argument_made_by_np_array(backend):
     expected = fd_grad(_sabr_ratio, (s, k), 0)
     assert_close(grads[0][:2], expected[:2])
     assert_close(grads[0][2], k[2])  # at s == k the item is k's (d(k * s)/ds); FD there straddles the switch
+
+
+class _ListKernel:
+    """polybench-python's list strategy: a method writing into lists its caller made (`[0.0] * n`)."""
+
+    def kernel(self, alpha, A, x, w):
+        for i in range(0, self.N):
+            for j in range(0, self.N):
+                A[i][j] = A[i][j] + x[i] * x[j]
+        for i in range(0, self.N):
+            for j in range(0, self.N):
+                w[i] = w[i] + alpha * A[i][j] * x[j]
+
+
+def _list_kernel_loss(alpha, A0, x):
+    k = _ListKernel()
+    k.N = 3
+    A = A0.copy()
+    w = [0.0] * 3
+    scale = (0.5,) * 2
+    k.kernel(alpha, A, x, w)
+    return sum(w[i] * (i + 1.0) for i in range(3)) + scale[1] * np.sum(A * A0)
+
+
+def test_lists_repeated_and_written_by_a_helper_in_loops(backend):
+    args = (1.5, np.random.default_rng(6).random((3, 3)), np.array([0.3, 1.2, -0.5]))
+    grads = s2sad.grad(_list_kernel_loss, argnums=(0, 1, 2), backend=backend)(*args)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_list_kernel_loss, args, i))
+
+
+def test_a_list_repeated_a_run_time_number_of_times_is_refused_with_the_array_to_make():
+    def repeated(x, n):
+        w = [0.0] * n
+        return x * len(w)
+    with pytest.raises(s2sad.UnsupportedError, match="known only at run time") as info:
+        s2sad.grad(repeated, backend="python")(1.0, 3)
+    assert "np.zeros(n)" in str(info.value)
