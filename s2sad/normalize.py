@@ -2117,6 +2117,8 @@ class Lowerer:
             return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
         if (fn is np.where or fn is np.nonzero) and len(node.args) == 1 and not leading:
             return self.positions(node.args[0].value, out)
+        if fn is np.where and len(node.args) == 3 and not leading and not any(a.keyword or a.star for a in node.args):
+            return self.guarded_where(node, out, target)
         if fn in (np.diag_indices, np.diag_indices_from) and not leading:
             return self.diagonal_positions(node, fn, out)
         if fn in TRIANGLES and not leading:
@@ -2240,6 +2242,46 @@ class Lowerer:
         if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
             return self.array_of(node, value, out)
         return self.prim(out, "make_tuple", tuple(value), hint="dims")
+
+    def guarded_where(self, node: cst.Call, out, target):
+        """`np.where(x > 0, np.sqrt(x), 0.0)`: a side that may divide by zero or leave a function's domain
+        (`/`, sqrt, log, ...) and is computed item by item reads its variables as 1.0 where the other side is
+        picked. NumPy's result is the same, and the derivative gets 0 there, not `0 * inf` (nan)."""
+        cond = self.expr(node.args[0].value, out)
+        sides = []
+        for k, arg in enumerate(node.args[1:]):
+            names = self.guarded_names(arg.value)
+            saved = {n: self.scope[n] for n in names}
+            for n in names:
+                picked = (cond, Var(saved[n]), Const(1.0)) if k == 0 else (cond, Const(1.0), Var(saved[n]))
+                self.scope[n] = self.prim(out, "where", picked, hint=f"{n}_kept").name
+            try:
+                sides.append(self.expr(arg.value, out))
+            finally:
+                self.scope.update(saved)
+        return self.prim(out, "where", (cond, *sides), target=target)
+
+    def guarded_names(self, node) -> set[str]:
+        """The local variables of an np.where side that is computed item by item and may be singular; none
+        for any other side."""
+        names, singular = set(), False
+        for n in _walk(node):
+            if isinstance(n, cst.Call):
+                fn = self.static_value(n.func)
+                found = rules.lookup_object(fn) if callable(fn) else None
+                if found is None or not _pointwise(found[0]) or any(a.keyword or a.star for a in n.args):
+                    return set()
+                singular |= found[0].name in SINGULAR
+            elif isinstance(n, cst.BinaryOperation):
+                if not isinstance(n.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)):
+                    return set()
+                singular |= isinstance(n.operator, (cst.Divide, cst.Power))
+            elif isinstance(n, (cst.Subscript, cst.Lambda, cst.Comparison, cst.BooleanOperation, cst.IfExp,
+                                cst.ListComp, cst.GeneratorExp, cst.Tuple, cst.List, cst.Dict)):
+                return set()
+            elif isinstance(n, cst.Name) and n.value in self.scope and n.value not in self.trees:
+                names.add(n.value)
+        return {n for n in names if self.scope[n] not in self.ints} if singular else set()
 
     def positions(self, node, out) -> "Positions":
         """`np.where(c)` / `np.nonzero(c)`: the index arrays of c's true (nonzero) items. s2sad keeps the
@@ -3940,6 +3982,9 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
 
 
 QUIET_CONTEXTS = (np.errstate, warnings.catch_warnings, np.printoptions)
+# functions whose derivative is infinite or nan somewhere on the reals (np.where guards them)
+SINGULAR = ("sqrt", "log", "log2", "log10", "log1p", "power", "float_power", "reciprocal", "arcsin", "arccos",
+            "arctanh", "arccosh", "tan", "cbrt", "true_divide", "divide", "truediv", "pow", "xlogy", "gammaln", "digamma")
 TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
 FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full, np.array,
                  np.copy)

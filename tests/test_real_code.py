@@ -1320,3 +1320,24 @@ def test_a_list_repeated_a_run_time_number_of_times_is_refused_with_the_array_to
     with pytest.raises(s2sad.UnsupportedError, match="known only at run time") as info:
         s2sad.grad(repeated, backend="python")(1.0, 3)
     assert "np.zeros(n)" in str(info.value)
+
+
+def _guarded(x, c):
+    r = np.abs(x)
+    entropy = np.where(x > 0, x * np.log(x), 0.0)
+    root = np.where(x > 0, np.sqrt(x), 0.0)
+    inverse = np.where(r > 0.1, c / r, 0.0)
+    return np.sum(entropy + root * c + inverse * x)
+
+
+def test_np_where_gives_no_nan_from_the_side_it_does_not_pick(backend):
+    """JAX's and PyTorch's `0 * inf`: the unpicked side of np.where reads its variables as 1.0 there."""
+    x = np.array([0.0, 0.5, -0.3, 1.2, -2.0])
+    with np.errstate(all="ignore"):
+        grads = s2sad.grad(_guarded, argnums=(0, 1), backend=backend)(x, 1.5)
+        for i, g in enumerate(grads):
+            assert np.all(np.isfinite(g))
+            if i == 1:
+                assert_close(g, fd_grad(_guarded, (x, 1.5), 1))
+        inside = [1, 2, 3, 4]  # away from the kinks at 0 (where x = 0 picks the constant side)
+        assert_close(grads[0][inside], fd_grad(_guarded, (x, 1.5), 0)[inside])
