@@ -1330,13 +1330,13 @@ class Lowerer:
                 and any(self.is_sequence(side) for side in (node.left, node.right)):
             return self.joined(node, out)
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) \
-                and any(self.is_sequence(side) for side in (node.left, node.right)):
+                and any(self.names_a_container(side) for side in (node.left, node.right)):
             return self.repeated(node, out)
         return self.expr(node, out, target)
 
     def repeated(self, node: cst.BinaryOperation, out):
         """`[0.0] * n`, `(1,) * 3`: a tuple or list repeated a number of times known when the code is generated."""
-        seq, count = (node.left, node.right) if self.is_sequence(node.left) else (node.right, node.left)
+        seq, count = (node.left, node.right) if self.names_a_container(node.left) else (node.right, node.left)
         items = self.value(seq, out)
         try:
             n = self.static_key(count)
