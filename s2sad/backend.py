@@ -273,8 +273,25 @@ def _translate_errors(dispatcher) -> None:
             if found is None:
                 raise
             raise found from None
+        except NotImplementedError as exc:  # lowering, which names no line (keyword arguments of a ufunc)
+            raise _lowering_error(dispatcher, exc) from None
 
     dispatcher._compile_for_args = compile_for_user
+
+
+_NUMBA_HINT = ('rewrite the line with what numba compiles (its documentation lists the "Supported NumPy features"), '
+               'or run it uncompiled with backend="python"; s2sad.source(f) shows the generated code')
+
+
+def _lowering_error(dispatcher, exc) -> Exception:
+    """numba's NotImplementedError while lowering generated code, placed at the user's function."""
+    from s2sad import ir
+    from s2sad.errors import UnsupportedError, located_at
+
+    fn = _LOWERED.get(Path(dispatcher.py_func.__code__.co_filename).stem)
+    lines = ir.places(fn) if fn is not None else []
+    message = f"numba cannot compile the code generated for `{getattr(fn, 'name', dispatcher.py_func.__name__)}`: {exc}"
+    return UnsupportedError(located_at(message, lines[0], _NUMBA_HINT) if lines else f"{message}\n  hint: {_NUMBA_HINT}")
 
 
 def user_typing_error(exc) -> Exception | None:
@@ -296,8 +313,7 @@ def user_typing_error(exc) -> Exception | None:
     generated = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""
     return UnsupportedError(located_at(
         f"numba cannot compile the code generated for this line (`{generated}`): {_reason(str(exc))}", user,
-        'rewrite the line with what numba compiles (its documentation lists the "Supported NumPy features"), '
-        'or run it uncompiled with backend="python"; s2sad.source(f) shows the generated code'))
+        _NUMBA_HINT))
 
 
 def _reason(message: str) -> str:

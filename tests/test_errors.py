@@ -123,3 +123,17 @@ def test_cli_show_reports_errors_on_stderr():
                          cwd=HERE, capture_output=True, text=True)
     assert res.returncode == 1 and res.stdout == ""
     assert "bad_functions.py" in res.stderr and "With" in res.stderr
+
+
+def _power_with_dtype(x):
+    return np.sum(np.power(x, 2, dtype=np.float64))
+
+
+def test_a_numba_lowering_error_is_located_at_the_users_function():
+    """numba lowers no keyword argument of a ufunc and raises a bare NotImplementedError, with no line."""
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(_power_with_dtype, backend="numba")(np.array([1.0, 2.0]))
+    header = str(info.value).splitlines()[0]
+    assert header.startswith(f"{__file__}:") and "`_power_with_dtype`" in header and "keyword arguments" in header
+    assert 'backend="python"' in str(info.value)
+    np.testing.assert_allclose(s2sad.grad(_power_with_dtype, backend="python")(np.array([1.0, 2.0])), [2.0, 4.0])
