@@ -21,7 +21,7 @@ from s2sad import ir
 from s2sad.errors import NoRuleError, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.rules.registry import Opaque
-from s2sad.sharing import VIEWS, check_shared_memory
+from s2sad.sharing import check_shared_memory, may_share
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
@@ -576,7 +576,7 @@ class Analysis:
         before any write into it, or one that becomes another name only after its writes (as
         `h = h_new` late in generated tangent code).
         """
-        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and _aliases(d.value)
+        copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and may_share(d.value)
                   and not self.handed_over(d)]
         if name not in self.fn.params and not copies:
             return False
@@ -601,13 +601,13 @@ class Analysis:
         y = d.value.value.name
         defs, block = self.defs.get(y, []), self.block_of[id(d)]
         if y in self.fn.params or not defs or not all(
-                isinstance(e, Assign) and (isinstance(e.value, Prim) and not _aliases(e.value)
+                isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value)
                                            or self.handed_over(e, seen | {id(d)})) for e in defs):
             return False
         for u in self.uses.get(y, []):
             if u is d:
                 continue
-            if not (isinstance(u, Assign) and not _aliases(u.value) and self.block_of[id(u)] is block
+            if not (isinstance(u, Assign) and not may_share(u.value) and self.block_of[id(u)] is block
                     and _position(block, u) < _position(block, d)):
                 return False
         return True
@@ -678,13 +678,6 @@ def _varies(value, operands: set, written: set, counters: set, varying: set) -> 
     if isinstance(value, Prim) and not value.rule.elementwise:
         return bool(operands & counters)
     return False
-
-
-def _aliases(value) -> bool:
-    """Does this right-hand side share memory with another name (a plain copy of a name, or a view)?"""
-    if isinstance(value, Copy):
-        return isinstance(value.value, Var)
-    return isinstance(value, Load) or isinstance(value, Prim) and value.rule.name in VIEWS
 
 
 def _defines_first(s, name: str) -> bool:

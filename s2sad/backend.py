@@ -284,13 +284,15 @@ _NUMBA_HINT = ('rewrite the line with what numba compiles (its documentation lis
 
 
 def _lowering_error(dispatcher, exc) -> Exception:
-    """numba's NotImplementedError while lowering generated code, placed at the user's function."""
+    """numba's NotImplementedError while lowering generated code, placed at the user's function's first
+    line: numba names no line for it."""
     from s2sad import ir
     from s2sad.errors import UnsupportedError, located_at
 
     fn = _LOWERED.get(Path(dispatcher.py_func.__code__.co_filename).stem)
     lines = ir.places(fn) if fn is not None else []
-    message = f"numba cannot compile the code generated for `{getattr(fn, 'name', dispatcher.py_func.__name__)}`: {exc}"
+    message = (f"numba cannot compile the code generated for `{getattr(fn, 'name', dispatcher.py_func.__name__)}` "
+               f"(it names no line): {exc}")
     return UnsupportedError(located_at(message, lines[0], _NUMBA_HINT) if lines else f"{message}\n  hint: {_NUMBA_HINT}")
 
 

@@ -751,7 +751,7 @@ class Lowerer:
         if not items or any(is_tree(i) for i in items):
             raise self.err(node, "a list written item by item in a branch or loop holds numbers here",
                            "make it an array: np.zeros(n), or np.array([...])")
-        if all(isinstance(i, Const) and type(i.value) is int for i in items):
+        if all(_is_int_atom(i, self.ints) for i in items):
             raise self.err(node, "a list of ints written item by item in a branch or loop becomes an array here, "
                                  "and an array of ints would round the floats written into it",
                            "write its items as floats (`[0.0, 0.0]`), or np.zeros(n, dtype=np.int64) for counts")
@@ -1390,10 +1390,9 @@ class Lowerer:
         value = where.get()
         if isinstance(value, np.ndarray):  # generated for this rank: hidden.values checks it at each call
             where = Hidden(where.owner, where.steps, value.ndim)
-            name = self.hidden.var(where)
-            self.ranks[name] = value.ndim
-        else:
-            name = self.hidden.var(where)
+        name = self.hidden.var(where)
+        if where.ndim is not None:
+            self.ranks[name] = where.ndim
         self.arrays.add(name)
         return Var(name)
 
@@ -2317,8 +2316,7 @@ class Lowerer:
         args = {name: self.expr(value, out) for name, value in bound.arguments.items()}
         k = args.get("k", Const(0))
         if "arr" in args:
-            shape = self.prim(out, "shape", (args["arr"],), hint="shape")
-            n, m = (self.emit(out, self.temp("dim"), Load(shape, (Const(d),))) for d in (0, 1))
+            n, m = self.dims_of(self.prim(out, "shape", (args["arr"],), hint="shape"), 2, out)
         else:
             n = args["n"]
             m = args.get("m", Const(None))
@@ -2665,7 +2663,7 @@ class Lowerer:
             if rank is None:
                 raise self.err(it, "the rank of this shape is known only at run time",
                                "unpack the index: `for i, j in np.ndindex(x.shape)`")
-            dims = [self.emit(out, self.temp("dim"), Load(dims[0], (Const(d),))) for d in range(rank)]
+            dims = self.dims_of(dims[0], rank, out)
         if any(is_tree(d) for d in dims):
             raise self.err(it, "np.ndindex() takes a shape: ints, or a tuple of ints")
         return self.index_walk(dims, out)
@@ -2683,14 +2681,16 @@ class Lowerer:
             self.kind_of(arr, required=True)
             raise self.err(it, "the rank of this array is known only at run time",
                            "unpack the index: `for (i, j), v in np.ndenumerate(x)`")
-        shape = self.prim(out, "shape", (arr,), hint="shape")
-        positions = self.index_walk([self.emit(out, self.temp("dim"), Load(shape, (Const(d),))) for d in range(rank)],
-                                    out)
+        positions = self.index_walk(self.dims_of(self.prim(out, "shape", (arr,), hint="shape"), rank, out), out)
 
         def item(k, body):
             index = tuple(self.emit(body, self.temp("i"), e) for e in positions.item(k, body))
             return tuple(Copy(i) for i in index), Load(arr, index)
         return Walk(positions.length, item)
+
+    def dims_of(self, shape: Var, rank: int, out) -> list[Var]:
+        """The first `rank` lengths of a shape tuple, each a variable."""
+        return [self.emit(out, self.temp("dim"), Load(shape, (Const(d),))) for d in range(rank)]
 
     def index_walk(self, dims: list, out) -> Walk:
         """Every index of an array of shape `dims`, in C order: one counter, split into an index per axis."""
@@ -3870,11 +3870,9 @@ def _makes_array(value, arrays: set) -> bool:
 def _gives_int(value, ints: set) -> bool:
     """Does this right-hand side surely give one int (a loop counter, arithmetic of ints, a length)?"""
     if isinstance(value, Copy):
-        return isinstance(value.value, Const) and type(value.value.value) is int or \
-            isinstance(value.value, Var) and value.value.name in ints
+        return _is_int_atom(value.value, ints)
     if isinstance(value, Prim) and value.rule.name in ("add", "sub", "mul", "floordiv", "mod", "neg"):
-        return all(isinstance(a, Const) and type(a.value) is int or isinstance(a, Var) and a.name in ints
-                   for a in value.args)
+        return all(_is_int_atom(a, ints) for a in value.args)
     return isinstance(value, Prim) and value.rule.name == "len"
 
 

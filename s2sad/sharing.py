@@ -47,6 +47,13 @@ def check_shared_memory(fn: ir.Function) -> None:
             program.check_write(s, written)
 
 
+def may_share(value) -> bool:
+    """May this right-hand side share memory with another name (a plain copy of a name, or a view)?"""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Var)
+    return isinstance(value, Load) or isinstance(value, Prim) and value.rule.name in VIEWS
+
+
 def view_source(value) -> str | None:
     """The name whose memory a right-hand side is certainly a view of (a slice, a view function), else None."""
     if isinstance(value, Load) and any(isinstance(i, Slice) or i == Const(Ellipsis) for i in value.index):

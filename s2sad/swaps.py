@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from s2sad import ir, rules
 from s2sad.ir import Assign, Copy, Load, Prim, Store, Var
-from s2sad.sharing import VIEWS, view_source
+from s2sad.sharing import may_share, view_source
 
 
 def copy_swapped_buffers(fn: ir.Function) -> None:
@@ -75,16 +75,9 @@ def _renames(s) -> bool:
 def _owned(fn: ir.Function, names: list, in_swaps: set) -> bool:
     """Is each name bound only to arrays of its own, outside exchanges?"""
     for s, _, _ in ir.walk(fn.body):
-        if isinstance(s, Assign) and s.target in names and id(s) not in in_swaps and _shares(s.value):
+        if isinstance(s, Assign) and s.target in names and id(s) not in in_swaps and may_share(s.value):
             return False
     return True
-
-
-def _shares(value) -> bool:
-    """May this right-hand side be another name's array or a view of it?"""
-    if isinstance(value, Copy):
-        return isinstance(value.value, Var)
-    return isinstance(value, Load) or isinstance(value, Prim) and value.rule.name in VIEWS
 
 
 def _readers(fn: ir.Function, name: str):
