@@ -21,6 +21,7 @@ from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, calls_its_call_method, normalize, unflatten
 from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
+from s2sad.units import of_shape
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 
 DEFAULT_BACKEND = "numba"
@@ -166,7 +167,7 @@ class _Transform:
         self.leaf_counts: tuple | None = None  # and how many leaves each has
         self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
         self._specialized: dict[tuple, _Transform] = {}
-        self.kinds: tuple | None = None  # ((param, ndim, type), ...) where the code depends on them
+        self.kinds: tuple | None = None  # ((param, ndim, type, unit axes), ...) where the code depends on them
         self._reads_kinds: bool | None = None
 
     @property
@@ -183,7 +184,7 @@ class _Transform:
 
     def arg_kinds(self) -> dict | None:
         """parameter -> (ndim, type), where the transform is specialized to them."""
-        return {p: (ndim, kind) for p, ndim, kind in self.kinds} if self.kinds is not None else None
+        return {p: (ndim, kind, units) for p, ndim, kind, units in self.kinds} if self.kinds is not None else None
 
     @property
     def generated(self) -> Generated:
@@ -537,8 +538,9 @@ def _is_static_argument(value) -> bool:
 
 
 def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
-    """(param, ndim, type) of each argument that is not a pytree: what `x.ndim` and `isinstance` read."""
-    return tuple((p, np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a))
+    """(param, ndim, type, unit axes) of each argument that is not a pytree: what `x.ndim`, `isinstance`
+    and `np.squeeze(x)` read."""
+    return tuple((p, np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a), of_shape(np.shape(a)))
                  for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
 
 

@@ -319,7 +319,11 @@ def user_typing_error(exc) -> Exception | None:
 
 
 def _reason(message: str) -> str:
-    """The lines of numba's message that say what is wrong, without its pipeline header and the places."""
+    """The lines of numba's message that say what is wrong, without its pipeline header and the places;
+    where one of s2sad's runtime functions refused its argument types, what that function said."""
+    refused = message.partition("raised a specific error:\n")[2].strip().split("\n", 1)[0]
+    if refused:
+        return refused.partition(": ")[2] or refused
     kept = []
     for line in message.splitlines()[1:]:
         if line.startswith(("File ", "During:", "There are ")):

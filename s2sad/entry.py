@@ -76,8 +76,9 @@ def _entry_lines(transform: Any, leaves: tuple) -> list[str]:
     fresh = (f"v{k}" for k in range(10**9))
     for name, treedef in zip(params, defs):
         _unpack(name, treedef, body, leaf_vars, fresh)
+    by_shape = transform.kinds is not None and transform.generated.fn.fixes_unit_axes
     for i, (var, value) in enumerate(zip(leaf_vars, leaves)):
-        body += [f"if {_leaf_differs(var, value, i in differentiated)}:", "    return None"]
+        body += [f"if {_leaf_differs(var, value, i in differentiated, by_shape)}:", "    return None"]
     call = ", ".join(leaf_vars + (["*outside()"] if transform.generated.fn.hidden else []))
     n = len(transform.flat_argnums)
     if transform.what == "grad":
@@ -120,11 +121,14 @@ def _unpack(var: str, treedef: PyTreeDef, body: list[str], leaf_vars: list[str],
         _unpack(name, child, body, leaf_vars, fresh)
 
 
-def _leaf_differs(var: str, value: Any, differentiated: bool) -> str:
-    """A test true when `var` is not a leaf of `value`'s type (and rank) that passes the same checks."""
+def _leaf_differs(var: str, value: Any, differentiated: bool, by_shape: bool = False) -> str:
+    """A test true when `var` is not a leaf of `value`'s type (and rank) that passes the same checks;
+    `by_shape`: nor one whose axes of length one are the same (the code `np.squeeze` removes them from)."""
     kind = type(value)
     if kind is np.ndarray:
         test = f"type({var}) is not ndarray or {var}.ndim != {value.ndim}"
+        if by_shape:
+            test += "".join(f" or ({var}.shape[{k}] == 1) is not {n == 1}" for k, n in enumerate(value.shape))
         return test + f" or {var}.dtype.kind != 'f'" if differentiated else test
     if kind not in _BY_IDENTITY or (differentiated and kind not in _DIFFERENTIABLE):
         raise _Unsupported(kind.__name__)

@@ -49,6 +49,7 @@ class Summary:
     hidden: tuple = ()  # never saved: a module with hidden parameters is generated in every process
     places: list = field(default_factory=list)  # the user lines' ir.Locs (numba errors point there)
     asks_types: bool = False
+    fixes_unit_axes: bool = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -239,7 +240,7 @@ def _save(path: Path, generated, rows: list) -> None:
              "generated": {k: getattr(generated, k) for k in ("source", "stem", "primal", "derivative", "wrapper")},
              "fn": {"name": fn.name, "params": list(fn.params), "outputs": list(fn.outputs),
                     "output_shape": fn.output_shape, "returns_tuple": fn.returns_tuple, "places": ir.places(fn),
-                    "asks_types": fn.asks_types}}
+                    "asks_types": fn.asks_types, "fixes_unit_axes": fn.fixes_unit_axes}}
     try:
         data = pickle.dumps(saved)
     except Exception:  # an output structure pickle cannot write: the next process generates again

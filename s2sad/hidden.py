@@ -9,12 +9,15 @@ or a name rebound between two calls is seen at the next call, without generating
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import inspect
 import types
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from s2sad.units import of_shape
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +31,7 @@ class Hidden:
     owner: Any
     steps: tuple
     ndim: int | None = None  # the rank of the array generated code was made for (not part of equality)
+    units: tuple | None = None  # its length-one axes, where `np.squeeze` decided on them (units.py)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Hidden) and self.owner is other.owner and self.steps == other.steps
@@ -44,6 +48,11 @@ class Hidden:
         for kind, key in self.steps[1:]:
             obj = getattr(obj, key) if kind == "attr" else obj[key]
         return obj
+
+    def with_units(self) -> "Hidden":
+        """The same place, its array's length-one axes checked at each call (the code depends on them)."""
+        value = self.get()
+        return dataclasses.replace(self, units=of_shape(value.shape)) if isinstance(value, np.ndarray) else self
 
     def then(self, kind: str, key) -> "Hidden":
         return Hidden(self.owner, self.steps + ((kind, key),))
@@ -100,6 +109,8 @@ def values(hidden: tuple) -> tuple:
     for (_, where), value in zip(hidden, found):
         if where.ndim is not None and getattr(value, "ndim", None) != where.ndim:
             raise RankChangedError(where, value)
+        if where.units is not None and of_shape(value.shape) != where.units:
+            raise UnitAxesChangedError(where, value)
     return found
 
 
@@ -113,6 +124,18 @@ class RankChangedError(TypeError):
             f"`{where.spelled}`, read by `{owner}` from outside its arguments, was a {where.ndim}-D array when s2sad "
             f"generated code for it and {now}; generated code is made for the rank of each such array: pass it "
             "as an argument to use arrays of several ranks")
+
+
+class UnitAxesChangedError(TypeError):
+    """An array read from outside the arguments has length-one axes elsewhere than when `np.squeeze`
+    decided which axes to remove."""
+
+    def __init__(self, where: Hidden, value: Any):
+        owner = getattr(where.owner, "__qualname__", type(where.owner).__name__)
+        super().__init__(
+            f"`{where.spelled}`, read by `{owner}` from outside its arguments, has shape {value.shape} now: the code "
+            "s2sad generated for it squeezes out the axes that had length one then; pass it as an argument, or "
+            "give np.squeeze an `axis`")
 
 
 def is_hidden_array(value: Any) -> bool:

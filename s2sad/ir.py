@@ -157,6 +157,7 @@ class Function:
     copied: tuple = ()  # parameters the function writes into: the body works on copies (normalize)
     hidden: tuple = ()  # ((parameter, Hidden), ...): arrays read from outside, the last parameters (hidden.py)
     asks_types: bool = False  # reads `x.ndim` of an argument: a caller that knows the types may specialize
+    fixes_unit_axes: bool = False  # `np.squeeze(x)` removes axes decided from the arguments' shapes (units.py)
     arrays: frozenset = frozenset()  # names lowering knows hold arrays (made by NumPy; arguments, where types are known)
     exits: frozenset = frozenset()  # flags a `return` sets: once one is set, no code it guards runs again
 
@@ -253,3 +254,4 @@ def all_writes(stmt) -> set[str]:
         for s, _, _ in walk(child):
             out.update(stmt_writes(s))
     return out
+

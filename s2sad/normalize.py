@@ -39,6 +39,7 @@ from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dat
 from s2sad.rules import inlined
 from s2sad.rules.registry import Opaque, spelling
 from s2sad.swaps import copy_swapped_buffers
+from s2sad.units import of_shape, pointwise, unit_axes
 
 BINOPS = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "truediv",
@@ -274,10 +275,11 @@ class Lowerer:
     slots: dict = field(default_factory=dict)  # user name -> variables of a tuple bound again on each pass
     views: dict = field(default_factory=dict)  # IR name -> View: a basic-indexing read of another array
     ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
+    units: dict = field(default_factory=dict)  # IR name -> which axes have length one, where known (units.py)
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
-    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type) of an argument not rebound yet
+    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
     arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
     outer_conditional: bool = False  # inlined at a call that runs conditionally or repeatedly
 
@@ -318,6 +320,11 @@ class Lowerer:
             self.ranks.pop(target, None)
         else:
             self.ranks[target] = rank
+        pattern = unit_axes(value, self.units, self.ints)
+        if pattern is None:
+            self.units.pop(target, None)
+        else:
+            self.units[target] = pattern
         length = _length(value, self.ranks, self.lengths)
         if length is None:
             self.lengths.pop(target, None)
@@ -428,6 +435,7 @@ class Lowerer:
         self.branch_depth += 1
         self.nested += 1
         kept = self.loop_ranks(loop, stmts) if loop is not None else {}
+        self.forget_units(stmts)
         try:
             flags = self.block(stmts, out)
         except TypesNeeded:
@@ -441,7 +449,15 @@ class Lowerer:
             self.nested -= 1
         if any(self.ranks.get(name) != rank for name, rank in kept.items()):
             raise ChangesAtRunTime(self.loop_key(loop))
+        self.forget_units(stmts)
         return flags
+
+    def forget_units(self, stmts):
+        """Statements that run conditionally or repeatedly leave the names they bind with patterns that
+        depend on the path taken: forgotten before (a loop's first reads see the last pass) and after."""
+        body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
+        for user in assigned_names(body):
+            self.units.pop(self.scope.get(user, user), None)
 
     def loop_key(self, loop) -> tuple:
         return ("ranks", self.parsed.filename) + self.parsed.where(loop)[:2]
@@ -1393,6 +1409,7 @@ class Lowerer:
         name = self.hidden.var(where)
         if where.ndim is not None:
             self.ranks[name] = where.ndim
+            self.units[name] = of_shape(value.shape)
         self.arrays.add(name)
         return Var(name)
 
@@ -2162,6 +2179,10 @@ class Lowerer:
             folded = _folded(fn, args, kwargs)
             if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
                 return self.expr_result(folded, out, target)
+            if rule.name == "squeeze" and len(args) == 1 and not kwargs:
+                args.append(self.unit_axes_of(args[0]))
+                if args[1].value == ():  # no axis of length one: the array itself
+                    return self.expr_result(args[0], out, target)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         scalar_code = getattr(getattr(fn, "_dispatcher", None), "py_func", None)  # a numba.vectorize ufunc
         if isinstance(scalar_code, types.FunctionType):
@@ -2268,7 +2289,7 @@ class Lowerer:
             if isinstance(n, cst.Call):
                 fn = self.static_value(n.func)
                 found = rules.lookup_object(fn) if callable(fn) else None
-                if found is None or not _pointwise(found[0]) or any(a.keyword or a.star for a in n.args):
+                if found is None or not pointwise(found[0]) or any(a.keyword or a.star for a in n.args):
                     return set()
                 singular |= found[0].name in SINGULAR
             elif isinstance(n, cst.BinaryOperation):
@@ -2426,7 +2447,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
+                         hidden=self.hidden, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -2461,7 +2482,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, lengths=self.lengths,
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -3178,6 +3199,22 @@ class Lowerer:
                               "grad(f) or jacfwd/hessian on arguments, or branch outside the function")
         return self.kinds.get(atom.name)
 
+    def unit_axes_of(self, atom) -> Const:
+        """The axes `np.squeeze(x)` removes, decided now (numba compiles for one result rank): from the
+        arguments' shapes, which the code is then generated for, and the operations since. Where they
+        cannot be told, None: NumPy decides at run time, and numba refuses with a located message."""
+        pattern = unit_axes(Copy(atom), self.units, self.ints)
+        if pattern is None and isinstance(self.kinds, UnknownKinds):
+            self.kinds.asked = True
+            raise TypesNeeded("the axes `np.squeeze` without `axis` removes follow the arguments' shapes: s2sad "
+                              "generates the code per argument shape when the function is called, so "
+                              "`s2sad.source(f)` and grad(grad(f)) cannot read them; call grad(f) on arguments, "
+                              "or give `axis`")
+        if pattern is None:
+            return Const(None)
+        self.hidden.pins_units = True  # (the pattern may follow from an array read from outside)
+        return Const(tuple(axis for axis, unit in enumerate(pattern) if unit))
+
     def holds_array(self, var: Var) -> bool:
         """Is `var` surely an array: made by NumPy here, or an argument whose type says so (asked for)?"""
         if var.name in self.arrays:
@@ -3531,6 +3568,7 @@ class Lowerer:
                 self.arguments.add(name)
                 if not isinstance(self.kinds, UnknownKinds) and name in self.kinds:
                     self.ranks[name] = self.kinds[name][0]
+                    self.units[name] = self.kinds[name][2]
                     if self.kinds[name][0] > 0:
                         self.arrays.add(name)
             if bound is not None:
@@ -3659,6 +3697,11 @@ class HiddenParams:
     params: dict = field(default_factory=dict)  # Hidden -> parameter name
     written: dict = field(default_factory=dict)  # id of an outside object whose attributes are assigned -> LocalObject
     varying: set = field(default_factory=set)  # (class, attribute): an int attribute that changes at run time
+    pins_units: bool = False  # `np.squeeze` decided on the length-one axes of the arrays: checked at each call
+
+    def listed(self) -> tuple:
+        """((parameter, Hidden), ...), in the order generated code takes them."""
+        return tuple((name, where.with_units() if self.pins_units else where) for where, name in self.params.items())
 
     def var(self, where: Hidden) -> str:
         if where not in self.params:
@@ -3669,9 +3712,6 @@ class HiddenParams:
             else:
                 self.params[where] = self.names.fresh(hint)
         return self.params[where]
-
-
-POINTWISE_FAMILIES = ("Operators", "Elementwise", "SciPy (scipy.special, scipy.stats.norm)")
 
 
 class UnknownKinds(dict):
@@ -3907,6 +3947,10 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return None if rank is None else max(rank, int(name[-2]))
     if name == "outer":
         return 2
+    if name == "squeeze" and len(value.args) == 2 and isinstance(value.args[1], Const) and isinstance(first, Var) \
+            and value.args[1].value is not None and first.name in ranks:
+        axes = value.args[1].value
+        return ranks[first.name] - (len(axes) if isinstance(axes, tuple) else 1)
     if name == "reshape" and len(value.args) == 2:  # the new shape's length
         shape = value.args[1]
         if isinstance(shape, Const):
@@ -3914,7 +3958,7 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return 1 if shape.name in ints else lengths.get(shape.name)
     operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool)
                 else ranks.get(getattr(a, "name", None)) for a in value.args]
-    if _pointwise(value.rule) and None not in operands:
+    if pointwise(value.rule) and None not in operands:
         return max(operands)  # broadcasting
     operands = operands[:2]
     if name == "matmul" and None not in operands and min(operands) >= 1:
@@ -3965,11 +4009,6 @@ def _length(value, ranks: dict, lengths: dict) -> int | None:
         if all(b is None or isinstance(b, Const) and type(b.value) is int for b in bounds):
             return len(range(lengths[value.base.name])[slice(*(b and b.value for b in bounds))])
     return None
-
-
-def _pointwise(rule) -> bool:
-    """A rule whose result has its broadcast operands' shape: an operator or an elementwise function."""
-    return rule.elementwise and rules.FAMILY_OF.get(rule.name) in POINTWISE_FAMILIES
 
 
 def _updated_only(func: cst.FunctionDef) -> set[str]:
@@ -4219,7 +4258,7 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
     outputs = lw.lower_body(None, body)
     function = ir.Function(
         name=parsed.name, params=lw.params + list(outside.params.values()), body=body, outputs=outputs,
-        hidden=tuple((name, where) for where, name in outside.params.items()), copied=tuple(lw.copied),
+        hidden=outside.listed(), copied=tuple(lw.copied), fixes_unit_axes=outside.pins_units,
         filename=parsed.filename, firstline=parsed.line, source_hash=parsed.source_hash, user_names=set(names.taken) - temps,
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
         generated=written_by_s2sad(parsed.fn), asks_types=isinstance(lw.kinds, UnknownKinds) and lw.kinds.asked,
