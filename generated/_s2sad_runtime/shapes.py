@@ -188,7 +188,8 @@ def squeeze_any(x, axis=None):
 def _ol_squeeze_any(x, axis=None):
     _require_array("squeeze", x)
     if _is_none_type(axis):
-        raise TypingError("np.squeeze needs an explicit axis under numba (the result's rank depends on the shape)")
+        raise TypingError("np.squeeze without `axis` of an array whose shape s2sad cannot tell when it generates "
+                          "the code: give `axis` (numba compiles for one result rank)")
     if not (isinstance(axis, types.Integer) or _is_int_tuple(axis)):
         raise TypingError(f"np.squeeze: axis must be an int or a tuple of ints, got {axis}")
     N = x.ndim
