@@ -7,6 +7,7 @@ Control flow is only `If`, `For` over a range, and `While`; `break`, `continue` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -255,3 +256,18 @@ def all_writes(stmt) -> set[str]:
             out.update(stmt_writes(s))
     return out
 
+
+NONFINITE_TESTS = ("isnan", "isinf", "isfinite")
+
+
+def masks_nonfinite(fn: Function) -> bool:
+    """Does the function test its values for nan or inf, or store nan or inf into an array? Then some of
+    its intermediate values are nan where a later mask drops them (`d[d == 0] = None`, then
+    `e[np.isnan(e)] = 0`), and a zero cotangent must not meet them as 0 * nan."""
+    for stmt, _, _ in walk(fn.body):
+        if isinstance(stmt, Assign) and isinstance(stmt.value, Prim) and stmt.value.rule.name in NONFINITE_TESTS:
+            return True
+        if isinstance(stmt, Store) and isinstance(stmt.value, Const) and isinstance(stmt.value.value, float) \
+                and not math.isfinite(stmt.value.value):
+            return True
+    return False

@@ -56,6 +56,31 @@ def test_a_masked_zero_of_sqrt_adds_nothing_to_the_gradient(backend):
     assert_close(g, fd_grad(lennard_jones_masked, (cluster,), 0))
 
 
+def pair_energy_nan_masked(cluster, eps, sigma):  # self-distances set to nan, the nan energies to 0
+    r = np.linalg.norm(cluster[:, None, :] - cluster, axis=-1)
+    r[r == 0] = None
+    e = 4 * eps * (np.power(r / sigma, -12) - np.power(r / sigma, -6))
+    e[np.isnan(e)] = 0
+    return np.sum(e)
+
+
+def inverse_distances_inf_masked(x):  # 1/0 on the diagonal, zeroed after
+    with np.errstate(divide="ignore"):
+        w = 1.0 / np.abs(x[:, None] - x[None, :])
+    w[np.isinf(w)] = 0.0
+    return np.sum(w * x)
+
+
+def test_values_masked_out_after_they_are_nan_or_inf_send_no_nan_back(backend):
+    cluster = np.array([[0.0, 0.0, 0.0], [1.15, 0.1, -0.05], [0.2, 1.2, 0.1], [1.0, 1.1, 0.9]])
+    g = s2sad.grad(pair_energy_nan_masked, argnums=(0, 1, 2), backend=backend)(cluster, 1.0, 1.1)
+    for k, part in enumerate(g):
+        assert_close(part, fd_grad(pair_energy_nan_masked, (cluster, 1.0, 1.1), k))
+    x = np.array([0.3, 1.1, -0.4, 2.0])
+    assert_close(s2sad.grad(inverse_distances_inf_masked, backend=backend)(x),
+                 fd_grad(inverse_distances_inf_masked, (x,), 0))
+
+
 def sum_of_a_list(a):
     b = [1.0, a * a, 2.0]
     return np.sum(b) + np.sum(np.array(np.array([a, 2.0 * a])))

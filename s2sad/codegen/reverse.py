@@ -19,6 +19,7 @@ from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read
                                  start_from_first_contribution)
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
+from s2sad.units import pointwise
 
 
 class ReverseGen:
@@ -33,6 +34,7 @@ class ReverseGen:
         self.entry_guards: dict[int, str] = {}  # id(Assign) -> condition, see first_iteration_dead
         self.guarded: dict[str, str] = {}  # name -> condition its adjoint contributions run under
         self.template_locals: set[str] = set()  # names rule templates' local assignments got
+        self.zero_safe = ir.masks_nonfinite(fn)  # pointwise contributions are 0 where the cotangent is 0
 
     def bar(self, name: str) -> str:
         if name not in self._bars:
@@ -281,7 +283,10 @@ class ReverseGen:
         for i in diff_positions(p):
             arg = p.args[i]
             if isinstance(arg, Var) and arg.name in self.a.active:
-                found.append((arg.name, reuse(instantiate(t.results[i], mapping))))
+                text = reuse(instantiate(t.results[i], mapping))
+                if self.zero_safe and pointwise(p.rule) and text != g:
+                    text = f"cotangent_only({g}, {text})"
+                found.append((arg.name, text))
         return found
 
     def accumulate(self, w: Writer, contributions: dict[str, str], exclude=None):

@@ -9,7 +9,7 @@ from numba.extending import overload
 
 from s2sad.runtime.core import _is_none_type, _is_scalar_type
 
-__all__ = ["np_clip", "np_heaviside"]
+__all__ = ["np_clip", "np_heaviside", "cotangent_only"]
 
 
 def np_clip(x, a_min, a_max):
@@ -50,3 +50,22 @@ def _ol_np_heaviside(x, h0):
 
         return scalar
     return lambda x, h0: np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
+
+
+def cotangent_only(g, c):
+    """`c`, a contribution made from the cotangent `g`, but 0 where `g` is 0 even where `c` is nan or inf:
+    an item the function computes as nan and then masks out (`e[np.isnan(e)] = 0`) sends nothing back."""
+    if np.ndim(g) == 0 and np.ndim(c) == 0:
+        return 0.0 if g == 0 else c
+    return np.where(np.broadcast_to(g, np.shape(c)) == 0, 0.0, c)
+
+
+@overload(cotangent_only)
+def _ol_cotangent_only(g, c):
+    if _is_scalar_type(g) and _is_scalar_type(c):
+        return lambda g, c: 0.0 if g == 0 else c
+    if _is_scalar_type(c):  # (c made from an array g is an array)
+        return lambda g, c: np.where(g == 0, 0.0, c)
+    if _is_scalar_type(g):
+        return lambda g, c: np.zeros_like(c) if g == 0 else c.copy()
+    return lambda g, c: np.where(np.broadcast_to(g, c.shape) == 0, 0.0, c)
