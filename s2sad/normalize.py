@@ -423,12 +423,30 @@ class Lowerer:
                     self.nested += 1
                     flags |= self.block(rest, guarded)
                     self.nested -= 1
-                    if guarded:
+                    jumping = self.jumping_if(node, out, guarded)
+                    if jumping is not None:
+                        jumping.orelse.extend(guarded)
+                    elif guarded:
                         self.loc = guarded[0].loc
                         go = self.none_set(sorted(new), out)
                         out.append(If(go, guarded, [], self.loc))
                 break
         return flags
+
+    def jumping_if(self, node, out, rest: list) -> If | None:
+        """`if c: ...; return a` then more statements: the lowered `if`, which takes them as its `else`
+        (readable, no flag to test, and every path through it visibly defines the result); None where
+        its test may change in them, or its body may fall through."""
+        if not (isinstance(node, cst.If) and node.orelse is None and self.always_jumps(node.body.body[-1])):
+            return None
+        lowered = out[-1] if out else None
+        if not isinstance(lowered, If) or lowered.orelse:
+            return None
+        test = lowered.test
+        if isinstance(test, Var) and (test.name not in self.temps
+                                      or any(test.name in ir.all_writes(s) for s in rest)):
+            return None
+        return lowered
 
     def branch(self, stmts, out, loop=None) -> set:
         """Lower statements that run conditionally, or repeatedly: the body of `loop`."""
