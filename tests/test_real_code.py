@@ -81,6 +81,35 @@ def test_values_masked_out_after_they_are_nan_or_inf_send_no_nan_back(backend):
                  fd_grad(inverse_distances_inf_masked, (x,), 0))
 
 
+@numba.njit
+def quantile_guess(p):  # early returns, each in its own branch
+    if p <= 0.0:
+        return math.nan
+    if p < 0.3:
+        return p * 2.0
+    return p * p
+
+
+@numba.vectorize
+def solved_or_guessed(y, k):
+    if abs(y - 0.5) < 0.1:  # a helper with early returns, inlined in a branch of the loop over the items
+        return -2.0 * quantile_guess(y) / k
+    x = y
+    for _ in range(5):
+        x = x - 0.1 * (x * x - y)
+    return x * k
+
+
+def early_returns_in_a_branch(x):
+    return np.sum(solved_or_guessed(x, 2.0))
+
+
+def test_a_helper_with_early_returns_inlined_in_a_branch(backend):
+    for x in (np.array([0.2, 0.45, 0.9, 0.55]), np.array([0.2, 0.9])):  # the branch taken; never taken
+        assert_close(s2sad.grad(early_returns_in_a_branch, backend=backend)(x),
+                     fd_grad(early_returns_in_a_branch, (x,), 0))
+
+
 def sum_of_a_list(a):
     b = [1.0, a * a, 2.0]
     return np.sum(b) + np.sum(np.array(np.array([a, 2.0 * a])))
