@@ -118,6 +118,7 @@ REDUCERS = {  # builtin reductions: the operation folding two items, how it is s
 }
 REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all": True, "prod": 1}
 UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
+INT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul}
 RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
 
 
@@ -687,7 +688,8 @@ class Lowerer:
     def assign_to(self, target, value, out):
         if isinstance(target, cst.Name) and isinstance(value, cst.Name) and value.value == "None":
             self.bind(target, Const(None), out)
-        elif isinstance(target, cst.Name) and isinstance(value, cst.List) and target.value in self.written_lists:
+        elif isinstance(target, cst.Name) and isinstance(value, (cst.List, cst.ListComp)) \
+                and target.value in self.written_lists:
             self.bind(target, self.list_array(value, out), out)
         elif isinstance(target, cst.Name):
             version = None if _reads_a_tape(value) else self.new_version(target.value)
@@ -776,19 +778,41 @@ class Lowerer:
             raise self.err(target, "index a list with a single constant here", "or make it an array: np.array([...])")
         table[self.static_key(target.slice[0].slice.value)] = value
 
-    def list_array(self, node: cst.List, out) -> Var:
+    def list_array(self, node, out) -> Var:
         """A list of numbers written item by item in a branch or loop (`t = [0.0, 0.0]; if ...: t[0] = v`):
         an array, which NumPy code reads as it reads the list."""
-        return self.array_of_list(node, self.value(node, out), out)
+        items = self.value(node, out)
+        if isinstance(items, list) and items and all(isinstance(row, list) for row in items):
+            return self.table_of_rows(node, items, out)
+        return self.array_of_list(node, items, out)
+
+    def table_of_rows(self, node, rows: list, out) -> Var:
+        """A list of lists of numbers, written item by item (`v[i][j] = ...`): a 2-D array, its rows padded
+        with zeros to the longest (a binomial tree's triangle is a square); `v[i][j]` reads it as before."""
+        items = [item for row in rows for item in row]
+        if not items or any(is_tree(i) for i in items):
+            raise self.err(node, "a list of lists written item by item in a branch or loop holds numbers here",
+                           "make it an array: np.zeros((n, m))")
+        self.refuse_int_items(node, items)
+        shape = Const((len(rows), max(len(row) for row in rows)))
+        table = self.prim(out, "zeros", (shape,), hint="table")
+        for i, row in enumerate(rows):
+            for j, item in enumerate(row):
+                if not (isinstance(item, Const) and item.value == 0):
+                    out.append(Store(table.name, (Const(i), Const(j)), item, self.loc))
+        return table
+
+    def refuse_int_items(self, node, items: list):
+        if all(_is_int_atom(i, self.ints) for i in items):
+            raise self.err(node, "a list of ints written item by item in a branch or loop becomes an array here, "
+                                 "and an array of ints would round the floats written into it",
+                           "write its items as floats (`[0.0, 0.0]`), or np.zeros(n, dtype=np.int64) for counts")
 
     def array_of_list(self, node, items: list, out) -> Var:
         if not items or any(is_tree(i) for i in items):
             raise self.err(node, "a list written item by item in a branch or loop holds numbers here",
                            "make it an array: np.zeros(n), or np.array([...])")
-        if all(_is_int_atom(i, self.ints) for i in items):
-            raise self.err(node, "a list of ints written item by item in a branch or loop becomes an array here, "
-                                 "and an array of ints would round the floats written into it",
-                           "write its items as floats (`[0.0, 0.0]`), or np.zeros(n, dtype=np.int64) for counts")
+        self.refuse_int_items(node, items)
         return self.stack_items([Const(float(i.value)) if isinstance(i, Const) and type(i.value) in (int, bool) else i
                                  for i in items], out)
 
@@ -1071,13 +1095,20 @@ class Lowerer:
             return Const(0), args[0], Const(1)
         return args[0], args[1], (args[2] if len(args) == 3 else Const(1))
 
+    def counts_like_range(self, it: cst.Call, target) -> bool:
+        """`for i in np.arange(n + 1)` with bounds that are ints known now: a range loop (an int counter)."""
+        return self.static_value(it.func) is np.arange and isinstance(target, cst.Name) \
+            and 1 <= len(it.args) <= 3 and all(a.keyword is None and not a.star and self.is_static_key(a.value)
+                                               and type(self.static_key(a.value)) is int for a in it.args)
+
     def for_stmt(self, node: cst.For, out) -> set:
         if node.orelse is not None:
             raise self.err(node, "`for ... else` is not supported", "set a flag before `break` and test it after the loop")
         it = node.iter
         loc = self.loc
         pre = None  # binds the target to each iteration's item (zip, enumerate, an array's rows)
-        if isinstance(it, cst.Call) and self.static_value(it.func) in (range, numba.prange):
+        if isinstance(it, cst.Call) and (self.static_value(it.func) in (range, numba.prange)
+                                         or self.counts_like_range(it, node.target)):
             if not isinstance(node.target, cst.Name):
                 raise self.err(node.target, "a range loop needs a single loop variable")
             start, stop, step = self.range_args(it, out)
@@ -1446,6 +1477,8 @@ class Lowerer:
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
                 isinstance(node.expression, cst.Integer):
             return -node.expression.evaluated_value
+        if isinstance(node, cst.BinaryOperation) and self.is_static_key(node):  # `i + 1` of an unrolled `i`
+            return INT_ARITHMETIC[type(node.operator)](self.static_key(node.left), self.static_key(node.right))
         if self.is_static_key(node) and isinstance(node, cst.Name) and node.value in self.trees:
             return self.trees[node.value].value  # the index of an unrolled comprehension
         value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
@@ -3027,9 +3060,9 @@ class Lowerer:
         return (self.is_static_iterable(it) or self.small_range(it) is not None) and comp.for_in.inner_for_in is None
 
     def small_range(self, it):
-        """The items of `range(...)` with constant bounds and at most UNROLL_RANGE items, else None: a
-        comprehension over it is unrolled, so that it can make a list, or add arrays."""
-        if not (isinstance(it, cst.Call) and self.static_value(it.func) is range and 1 <= len(it.args) <= 3
+        """The items of `range(...)` (or `np.arange` of ints) with constant bounds and at most UNROLL_RANGE
+        items, else None: a comprehension over it is unrolled, so that it can make a list, or add arrays."""
+        if not (isinstance(it, cst.Call) and self.static_value(it.func) in (range, np.arange) and 1 <= len(it.args) <= 3
                 and all(a.keyword is None and self.is_static_key(a.value) for a in it.args)):
             return None
         bounds = [self.static_key(a.value) for a in it.args]
@@ -3120,6 +3153,9 @@ class Lowerer:
         if isinstance(node, cst.Name) and node.value in self.trees:
             value = self.trees[node.value]
             return isinstance(value, Const) and type(value.value) is int
+        if isinstance(node, cst.BinaryOperation):
+            return type(node.operator) in INT_ARITHMETIC and all(
+                self.is_static_key(side) and type(self.static_key(side)) is int for side in (node.left, node.right))
         value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else _NOT_STATIC
         return isinstance(value, (str, int)) and not isinstance(value, bool)
 
@@ -4001,13 +4037,20 @@ def _written_at_run_time(func: cst.FunctionDef) -> set[str]:
     found = set()
     for node in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
         if isinstance(node, (cst.If, cst.For, cst.While, cst.Try, cst.With)):
-            found |= {t.target.value.value for t in _walk(node, skip=(cst.FunctionDef, cst.Lambda))
-                      if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Subscript)
-                      and isinstance(t.target.value, cst.Name)}
-        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Subscript) \
-                and isinstance(node.target.value, cst.Name):
-            found.add(node.target.value.value)
-    return found
+            found |= {_subscripted_name(t.target) for t in _walk(node, skip=(cst.FunctionDef, cst.Lambda))
+                      if isinstance(t, cst.AssignTarget)}
+        elif isinstance(node, cst.AugAssign):
+            found.add(_subscripted_name(node.target))
+    return found - {None}
+
+
+def _subscripted_name(target) -> str | None:
+    """`t` of a target `t[i]` or `t[i][j]`; None for any other target."""
+    if not isinstance(target, cst.Subscript):
+        return None
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return target.value if isinstance(target, cst.Name) else None
 
 
 def _through_transpose(target: cst.Subscript) -> bool:

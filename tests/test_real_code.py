@@ -110,6 +110,31 @@ def test_a_helper_with_early_returns_inlined_in_a_branch(backend):
                      fd_grad(early_returns_in_a_branch, (x,), 0))
 
 
+def binomial_tree_of_lists(spot, strike, rate, vol, steps=6):  # a triangle of lists over np.arange
+    dt = 1.0 / steps
+    up = math.exp(vol * math.sqrt(dt))
+    down = 1.0 / up
+    p = (math.exp(rate * dt) - down) / (up - down)
+    v = [[0.0 for j in np.arange(i + 1)] for i in np.arange(steps + 1)]
+    for j in np.arange(steps + 1):
+        v[steps][j] = max(spot * up**j * down ** (steps - j) - strike, 0.0)
+    for i in np.arange(steps - 1, -1, -1):
+        for j in np.arange(i + 1):
+            held = math.exp(-rate * dt) * (p * v[i + 1][j + 1] + (1.0 - p) * v[i + 1][j])
+            v[i][j] = max(held, spot * up**j * down ** (i - j) - strike)
+    return v[0][0]
+
+
+def two_trees(spot, strike, rate, vol):  # the tree's size is known when the code is generated
+    return binomial_tree_of_lists(spot, strike, rate, vol) + binomial_tree_of_lists(spot, strike, rate, vol, steps=4)
+
+
+def test_a_triangle_of_lists_written_item_by_item_is_a_padded_table(backend):
+    args = (40.0, 41.5, 0.05, 0.3)
+    g = s2sad.grad(two_trees, argnums=(0, 1, 2, 3), backend=backend)(*args)
+    assert_close(np.array(g), np.array([fd_grad(two_trees, args, k) for k in range(4)]))
+
+
 def sum_of_a_list(a):
     b = [1.0, a * a, 2.0]
     return np.sum(b) + np.sum(np.array(np.array([a, 2.0 * a])))
