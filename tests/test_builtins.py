@@ -143,7 +143,7 @@ def hinge_flags(x):
         s = s + x[1] ** 3
     if any(x > 100.0) or not all([x[0] < 5.0, x[1] < 5.0]):
         s = s + 1.0
-    return s
+    return s + float(any(x > 0.5)) * x[2] + float(x[3] < 0.0)  # float of a truth value: 1.0 or 0.0
 
 
 def largest_term(x):

@@ -5,6 +5,7 @@ the rule that registers the NumPy function prints the helper instead (`print_as=
 """
 
 import numpy as np
+from numba import types
 from numba.extending import overload
 
 from s2sad.runtime.core import _is_none_type, _is_scalar_type
@@ -50,6 +51,14 @@ def _ol_np_heaviside(x, h0):
 
         return scalar
     return lambda x, h0: np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
+
+
+@overload(float)
+def _ol_float_of_bool(x):
+    """float(True) is 1.0, as in Python; numba's float() takes numbers only (`float(any(x > 0))`)."""
+    if isinstance(x, types.Boolean):
+        return lambda x: 1.0 if x else 0.0
+    return None
 
 
 def cotangent_only(g, c):
