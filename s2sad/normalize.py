@@ -790,7 +790,7 @@ class Lowerer:
         """A list of lists of numbers, written item by item (`v[i][j] = ...`): a 2-D array, its rows padded
         with zeros to the longest (a binomial tree's triangle is a square); `v[i][j]` reads it as before."""
         items = [item for row in rows for item in row]
-        if not items or any(is_tree(i) for i in items):
+        if not items or any(is_tree(i) or isinstance(i, Var) and i.name in self.arrays for i in items):
             raise self.err(node, "a list of lists written item by item in a branch or loop holds numbers here",
                            "make it an array: np.zeros((n, m))")
         self.refuse_int_items(node, items)
