@@ -75,6 +75,7 @@ class _Program:
     arrays: set = field(default_factory=set)  # names certainly bound to arrays
     guards: dict = field(default_factory=dict)  # id(stmt) -> {exit flag: position of an `if` skipping it once set}
     exits_set: list = field(default_factory=list)  # (flag, Assign setting it) for each `return`
+    owner: dict = field(default_factory=dict)  # id(block) -> the compound statement it belongs to
 
     def __post_init__(self):
         self._index(self.fn.body, (), (), {})
@@ -116,6 +117,7 @@ class _Program:
                 self.uses.setdefault(name, []).append(s)
             inner = loops + (s,) if isinstance(s, (For, While)) else loops
             for k, child in enumerate(ir.children(s)):
+                self.owner[id(child)] = s
                 skipped = self._skipped_by(s.test) if isinstance(s, ir.If) and k == 0 else ()
                 self._index(child, inner, blocks, {**guards, **{f: self.order[id(s)] for f in skipped}})
 
@@ -140,8 +142,26 @@ class _Program:
         if bound is None:
             return False
         at_bound, around = self.order[id(bound)], self.blocks[id(bound)]
-        return any(at_bound < self.order[id(s)] < self.guards[id(write)].get(flag, -1)
-                   and self.blocks[id(s)][-1] in around for flag, s in self.exits_set)
+        return self._other_branch(bound, write) or any(
+            at_bound < self.order[id(s)] < self.guards[id(write)].get(flag, -1)
+            and self.blocks[id(s)][-1] in around for flag, s in self.exits_set)
+
+    def _other_branch(self, bound, write) -> bool:
+        """Are `bound` and `write` in the two branches of one `if` (`if short: return out` taking the rest
+        as its else), which no pass of a loop around it joins: it runs once, or each pass writes into
+        an array made anew before it?"""
+        outer, inner = self.blocks[id(bound)], self.blocks[id(write)]
+        common = _common_prefix(outer, inner)
+        if len(common) in (len(outer), len(inner)):
+            return False
+        branch = self.owner[outer[len(common)]]
+        if not isinstance(branch, ir.If) or branch is not self.owner[inner[len(common)]]:
+            return False
+        if not self.loops[id(branch)]:
+            return True
+        name = write.base if isinstance(write, Store) else self._copied_or_updated(write)
+        return any(not may_share(d.value) and self.blocks[id(d)][-1] == common[-1]
+                   and self.order[id(d)] < self.order[id(branch)] for d in self.defs.get(name, []))
 
     def _stmts(self):
         return (s for s, _, _ in ir.walk(self.fn.body))

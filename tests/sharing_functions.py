@@ -72,6 +72,19 @@ def contiguous_alias_then_write(m):
     return np.sum(c ** 2)
 
 
+def alias_in_one_branch_write_in_the_other_on_a_later_pass(x):
+    acc = np.sin(x)
+    b = np.cos(x)
+    s = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0.0:  # a pass through the first branch ties `b` to `acc`, a later one through the other writes
+            b = acc
+        else:
+            acc[0] = acc[0] * 2.0
+        s += b[0] * x[i]
+    return s
+
+
 # ---------------------------------------------------------------- accepted
 
 
@@ -182,3 +195,19 @@ def view_kept_across_swaps(u0):
         un[1:-1] = 0.5 * (u[2:] + u[:-2]) + inner
         u, un = un, u
     return np.sum(u * u)
+
+
+def _products_or_early(x):
+    out = np.zeros_like(x)
+    if x[0] > 10.0:  # an early `return out` before the writes into `out`: the rest is its else
+        return out
+    for i in range(1, x.shape[0]):
+        out[i] = x[i - 1] * x[i]
+    return out
+
+
+def early_return_helper_in_a_loop(x):
+    s = 0.0
+    for k in range(3):
+        s += np.sum(_products_or_early(x * (k + 1.0)) ** 2)
+    return s

@@ -21,6 +21,8 @@ REFUSED = [  # (function, argument, the write the message points at, the name it
     (F.max_of_a_view_then_loop_writes, MATRIX, "acc[i, :] += 0.5", "flipped"),
     (F.helper_updates_a_viewed_array, MATRIX, "a += 1.0", "mt"),
     (F.contiguous_alias_then_write, MATRIX, "acc[0, 0] = 0.0", "c"),
+    (F.alias_in_one_branch_write_in_the_other_on_a_later_pass, np.array([0.5, -0.2, 0.3, -0.7]),
+     "acc[0] = acc[0] * 2.0", "b"),
 ]
 ACCEPTED = [
     (F.rows_read_before_the_next_write, MATRIX),
@@ -30,6 +32,7 @@ ACCEPTED = [
     (F.view_read_only_for_its_shape, VECTOR),
     (F.view_taken_anew_each_iteration, MATRIX),
     (F.augmented_view_then_base_read, VECTOR),  # `tail += 1.0` of a slice: a write into `acc`, then `tail` read anew
+    (F.early_return_helper_in_a_loop, VECTOR),  # each call writes into an `out` it makes anew
 ]
 
 
