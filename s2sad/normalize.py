@@ -3259,11 +3259,7 @@ class Lowerer:
         cannot be told, None: NumPy decides at run time, and numba refuses with a located message."""
         pattern = unit_axes(Copy(atom), self.units, self.ints)
         if pattern is None and isinstance(self.kinds, UnknownKinds):
-            self.kinds.asked = True
-            raise TypesNeeded("the axes `np.squeeze` without `axis` removes follow the arguments' shapes: s2sad "
-                              "generates the code per argument shape when the function is called, so "
-                              "`s2sad.source(f)` and grad(grad(f)) cannot read them; call grad(f) on arguments, "
-                              "or give `axis`")
+            self.kinds.asked = True  # a call specializes; code made without arguments squeezes at run time
         if pattern is None:
             return Const(None)
         self.hidden.pins_units = True  # (the pattern may follow from an array read from outside)

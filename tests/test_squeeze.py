@@ -72,9 +72,21 @@ def test_plain_call_keeps_numpy_result():
     assert s2sad.differentiate(logistic_column)(x) == pytest.approx(logistic_column(x), rel=1e-12)
 
 
-def test_source_without_arguments_says_why():
-    with pytest.raises(s2sad.UnsupportedError, match="np.squeeze.*call grad"):
-        s2sad.source(logistic_column)
+def test_code_made_without_arguments_squeezes_at_run_time():
+    assert "squeeze_any(matmul, None)" in s2sad.source(logistic_column)
+    x = RNG.normal(size=(3, 1))
+    hessian = s2sad.hessian(logistic_column, backend="python")(x)
+    assert_close(hessian.reshape(3, 3), fd_jacobian_of_grad(x))
+
+
+def fd_jacobian_of_grad(x, h=1e-5):
+    grad = s2sad.grad(logistic_column, backend="python")
+    columns = []
+    for k in range(x.size):
+        step = np.zeros(x.size)
+        step[k] = h
+        columns.append((grad(x + step.reshape(x.shape)) - grad(x - step.reshape(x.shape))).ravel() / (2 * h))
+    return np.array(columns).T
 
 
 def test_global_reshaped_between_calls(backend):
