@@ -211,3 +211,22 @@ def early_return_helper_in_a_loop(x):
     for k in range(3):
         s += np.sum(_products_or_early(x * (k + 1.0)) ** 2)
     return s
+
+
+def item_times_the_array(x):  # adjoints bound to one buffer: `x_bar += ...` must not change `mul_bar` under a read
+    b = x + x[0] * np.cos(x)
+    return np.sum(b)
+
+
+def slice_times_another_slice(x):  # the slices read are views: the write changes them under the adjoint
+    a = x * 1.0
+    a[1:3] *= a[4:6]
+    a *= 0.5
+    return np.sum(a)
+
+
+def row_slice_written_then_updated(m):
+    m = m * 1.0
+    m[1, 1:3] *= m[0, 1:3]
+    m += 1.0
+    return np.sum(m * m)

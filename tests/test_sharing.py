@@ -33,6 +33,9 @@ ACCEPTED = [
     (F.view_taken_anew_each_iteration, MATRIX),
     (F.augmented_view_then_base_read, VECTOR),  # `tail += 1.0` of a slice: a write into `acc`, then `tail` read anew
     (F.early_return_helper_in_a_loop, VECTOR),  # each call writes into an `out` it makes anew
+    (F.item_times_the_array, VECTOR),
+    (F.slice_times_another_slice, R.uniform(-1.0, 1.0, 6)),
+    (F.row_slice_written_then_updated, MATRIX),
 ]
 
 

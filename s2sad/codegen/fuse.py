@@ -16,15 +16,17 @@ import ast
 import re
 
 from s2sad.codegen.arithmetic import is_arithmetic
-from s2sad.codegen.prune import names_read
+from s2sad.codegen.prune import memory_of, names_read
 
 _DEF = re.compile(r"^    ([A-Za-z_]\w*) = (.+)$")
+_BIND_ANY = re.compile(r"^\s*([A-Za-z_]\w*) = (.+)$")
 MAX_LENGTH = 110  # keep lines readable: a fold that would make a longer line is skipped
 
 
 def fuse_elementwise(lines: list[str], temporaries: set[str]) -> list[str]:
     """`lines` (a function's body, 4-space top level) with single-use arithmetic temporaries folded in."""
     out = list(lines)
+    memory = _memory_groups(lines)
     for k in range(len(out)):
         line = out[k]
         if line is None:
@@ -36,8 +38,8 @@ def fuse_elementwise(lines: list[str], temporaries: set[str]) -> list[str]:
         use = _single_use(out, k, name)
         if use is None or out[use][:4] != "    " or out[use][4:5].isspace():
             continue
-        reads = names_read([expr])
-        if any(_touches(out[j], reads) for j in range(k + 1, use) if out[j] is not None):
+        reads = {memory(n) for n in names_read([expr])}
+        if any(_touches(out[j], reads, memory) for j in range(k + 1, use) if out[j] is not None):
             continue
         at = re.search(rf"\b{name}\b", out[use])
         text = _in_context(expr, out[use][:at.start()], out[use][at.end():])
@@ -78,8 +80,8 @@ def _single_use(lines: list, k: int, name: str) -> int | None:
     return found
 
 
-def _touches(line: str, names: set[str]) -> bool:
-    """Does `line` rebind or change in place one of `names`, or start a block (which may)?"""
+def _touches(line: str, memories: set[str], memory) -> bool:
+    """Does `line` rebind or change in place a name sharing one of `memories`, or start a block (which may)?"""
     code = line.split("#", 1)[0].strip()
     if not code:
         return False
@@ -87,8 +89,27 @@ def _touches(line: str, names: set[str]) -> bool:
         return True  # a loop or branch header: what runs inside may run again
     target = re.match(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?:\[.*\])?\s*[-+*/]?=(?!=)", code)
     if target:
-        return bool({t.strip() for t in target.group(1).split(",")} & names)
-    return bool(re.search(r"\.(append|pop)\(", code) and names_read([code]) & names)
+        return bool({memory(t.strip()) for t in target.group(1).split(",")} & memories)
+    return bool(re.search(r"\.(append|pop)\(", code) and {memory(n) for n in names_read([code])} & memories)
+
+
+def _memory_groups(lines: list[str]):
+    """name -> a representative of the names whose arrays may be one memory: the sweeps bind one adjoint
+    to another (`mul_bar = b_bar`) or to a helper that may hand its argument back (`unbroadcast(b_bar, x)`),
+    so `x_bar += ...` changes `mul_bar` too, and a fold must not carry a read of it past that line."""
+    parent: dict[str, str] = {}
+
+    def find(name: str) -> str:
+        while parent.get(name, name) != name:
+            name = parent[name]
+        return name
+
+    for line in lines:
+        bind = _BIND_ANY.match(line.split("#", 1)[0])
+        if bind:
+            for source in memory_of(bind.group(2)):
+                parent[find(source)] = find(bind.group(1))
+    return find
 
 
 def _fusable(expr: str) -> bool:

@@ -214,10 +214,14 @@ def start_from_first_contribution(lines: list[str], droppable: set[str], returne
 
 # helpers whose result may be (a view of) their first argument; the others' arguments give shapes only
 _VIEW_CALLS = {"unbroadcast", "reshape_like", "squeeze_any", "expand_dims_any", "sum_expand_view"}
+_MODULES = {"np", "math"}
+_NUMPY_VIEWS = {"reshape", "ravel", "transpose", "squeeze", "expand_dims", "broadcast_to", "asarray", "asanyarray",
+                "ascontiguousarray", "asfortranarray", "atleast_1d", "atleast_2d", "atleast_3d", "diagonal",
+                "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "real", "imag"}
 
 
 @functools.lru_cache(maxsize=4096)
-def _memory_of(text: str) -> frozenset[str]:
+def memory_of(text: str) -> frozenset[str]:
     """The names whose arrays an expression's value may share memory with: none for arithmetic or an
     allocating helper, the first argument's for a helper that may hand it back, every name read for
     anything else."""
@@ -236,7 +240,10 @@ def _memory_of(text: str) -> frozenset[str]:
                 return frozenset()
             if n.func.id in _VIEW_CALLS and n.args:
                 return sources(n.args[0])
-        return frozenset(m.id for m in ast.walk(n) if isinstance(m, ast.Name))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id in _MODULES and n.func.attr not in _NUMPY_VIEWS:
+            return frozenset()  # a ufunc's or math's result: a new array or a number
+        return frozenset(m.id for m in ast.walk(n) if isinstance(m, ast.Name) and m.id not in _MODULES)
 
     return sources(node)
 
@@ -245,10 +252,10 @@ def _may_share(contribution: str, bar: str, lines: list[str], j: int, droppable:
     """Whether `bar` may take line j's contribution's memory. The names that may share it (bound from
     it, or it from them, closed over all the lines) must be locals of the sweep bound by top-level
     lines only, none changed in place after line j, none read once `bar` is, and none returned."""
-    memory = _memory_of(contribution)
+    memory = memory_of(contribution)
     if not memory:
         return True  # a new array
-    bound = [(k, bind.group(1), _memory_of(bind.group(2))) for k, line in enumerate(lines)
+    bound = [(k, bind.group(1), memory_of(bind.group(2))) for k, line in enumerate(lines)
              if k != j and (bind := _BIND.match(line.split("#", 1)[0]))]
     group, grew = set(memory), True
     while grew:  # what shares memory with the contribution, in either direction

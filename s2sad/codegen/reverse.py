@@ -19,6 +19,7 @@ from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read
                                  start_from_first_contribution)
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
+from s2sad.sharing import view_source
 from s2sad.units import pointwise
 
 
@@ -35,6 +36,10 @@ class ReverseGen:
         self.guarded: dict[str, str] = {}  # name -> condition its adjoint contributions run under
         self.template_locals: set[str] = set()  # names rule templates' local assignments got
         self.zero_safe = ir.masks_nonfinite(fn)  # pointwise contributions are 0 where the cotangent is 0
+        self.written_in_place = {s.base if isinstance(s, Store) else s.value.args[0].name
+                                 for s, _, _ in ir.walk(fn.body) if isinstance(s, Store)
+                                 or isinstance(s, Assign) and s.in_place and isinstance(s.value, Prim)
+                                 and s.value.args and isinstance(s.value.args[0], Var)}
 
     def bar(self, name: str) -> str:
         if name not in self._bars:
@@ -53,7 +58,8 @@ class ReverseGen:
                 continue
             w.comment(s.loc)
             if isinstance(s, Assign):
-                w.line(f"{s.target} = {expr_text(s.value)}")
+                text = expr_text(s.value)
+                w.line(f"{s.target} = {f'copy_adj({text})' if self.snapshot(s) else text}")
                 if (s.target in self.a.saved and id(s) not in self.a.quiet_defs) or s.target in self.popped():
                     w.line(f"{self.tape(s.target, s.target)}.append({s.target})")
             elif isinstance(s, Store):
@@ -78,6 +84,11 @@ class ReverseGen:
                 self.primal_while(w, s)
             for name in self.a.collapsed.get(id(s), []):  # the loop as one assignment of `name`
                 w.line(f"{self.tape(name, name)}.append({name})")
+
+    def snapshot(self, s: Assign) -> bool:
+        """Is `s` a slice (or reshape...) of an array the function writes into, whose value the adjoint reads?
+        NumPy's slice is a view, which the write would change under the adjoint: it takes a copy."""
+        return s.target in self.a.needed and view_source(s.value) in self.written_in_place
 
     def primal_while(self, w: Writer, s: While):
         counted = id(s) in self.a.working
