@@ -3267,7 +3267,7 @@ class Lowerer:
 
     def holds_array(self, var: Var) -> bool:
         """Is `var` surely an array: made by NumPy here, or an argument whose type says so (asked for)?"""
-        if var.name in self.arrays:
+        if var.name in self.arrays or (self.ranks.get(var.name) or 0) > 0:
             return True
         if var.name not in self.arguments:
             return False
@@ -3608,6 +3608,9 @@ class Lowerer:
                 self.scope[p.name.value] = value.name  # `force += ...` on the caller's array: NumPy writes into it
                 self.updates_callers.add(p.name.value)
                 continue
+            if isinstance(value, Var) and p.name.value in _updated_only(func) and value.name not in self.ranks \
+                    and isinstance(self.kinds, UnknownKinds):
+                self.kinds.asked = True  # an array or a number? A call specializes to the argument types
             if isinstance(value, Const) and (type(value.value) in (int, bool, str) and p.name.value not in rebound
                                              or value.value is None):
                 self.trees[p.name.value] = value  # `n - 1`, `n == 0`, `name == "tanh"`, `H is None` are decided now
@@ -3952,7 +3955,7 @@ def _makes_array(value, arrays: set) -> bool:
         return any(isinstance(i, Slice) for i in value.index)
     if isinstance(value, Prim):
         name = value.rule.name
-        return name in _ARRAY_MAKERS or (name in _ARRAY_ARITHMETIC and any(
+        return name in _ARRAY_MAKERS or ((name in _ARRAY_ARITHMETIC or pointwise(value.rule)) and any(
             isinstance(a, Var) and a.name in arrays for a in value.args))
     return False
 

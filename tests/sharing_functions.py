@@ -230,3 +230,13 @@ def row_slice_written_then_updated(m):
     m[1, 1:3] *= m[0, 1:3]
     m += 1.0
     return np.sum(m * m)
+
+
+def _add_half_of(p, v):
+    p += 0.5 * v
+
+
+def helper_updates_a_ufunc_result(x):  # NumPy's `p += ...` writes into the caller's array made by np.tanh
+    y = np.tanh(x)
+    _add_half_of(y, x)
+    return np.sum(y * x)

@@ -36,6 +36,7 @@ ACCEPTED = [
     (F.item_times_the_array, VECTOR),
     (F.slice_times_another_slice, R.uniform(-1.0, 1.0, 6)),
     (F.row_slice_written_then_updated, MATRIX),
+    (F.helper_updates_a_ufunc_result, VECTOR),
 ]
 
 
