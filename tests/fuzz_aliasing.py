@@ -17,8 +17,6 @@ on entry) matching finite differences, or refuse the program with a located Unsu
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 import sys
 import tempfile
@@ -27,6 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from fuzz_programs import load
 
 Shape = tuple  # () for a float, (L,) or (r, c) for arrays
 
@@ -76,25 +76,7 @@ class AliasingProgram:
         return (x, rng.uniform(-1.0, 1.0, (3, self.n))) if self.has_m else (x,)
 
     def function(self) -> Callable:
-        return load(self.source, self.name)
-
-
-def load(source: str, name: str, folder: Path | None = None) -> Callable:
-    """Import `source` from a real file (named by its hash) and return its function `name`."""
-    folder = folder or Path(tempfile.gettempdir()) / f"s2sad_aliasfuzz_{os.getuid()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    module_name = f"{name}_{hashlib.sha1(source.encode()).hexdigest()[:12]}"
-    path = folder / f"{module_name}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        tmp.replace(path)
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return getattr(sys.modules[module_name], name)
+        return load(self.source, self.name, Path(tempfile.gettempdir()) / f"s2sad_aliasfuzz_{os.getuid()}")
 
 
 def _atom(expr: str) -> str:

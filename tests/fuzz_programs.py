@@ -82,10 +82,10 @@ class Program:
         return load(self.source, self.name)
 
 
-def load(source: str, name: str) -> Callable:
+def load(source: str, name: str, folder: Path | None = None) -> Callable:
     """Import `source` from a real file (named by its hash) and return its function `name`."""
-    folder = Path(tempfile.gettempdir()) / f"s2sad_fuzz_{os.getuid()}"
-    folder.mkdir(exist_ok=True)
+    folder = folder or Path(tempfile.gettempdir()) / f"s2sad_fuzz_{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
     module_name = f"{name}_{hashlib.sha1(source.encode()).hexdigest()[:12]}"
     path = folder / f"{module_name}.py"
     if not path.exists():
