@@ -3267,7 +3267,7 @@ class Lowerer:
 
     def holds_array(self, var: Var) -> bool:
         """Is `var` surely an array: made by NumPy here, or an argument whose type says so (asked for)?"""
-        if var.name in self.arrays or (self.ranks.get(var.name) or 0) > 0:
+        if var.name in self.arrays:
             return True
         if var.name not in self.arguments:
             return False
