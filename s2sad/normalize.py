@@ -474,9 +474,13 @@ class Lowerer:
     def forget_units(self, stmts):
         """Statements that run conditionally or repeatedly leave the names they bind with patterns that
         depend on the path taken: forgotten before (a loop's first reads see the last pass) and after."""
+        for name in self.bound_in(stmts):
+            self.units.pop(name, None)
+
+    def bound_in(self, stmts) -> set[str]:
+        """The variables the statements bind."""
         body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
-        for user in assigned_names(body):
-            self.units.pop(self.scope.get(user, user), None)
+        return {self.scope.get(user, user) for user in assigned_names(body)}
 
     def loop_key(self, loop) -> tuple:
         return ("ranks", self.parsed.filename) + self.parsed.where(loop)[:2]
@@ -485,8 +489,7 @@ class Lowerer:
         """A loop body's first reads may see the last pass's values. The ranks of the names it binds are
         kept where each pass ends with the rank it started with (checked after the body: lowering starts
         again, with them forgotten, where one changes), so `x.ndim` of a filter's state folds in its loop."""
-        body = cst.FunctionDef(cst.Name("f"), cst.Parameters(), cst.IndentedBlock(list(stmts)))
-        bound = {self.scope.get(user, user) for user in assigned_names(body)}
+        bound = self.bound_in(stmts)
         for name in bound:
             self.kinds.pop(name, None)
         changing = self.loop_key(loop) in self.hidden.varying
