@@ -271,3 +271,15 @@ def masks_nonfinite(fn: Function) -> bool:
                 and not math.isfinite(stmt.value.value):
             return True
     return False
+
+
+def written_in_place(fn: Function) -> set[str]:
+    """The arrays the function writes into: stores' bases, and the operands of augmented assignments on arrays."""
+    found = set()
+    for stmt, _, _ in walk(fn.body):
+        if isinstance(stmt, Store):
+            found.add(stmt.base)
+        elif isinstance(stmt, Assign) and stmt.in_place and isinstance(stmt.value, Prim) and stmt.value.args \
+                and isinstance(stmt.value.args[0], Var):
+            found.add(stmt.value.args[0].name)
+    return found

@@ -151,16 +151,16 @@ class _Program:
         as its else), which no pass of a loop around it joins: it runs once, or each pass writes into
         an array made anew before it?"""
         outer, inner = self.blocks[id(bound)], self.blocks[id(write)]
-        common = _common_prefix(outer, inner)
-        if len(common) in (len(outer), len(inner)):
+        n = next((k for k, (a, b) in enumerate(zip(outer, inner)) if a != b), min(len(outer), len(inner)))
+        if n in (len(outer), len(inner)):
             return False
-        branch = self.owner[outer[len(common)]]
-        if not isinstance(branch, ir.If) or branch is not self.owner[inner[len(common)]]:
+        branch = self.owner[outer[n]]
+        if not isinstance(branch, ir.If) or branch is not self.owner[inner[n]]:
             return False
         if not self.loops[id(branch)]:
             return True
         name = write.base if isinstance(write, Store) else self._copied_or_updated(write)
-        return any(not may_share(d.value) and self.blocks[id(d)][-1] == common[-1]
+        return any(not may_share(d.value) and self.blocks[id(d)][-1] == outer[n - 1]
                    and self.order[id(d)] < self.order[id(branch)] for d in self.defs.get(name, []))
 
     def _stmts(self):

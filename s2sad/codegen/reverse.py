@@ -36,10 +36,7 @@ class ReverseGen:
         self.guarded: dict[str, str] = {}  # name -> condition its adjoint contributions run under
         self.template_locals: set[str] = set()  # names rule templates' local assignments got
         self.zero_safe = ir.masks_nonfinite(fn)  # pointwise contributions are 0 where the cotangent is 0
-        self.written_in_place = {s.base if isinstance(s, Store) else s.value.args[0].name
-                                 for s, _, _ in ir.walk(fn.body) if isinstance(s, Store)
-                                 or isinstance(s, Assign) and s.in_place and isinstance(s.value, Prim)
-                                 and s.value.args and isinstance(s.value.args[0], Var)}
+        self.written_in_place = ir.written_in_place(fn)
 
     def bar(self, name: str) -> str:
         if name not in self._bars:

@@ -66,7 +66,7 @@ def cotangent_only(g, c):
     an item the function computes as nan and then masks out (`e[np.isnan(e)] = 0`) sends nothing back."""
     if np.ndim(g) == 0 and np.ndim(c) == 0:
         return 0.0 if g == 0 else c
-    return np.where(np.broadcast_to(g, np.shape(c)) == 0, 0.0, c)
+    return np.where(np.asarray(g) == 0, 0.0, c)
 
 
 @overload(cotangent_only)
