@@ -27,10 +27,12 @@ class UsageError(Exception):
     """A command line that names something that does not exist (exit status 1, message to stderr)."""
 
 
+class CommandLineError(UsageError):
+    """A malformed command line: argparse's usage and the message on stderr, exit status 2."""
+
+
 def _load(target: str):
     """`pkg.mod:func` or `path/to/file.py:func` -> the object."""
-    if ":" not in target:
-        raise UsageError(f"expected MODULE:FUNC or FILE.py:FUNC, got {target!r}")
     module_name, _, attr = target.rpartition(":")
     if module_name.endswith(".py"):
         path = Path(module_name)
@@ -52,6 +54,22 @@ def _load(target: str):
     return obj
 
 
+def _function_target(text: str) -> str:
+    if ":" not in text:
+        raise argparse.ArgumentTypeError(f"expected MODULE:FUNC or FILE.py:FUNC, got {text!r}")
+    return text
+
+
+def _numba_signature(text: str) -> str:
+    from numba.core import sigutils
+
+    try:
+        sigutils.normalize_signature(f"({text},)")
+    except Exception as exc:  # numba raises several kinds for a malformed string
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numba types such as 'f8[:], f8': {exc}") from None
+    return text
+
+
 def _argnums(text: str):
     try:
         nums = tuple(int(p) for p in text.split(",") if p.strip())
@@ -69,8 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     cache = sub.add_parser("cache", help="where the disk cache of compiled modules is, its size; clear it",
                            description="The disk cache holds the generated modules s2sad compiles at run time "
                                        "(and numba's compiled code for them). $S2SAD_CACHE_DIR moves it.")
+    cache.set_defaults(command_parser=cache)
     cache.add_argument("action", choices=("info", "clear"), help="info: location, size, entries; clear: delete them")
     table = sub.add_parser("rules", help="print the table of supported functions (markdown)")
+    table.set_defaults(command_parser=table)
     table.add_argument("--update-readme", metavar="PATH", help="rewrite the table inside PATH instead")
     return parser
 
@@ -79,7 +99,8 @@ def _add_show(sub) -> None:
     show = sub.add_parser("show", help="print the generated source of a function's derivative",
                           description="Print the module s2sad generates (and compiles) for a derivative of FUNC.",
                           epilog=EPILOG["show"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    show.add_argument("target", metavar="MODULE:FUNC", help="e.g. mypkg.losses:loss or path/to/file.py:loss")
+    show.set_defaults(command_parser=show)
+    show.add_argument("target", metavar="MODULE:FUNC", type=_function_target, help="e.g. mypkg.losses:loss or path/to/file.py:loss")
     show.add_argument("--argnums", type=_argnums, default=0, help="arguments to differentiate, e.g. 0,1")
     show.add_argument("--has-aux", action="store_true", help="the function returns (value, aux)")
     show.add_argument("--mode", choices=("rev", "fwd"), default="rev",
@@ -88,7 +109,7 @@ def _add_show(sub) -> None:
                       help="derivative order: N > 1 shows the code that differentiates the order N-1 code")
     show.add_argument("--vmap", choices=("cpu", "parallel"), metavar="TARGET",
                       help="show the batch loop of vmap(FUNC) (axis 0 of every argument) for TARGET: cpu or parallel")
-    show.add_argument("--signature", metavar="TYPES",
+    show.add_argument("--signature", metavar="TYPES", type=_numba_signature,
                       help="also compile the shown module's entry point (its last function) with numba for these "
                            "argument types, e.g. 'f8[:], f8', and print the signature numba inferred")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -101,6 +122,7 @@ def _add_build(sub) -> None:
                                        "import no libcst and no s2sad transformer. Without TARGETs, read the "
                                        "[tool.s2sad] table of --config (default ./pyproject.toml).",
                            epilog=EPILOG["build"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.set_defaults(command_parser=build)
     build.add_argument("targets", nargs="*", metavar="TARGET",
                        help="MODULE:FUNC, or MODULE for each of its @s2sad.differentiate functions")
     build.add_argument("-t", "--transform", action="append", default=[], metavar="SPEC",
@@ -115,9 +137,12 @@ def _add_build(sub) -> None:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
         return {"show": _show, "build": _build, "cache": _cache, "rules": _rules}[args.command](args)
+    except CommandLineError as exc:
+        args.command_parser.error(str(exc))  # exits 2
     except (S2SADError, UsageError, TypeError, ValueError) as exc:
         print(f"s2sad: {exc}", file=sys.stderr)
         return 1
@@ -146,10 +171,7 @@ def _compile_entry(source: str, signature: str) -> str:
     from s2sad.backend import compile_function
 
     entry = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)][-1]
-    try:
-        argtypes = sigutils.normalize_signature(f"({signature},)")[0]
-    except Exception as exc:  # numba raises several kinds for a malformed string
-        raise UsageError(f"--signature {signature!r} is not a list of numba types such as 'f8[:], f8': {exc}") from None
+    argtypes = sigutils.normalize_signature(f"({signature},)")[0]  # checked by _numba_signature
     dispatcher = compile_function(source, "show", entry, "numba")
     try:
         dispatcher.compile(argtypes)
@@ -199,12 +221,13 @@ def _build_config(args):
 
     if not args.targets:
         if args.transform or args.output:
-            raise UsageError("-t/--transform and -o/--output go with TARGETs; a config file sets them in [tool.s2sad]")
+            raise CommandLineError("-t/--transform and -o/--output go with TARGETs; a config file sets them in "
+                                   "[tool.s2sad]")
         return build.load_config(args.config or "pyproject.toml")
     if not args.output:
-        raise UsageError("build with TARGETs needs -o/--output DIR")
+        raise CommandLineError("build with TARGETs needs -o/--output DIR")
     if args.config:
-        raise UsageError("give TARGETs or --config, not both")
+        raise CommandLineError("give TARGETs or --config, not both")
     build.add_to_path([Path.cwd()])
     targets = [t for spec in args.targets for t in build.target_from(spec, args.transform)]
     return build.Config(Path(args.output), targets, [Path.cwd()])
