@@ -90,6 +90,20 @@ def test_rule_registered_for_another_packages_function(backend):
     s2sad.check_grads(uses_softsign, (x,), order=2, backend=backend)
 
 
+def test_rule_for_a_plain_python_function_compiles(backend):
+    """defrule takes the function as the other package defines it, not only an @njit one: numba compiles it
+    where generated code calls it, and the package's module keeps its plain function."""
+    import inspect
+
+    import third_party
+    from third_party import uses_softplus
+
+    x = np.array([0.3, -1.5, 2.0])
+    assert_close(s2sad.grad(uses_softplus, backend=backend)(x), fd_grad(uses_softplus, (x,), 0))
+    assert "third_party.softplus(mul)" in s2sad.source(uses_softplus)
+    assert inspect.isfunction(third_party.softplus) and third_party.softplus(0.0) == np.log(2.0)
+
+
 def test_missing_rule_names_the_three_ways_out():
     import scipy.special
 

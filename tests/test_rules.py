@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 import s2sad
+import third_party  # noqa: F401  (a rule registered as a user registers one: checked with the rest)
 from helpers import assert_close, fd_grad
+from s2sad import ir
+from s2sad.api import _arg_kinds
+from s2sad.normalize import normalize
 from s2sad.rules import all_rules, load_optional
 
 load_optional()  # SciPy's rules, which s2sad otherwise loads when a program first names a SciPy function
@@ -131,8 +135,29 @@ def test_rule_tangent_matches_finite_differences(case, backend, tmp_path_factory
     assert_close(tangent_out, (plus - minus) / (2 * eps))
 
 
-def test_registry_size_is_reported(request):
-    n_checked = len({rule.name for rule, _, _ in CASES})
-    print(f"\n{n_checked} differentiable rules checked (adjoint and tangent), "
-          f"{len(all_rules()) - len(RULES)} non-differentiable rules registered")
-    assert n_checked == len(RULES)
+def _rules_called(f, names, args) -> set[str]:
+    """The rules of the primitives `f` lowers to for these arguments: what its derivatives are made of."""
+    kinds = {p: (ndim, kind, units) for p, ndim, kind, units in _arg_kinds(names, None, args)}
+    fn = normalize(f, arg_kinds=kinds)
+    prims = [s.value if isinstance(s, ir.Assign) else s.call for s, _, _ in ir.walk(fn.body)]
+    return {p.rule.name for p in prims if isinstance(p, ir.Prim)}
+
+
+def test_every_registered_rule_is_differentiated_by_its_own_checks(tmp_path_factory):
+    """The finite-difference cases above test a rule only if its checks call it: a check whose expression
+    lowers to other primitives (a copy-pasted `np.sin(a)` under the cos rule, a spelling the frontend
+    rewrites) would pass without testing it, as would a rule registered after the cases were collected."""
+    registered = {r.name for r in all_rules() if r.differentiable}
+    collected = {rule.name for rule, _, _ in CASES}
+    assert registered == collected, (f"registered but never run: {sorted(registered - collected)}; "
+                                     f"run but no longer registered: {sorted(collected - registered)}")
+    exercised = set()
+    for rule, check, shape in CASES:
+        if rule.name in exercised:
+            continue
+        names = _operands(check.expr)
+        args = [_sample(_rng(_case_id((rule, check, shape))), s, check.domain) for s in _shapes(shape, len(names))]
+        if rule.name in _rules_called(_function(check.expr, names, tmp_path_factory), names, args):
+            exercised.add(rule.name)
+    missing = sorted(registered - exercised)
+    assert not missing, f"rules none of whose checks calls them (their derivatives go untested): {missing}"

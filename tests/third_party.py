@@ -1,4 +1,5 @@
-"""A stand-in for another package's function, with an s2sad rule registered for it."""
+"""Stand-ins for another package's functions, with s2sad rules registered for them: one `@numba.njit`, one plain
+Python (defrule makes it callable from numba-compiled code)."""
 
 import numba
 import numpy as np
@@ -18,3 +19,16 @@ def softsign_rule(g, out, x):
 
 def uses_softsign(x):
     return np.sum(softsign(x * 2.0) ** 2)
+
+
+def softplus(x):
+    return np.log1p(np.exp(x))
+
+
+@s2sad.rules.defrule(softplus, name="third_party_softplus", checks=[s2sad.rules.Check("third_party.softplus(a)")])
+def softplus_rule(g, out, x):
+    return (g / (1.0 + np.exp(-x)),)
+
+
+def uses_softplus(x):
+    return np.sum(softplus(x * 2.0) * x)

@@ -207,7 +207,8 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
             tangent=None, print_plain=False, costly=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
-    `tangent` is the forward-mode template (same signature); elementwise rules may omit it.
+    `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
+    function among `objects` needs no `@numba.njit`: numba compiles it where generated code calls it.
     """
 
     def deco(adjoint):
@@ -215,9 +216,29 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
                     print_as=print_as, tangent=tangent, print_plain=print_plain)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
-        return register(rule, *objects)
+        register(rule, *objects)
+        if print_as is None:
+            for obj in objects:
+                _callable_from_numba(obj)
+        return rule
 
     return deco
+
+
+_OVERLOADED: set = set()
+
+
+def _callable_from_numba(obj: Any) -> None:
+    """Let numba-compiled generated code call `obj`, a plain Python function of another package (an
+    `@numba.njit` one already is; NumPy's and s2sad's runtime have numba implementations): numba compiles
+    it where it is called, as for `numba.extending.register_jitable`. The function object is unchanged."""
+    module = getattr(obj, "__module__", None) or ""
+    if not inspect.isfunction(obj) or module.split(".")[0] in ("s2sad", "numpy") or obj in _OVERLOADED:
+        return
+    from numba.extending import register_jitable
+
+    register_jitable(error_model="numpy")(obj)  # divisions give inf and nan, as in the rest of generated code
+    _OVERLOADED.add(obj)
 
 
 def alias(name: str, *objects: Any) -> Rule:
