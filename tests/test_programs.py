@@ -1,5 +1,12 @@
 """Loops, branches, while, break/continue, early return, helpers and in-place writes: both modes vs finite differences."""
 
+import difflib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -55,9 +62,36 @@ def test_both_modes_match_finite_differences_and_each_other(case, backend, rng):
     assert lhs == pytest.approx(u * float(tangent_out), rel=1e-9, abs=1e-12)
 
 
-def test_generated_source_is_deterministic():
-    fn, _, argnums = PROGRAMS[1]
-    assert s2sad.source(fn, argnums) == s2sad.source(fn, argnums)
+SOURCES = """
+import json, sys
+import s2sad
+import programs as p
+
+json.dump({
+    "branches_in_loop, reverse": s2sad.source(p.branches_in_loop),
+    "nested_overwriting_loops (tapes), reverse": s2sad.source(p.nested_overwriting_loops, (0, 1)),
+    "calls_helpers (inlined), reverse": s2sad.source(p.calls_helpers, (0, 1)),
+    "recurrence, forward": s2sad.source(p.recurrence, (0, 1), mode="fwd"),
+    "newton_sqrt (while), reverse over reverse": s2sad.source(p.newton_sqrt, order=2),
+}, sys.stdout)
+"""
+
+
+def test_generated_source_is_the_same_in_two_fresh_processes(tmp_path):
+    """Each process starts from an empty cache of its own (nothing to read back) and its own string hash
+    seed (set and dict orders that depend on it would show), and generates the code itself."""
+    runs = [subprocess.Popen([sys.executable, "-c", SOURCES], cwd=Path(__file__).parent, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path / f"cache{i}"), PYTHONHASHSEED=str(i)))
+            for i in (1, 2)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err for _, err in outputs]
+    first, second = (json.loads(out.replace(str(tmp_path / f"cache{i}"), "$S2SAD_CACHE_DIR"))  # (second order's
+                     for i, (out, _) in zip((1, 2), outputs))  # header names the first-order module's file)
+    assert len(first) == 5 and all("def " in text for text in first.values())
+    for what, text in first.items():
+        assert second[what] == text, f"{what}: " + "\n".join(difflib.unified_diff(
+            text.splitlines(), second[what].splitlines(), "process 1", "process 2", lineterm=""))
 
 
 def test_inactive_values_get_no_adjoint_code():
