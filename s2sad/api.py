@@ -763,9 +763,10 @@ def _basis(x, k):
 
 
 def _columns_to_jacobian(columns, out, x):
-    """Stack J @ e_k (one per input element) into an array of shape out.shape + x.shape."""
+    """Stack J @ e_k (one per input element) into an array of shape out.shape + x.shape (0-d for a
+    scalar in and out, as jacrev and JAX give)."""
     if np.ndim(x) == 0:
-        return np.asarray(columns[0], dtype=float) if np.ndim(out) else float(columns[0])
+        return np.asarray(columns[0], dtype=float)
     stacked = np.array(columns, dtype=float).reshape((np.size(x),) + np.shape(out))
     return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x))
 

@@ -133,6 +133,22 @@ def test_jacobians_forward_and_reverse_agree(backend):
     assert_close(J.reshape(6, 6), np.diag(1.0 - np.tanh(m.ravel()) ** 2), rtol=RTOL_EXACT)
 
 
+def test_scalar_jacobians_are_0d_arrays_in_every_mode(backend):
+    """jacfwd, jacrev and hessian agree on the type of a scalar-by-scalar block: a 0-d array, as in JAX."""
+    def f(a, b):
+        return a * b + np.sin(a)
+
+    blocks = {name: getattr(s2sad, name)(f, argnums=(0, 1), backend=backend)(0.5, 2.0) for name in ("jacfwd", "jacrev")}
+    blocks["hessian"] = s2sad.hessian(f, argnums=(0, 1), backend=backend)(0.5, 2.0)[0]
+    for name, (da, db) in blocks.items():
+        assert isinstance(da, np.ndarray) and da.shape == () and isinstance(db, np.ndarray) and db.shape == (), name
+    assert_close(blocks["jacfwd"], (2.0 + np.cos(0.5), 0.5), rtol=RTOL_EXACT)
+    assert_close(blocks["jacrev"], (2.0 + np.cos(0.5), 0.5), rtol=RTOL_EXACT)
+    assert_close(blocks["hessian"], (-np.sin(0.5), 1.0), rtol=RTOL_EXACT)
+    single = s2sad.hessian(f, backend=backend)(0.5, 2.0)
+    assert isinstance(single, np.ndarray) and single.shape == ()
+
+
 def test_jacfwd_of_tuple_outputs():
     ja, jb = s2sad.jacfwd(two_outputs, argnums=(0, 1))(0.4, 1.5)
     assert ja == pytest.approx((1.5, 0.4)) and jb == pytest.approx((np.cos(0.4), 1.0))
