@@ -14,7 +14,8 @@ shared parameters (W, b) and mapped over the rows of X and Y (see benchmarks/REA
 - a hand-written numba njit(parallel=True) per-example loop (the reference limit);
 - jax.jit(jax.vmap(jax.grad(...))), only if jax is installed (on jax's default backend, named in the row);
 - with --cuda: s2sad vmap, target="cuda", called with host arrays (transfers included) and with
-  device arrays (results stay on the GPU), beside a hand-written @cuda.jit kernel on device arrays.
+  device arrays (results stay on the GPU), beside a hand-written @cuda.jit kernel on device arrays;
+  the device-array rows run on X stored row-major (NumPy's default) and column-major.
 
 Before timing, both s2sad results are checked against the NumPy closed form (rtol 1e-9,
 atol 1e-12); the script exits with status 1 on a mismatch. A fresh temporary S2SAD_CACHE_DIR is
@@ -94,6 +95,12 @@ def hand_cuda_thread(W, b, X, Y, dW, db):
         db[i] = r
 
 
+GPU_ROWS = [('s2sad vmap, target="cuda", device arrays, row-major X', "cuda, device arrays"),
+            ('s2sad vmap, target="cuda", device arrays, column-major X', "cuda, device arrays, column-major X"),
+            ("hand-written @cuda.jit kernel, device arrays, row-major X", "hand cuda"),
+            ("hand-written @cuda.jit kernel, device arrays, column-major X", "hand cuda, column-major X")]
+
+
 def on_device(fn):
     """fn called on device arrays, timed until the GPU has finished."""
 
@@ -158,20 +165,25 @@ def main(argv=None) -> None:
         got = fns[target](*inputs)
         first[target] = time.perf_counter() - t0
         check(target, got, want)
+    on_gpu = {}  # row name -> (function, device inputs)
     if args.cuda:
-        device_inputs = (cuda.to_device(W), b, cuda.to_device(X), cuda.to_device(Y))
-        fns["cuda, device arrays"] = on_device(fns["cuda"])
-        fns["hand cuda"] = hand_cuda_kernel()
-        for name in ("cuda, device arrays", "hand cuda"):
-            check(name, [g.copy_to_host() for g in fns[name](*device_inputs)], want)
+        rows_first = (cuda.to_device(W), b, cuda.to_device(X), cuda.to_device(Y))
+        columns_first = (rows_first[0], b, cuda.to_device(np.asfortranarray(X)), rows_first[3])
+        s2sad_cuda, hand_cuda = on_device(fns["cuda"]), hand_cuda_kernel()
+        on_gpu = {"cuda, device arrays": (s2sad_cuda, rows_first),
+                  "cuda, device arrays, column-major X": (s2sad_cuda, columns_first),
+                  "hand cuda": (hand_cuda, rows_first),
+                  "hand cuda, column-major X": (hand_cuda, columns_first)}
+        for name, (fn, device_inputs) in on_gpu.items():
+            check(name, [g.copy_to_host() for g in fn(*device_inputs)], want)
 
     print("timing ...", file=sys.stderr, flush=True)
     host_fns = [("cpu", fns["cpu"]), ("parallel", fns["parallel"]), ("numpy", numpy_grads), ("hand", hand_grads)]
     t = {name: measure(f, *inputs, repeat=repeat) for name, f in host_fns}
     if args.cuda:
         t["cuda"] = measure(fns["cuda"], *inputs, repeat=repeat)
-        for name in ("cuda, device arrays", "hand cuda"):
-            t[name] = measure(fns[name], *device_inputs, repeat=repeat)
+        for name, (fn, device_inputs) in on_gpu.items():
+            t[name] = measure(fn, *device_inputs, repeat=repeat)
     backend, jf = jax_grads() or (None, None)
     if jf is not None:
         t["jax"] = measure(jf, *inputs, repeat=repeat)  # NumPy inputs; the results stay on jax's device
@@ -189,10 +201,7 @@ def main(argv=None) -> None:
     if args.cuda:
         rows += [['s2sad vmap, target="cuda", host arrays', cell("cuda"), speedup("cuda"), *ratios("cuda"),
                   fmt_time(first["cuda"])],
-                 ['s2sad vmap, target="cuda", device arrays', cell("cuda, device arrays"),
-                  speedup("cuda, device arrays"), *ratios("cuda, device arrays"), ""],
-                 ["hand-written @cuda.jit kernel, device arrays", cell("hand cuda"), speedup("hand cuda"),
-                  *ratios("hand cuda"), ""]]
+                 *([label, cell(k), speedup(k), *ratios(k), ""] for label, k in GPU_ROWS)]
     rows += [["NumPy closed form, vectorized (baseline)", cell("numpy"), "", "", "1.00", ""],
              ["hand-written numba njit(parallel=True) loop", cell("hand"), "", "1.00", "", ""],
              [f"jax.jit(jax.vmap(jax.grad)), {backend}" if backend else "jax.jit(jax.vmap(jax.grad))",
