@@ -1,5 +1,4 @@
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -8,8 +7,6 @@ import pytest
 # Generated modules and numba's compiled code go to one cache shared by the whole run (and by
 # later runs on the same checkout), never to the user's own cache.
 os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
-# When the run began (xdist workers inherit it from the controller): test_zz_closure re-reads what was generated since.
-os.environ.setdefault("S2SAD_TEST_RUN_START", str(time.time() - 1.0))
 # Correctness does not depend on LLVM's optimization level, and at -O0 the suite takes 10 minutes on
 # 2 cores where -O1 took 14 and numba's default -O3 about twice as long (benchmarks/ measure speed at the
 # default, and test_demo runs the demo at it). At -O0 numba cannot cache a function that calls another jitted one

@@ -1,25 +1,16 @@
 """Every registered rule's adjoint and tangent against central finite differences, scalars and broadcast shapes."""
 
-import importlib.util
-import re
-import sys
-import zlib
-
 import numpy as np
 import pytest
 
 import s2sad
-import third_party  # noqa: F401  (a rule registered as a user registers one: checked with the rest)
 from helpers import assert_close, fd_grad
+from rule_checks import CASES, RULES, case_args, case_id, case_rng, check_function, operands, sample, shapes
 from s2sad import ir
 from s2sad.api import _arg_kinds
 from s2sad.normalize import normalize
-from s2sad.rules import all_rules, load_optional
+from s2sad.rules import all_rules
 
-load_optional()  # SciPy's rules, which s2sad otherwise loads when a program first names a SciPy function
-OPERANDS = "abc"
-RULES = [r for r in all_rules() if r.differentiable]
-CASES = [(rule, check, shape) for rule in RULES for check in rule.checks for shape in check.shapes]
 # Every shape on the python backend (the same generated source); on numba, which compiles that
 # source, the last (usually broadcast or matrix) shape of each check: one compile per check, not
 # per shape, keeps the suite within CI's time.
@@ -32,79 +23,19 @@ def test_every_differentiable_rule_has_checks():
     assert not missing, f"rules without finite-difference checks: {missing}"
 
 
-def _operands(expr):
-    return [c for c in OPERANDS if re.search(rf"\b{c}\b", expr)]
-
-
-def _shapes(shape, n):
-    per_operand = len(shape) > 0 and all(isinstance(s, tuple) for s in shape)
-    return list(shape) if per_operand else [shape] * n
-
-
-def _sample(rng, shape, domain):
-    """Operand values for a check: `domain` keeps them where the function is smooth."""
-    size = shape if shape else None
-    if domain == "positive":
-        x = rng.uniform(0.5, 2.0, size)
-    elif domain == "unit":  # |x| < 1
-        x = rng.uniform(-0.8, 0.8, size)
-    elif domain == "nonzero":
-        x = rng.choice([-1.0, 1.0], size) * rng.uniform(0.5, 1.5, size)
-    elif domain == "above_one":
-        x = rng.uniform(1.2, 3.0, size)
-    elif domain == "distinct":  # no ties, gaps much larger than the finite-difference step
-        n = int(np.prod(shape)) if shape else 1
-        x = (rng.permutation(n) * 0.37 + rng.uniform(-0.05, 0.05, n) - 0.5 * n * 0.37).reshape(shape)
-    elif domain == "spd":  # symmetric positive definite in the last two axes
-        m = rng.normal(size=shape)
-        x = m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
-    else:
-        x = rng.normal(size=size) * 0.8
-    return float(x) if not shape else x
-
-
-_MODULES = {}
-
-
-def _function(expr, names, tmp_path_factory):
-    key = (expr, tuple(names))
-    if key not in _MODULES:
-        folder = tmp_path_factory.mktemp("rulecheck")
-        header = "import math\nimport numpy as np\nimport scipy.special\nimport scipy.stats\nimport third_party  # noqa: F401\nfrom s2sad.runtime import *  # noqa\n"
-        src = f"{header}\n\ndef f({', '.join(names)}):\n    return {expr}\n"
-        path = folder / "rulecheck_mod.py"
-        path.write_text(src)
-        spec = importlib.util.spec_from_file_location(f"rulecheck_{len(_MODULES)}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        _MODULES[key] = module.f
-    return _MODULES[key]
-
-
-def _case_id(case):
-    rule, check, shape = case
-    return f"{rule.name}:{check.expr}:{shape}"
-
-
-def _rng(text):
-    """The same samples in every run (str hashes differ between processes unless PYTHONHASHSEED is set)."""
-    return np.random.default_rng(zlib.crc32(text.encode()))
-
-
 def _assert_same_value(out, expected):
     """s2sad's primal against the function's own: the inputs are O(1), so an element left near 0 by
     cancellation (x - mean(x)) may differ by an ulp of the inputs, not of itself."""
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{_case_id(c)}" for b, c in BY_BACKEND])
+@pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{case_id(c)}" for b, c in BY_BACKEND])
 def test_rule_adjoint_matches_finite_differences(case, backend, tmp_path_factory):
     rule, check, shape = case
-    rng = _rng(_case_id(case))
-    names = _operands(check.expr)
-    f = _function(check.expr, names, tmp_path_factory)
-    args = [_sample(rng, s, check.domain) for s in _shapes(shape, len(names))]
+    rng = case_rng(case_id(case))
+    names = operands(check.expr)
+    f = check_function(check.expr, names, tmp_path_factory)
+    args = [sample(rng, s, check.domain) for s in shapes(shape, len(names))]
     out, vjp_fun = s2sad.vjp(f, *args, backend=backend)
     _assert_same_value(out, f(*args))
     cot = rng.normal(size=np.shape(out)) if np.ndim(out) else 1.3
@@ -118,13 +49,13 @@ def test_rule_adjoint_matches_finite_differences(case, backend, tmp_path_factory
         assert_close(g, fd_grad(weighted, args, i))
 
 
-@pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{_case_id(c)}" for b, c in BY_BACKEND])
+@pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{case_id(c)}" for b, c in BY_BACKEND])
 def test_rule_tangent_matches_finite_differences(case, backend, tmp_path_factory):
     rule, check, shape = case
-    rng = _rng("tangent" + _case_id(case))
-    names = _operands(check.expr)
-    f = _function(check.expr, names, tmp_path_factory)
-    args = [_sample(rng, s, check.domain) for s in _shapes(shape, len(names))]
+    rng = case_rng("tangent" + case_id(case))
+    names = operands(check.expr)
+    f = check_function(check.expr, names, tmp_path_factory)
+    args = [sample(rng, s, check.domain) for s in shapes(shape, len(names))]
     tangents = [rng.normal(size=np.shape(a)) if np.ndim(a) else float(rng.normal()) for a in args]
     out, tangent_out = s2sad.jvp(f, args, tangents, backend=backend)
     _assert_same_value(out, f(*args))
@@ -155,9 +86,9 @@ def test_every_registered_rule_is_differentiated_by_its_own_checks(tmp_path_fact
     for rule, check, shape in CASES:
         if rule.name in exercised:
             continue
-        names = _operands(check.expr)
-        args = [_sample(_rng(_case_id((rule, check, shape))), s, check.domain) for s in _shapes(shape, len(names))]
-        if rule.name in _rules_called(_function(check.expr, names, tmp_path_factory), names, args):
+        names = operands(check.expr)
+        args = case_args((rule, check, shape))
+        if rule.name in _rules_called(check_function(check.expr, names, tmp_path_factory), names, args):
             exercised.add(rule.name)
     missing = sorted(registered - exercised)
     assert not missing, f"rules none of whose checks calls them (their derivatives go untested): {missing}"
