@@ -16,12 +16,13 @@ from pathlib import Path
 
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
-from s2sad.cache import CacheWarning, cache_dir, ensure_file, mark_unusable, write_atomic
+from s2sad.cache import (CacheWarning, cache_dir, ensure_file, mark_unusable, numba_dir, read_checked, read_private,
+                         replacing, trusted_numba_dir, write_atomic, write_checked)
 from s2sad.codegen.compiled import compiled_text
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
-CACHE_FORMAT = 5  # part of every module name: bump it when the files' layout changes, so old ones are never read
+CACHE_FORMAT = 6  # part of every module name: bump it when the files' layout changes, so old ones are never read
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
 _LOCK = threading.RLock()  # one import and one jit per module, however many threads ask at once
 _PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -110,28 +111,21 @@ def _numba_text(name: str, source: str) -> str:
     the rewrite passes (GMM: 40 ms of a 400 ms warm first call).
 
     The module's name hashes its source and every pass (toolchain_digest), so a saved text can only be
-    stale if damaged; a SHA-256 first line catches that, and the text is then made and saved again."""
+    stale if damaged; a SHA-256 first line catches that, and the text is then made and saved again. The
+    text is run: one that someone else could have written is never read (`read_private`)."""
     folder = cache_dir()
     path = None if folder is None else folder / f"{name}.compiled"
     if path is not None:
-        saved = _read_checked(path)
+        saved = read_checked(path)
         if saved is not None:
             return saved
     text = compiled_text(source)
     if path is not None:
         try:
-            write_atomic(path, hashlib.sha256(text.encode()).hexdigest() + "\n" + text)
+            write_checked(path, text)
         except OSError:  # an unwritable cache dir costs the rewrite again next time, nothing more
             pass
     return text
-
-
-def _read_checked(path: Path) -> str | None:
-    try:
-        digest, _, text = path.read_text(encoding="utf-8").partition("\n")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text if hashlib.sha256(text.encode()).hexdigest() == digest else None
 
 
 def _checks_file(source: str, stem: str) -> Path | None:
@@ -204,7 +198,8 @@ def passed_check(source: str, stem: str, key: str) -> bool:
     Used for the scalar-output check of grad: with it, a warm process need not load and run the primal."""
     path = _checks_file(source, stem)
     try:
-        return path is not None and key in path.read_text(encoding="utf-8").splitlines()
+        found = read_private(path) if path is not None else None
+        return found is not None and key in found.decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return False
 
@@ -215,7 +210,7 @@ def record_check(source: str, stem: str, key: str) -> None:
     if path is None or passed_check(source, stem, key):
         return
     try:
-        found = path.read_text(encoding="utf-8") if path.exists() else ""
+        found = (read_private(path) or b"").decode("utf-8")
         write_atomic(path, found + key + "\n")
     except (OSError, UnicodeDecodeError):
         pass
@@ -334,11 +329,20 @@ def _reason(message: str) -> str:
 
 
 def _enable_disk_cache(dispatcher) -> None:
-    """`cache=True`, with numba's files checked by a hash before they are loaded."""
+    """`cache=True`, with numba's files checked by a hash before they are loaded, in a folder only the
+    user can write (else numba compiles in memory)."""
+    root = Path(dispatcher.py_func.__code__.co_filename).parent
     try:
-        dispatcher._cache = _CheckedFunctionCache(dispatcher.py_func)
+        numba_dir(root).mkdir(mode=0o700, parents=True, exist_ok=True)  # before numba makes it with the umask's mode
+    except OSError:  # numba's locators then try their next place
+        pass
+    try:
+        checked = _CheckedFunctionCache(dispatcher.py_func)
     except (OSError, RuntimeError) as exc:  # RuntimeError: numba found no writable place for it
-        mark_unusable(Path(dispatcher.py_func.__code__.co_filename).parent, exc)
+        mark_unusable(root, exc)
+        return
+    if trusted_numba_dir(Path(checked.cache_path)):
+        dispatcher._cache = checked
 
 
 class _DamagedCacheFile(ValueError):
@@ -354,6 +358,9 @@ def _verified(raw: bytes, path: str) -> bytes:
 
 class _CheckedCacheFile(IndexDataCacheFile):
     """numba's index and data files, each payload preceded by its SHA-256: damage is detected, never loaded.
+    Nothing is unpickled before its checksum is verified (numba's index starts with a pickled version:
+    here it is a plain first line inside the checked part), nor from a file someone else could have
+    written (`read_private`); files are written with mode 0600.
 
     Each data file also holds its index key: two processes compiling different signatures at once
     can leave an index naming the other one's data file, which is then a miss, not the wrong code."""
@@ -371,23 +378,28 @@ class _CheckedCacheFile(IndexDataCacheFile):
         payload = super()._dump(obj)
         return hashlib.sha256(payload).digest() + payload
 
+    def _save_index(self, overloads: dict) -> None:
+        payload = self._version.encode() + b"\n" + super()._dump((self._source_stamp, overloads))
+        with self._open_for_write(self._index_path) as f:
+            f.write(hashlib.sha256(payload).digest() + payload)
+
     def _load_index(self) -> dict:
-        try:
-            with open(self._index_path, "rb") as f:
-                version = pickle.load(f)
-                raw = f.read()
-        except FileNotFoundError:
+        raw = read_private(Path(self._index_path))
+        if raw is None:
             return {}
-        if version != self._version:
+        version, _, pickled = _verified(raw, self._index_path).partition(b"\n")
+        if version != self._version.encode():
             return {}
-        stamp, overloads = pickle.loads(_verified(raw, self._index_path))
+        stamp, overloads = pickle.loads(pickled)
         return overloads if stamp == self._source_stamp else {}
 
     def _load_data(self, name: str):
         path = self._data_path(name)
-        with open(path, "rb") as f:
-            raw = f.read()
-        return pickle.loads(_verified(raw, path))
+        raw = read_private(Path(path))
+        return None if raw is None else pickle.loads(_verified(raw, path))
+
+    def _open_for_write(self, filepath: str):
+        return replacing(Path(filepath))
 
 
 class _CheckedFunctionCache(FunctionCache):

@@ -16,10 +16,8 @@ import contextvars
 import functools
 import hashlib
 import inspect
-import os
-import pickle
+import json
 import textwrap
-import threading
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,9 +27,9 @@ from typing import Any, Callable
 import numpy as np
 
 from s2sad import ir
-from s2sad.cache import OWN_PREFIX, cache_dir
+from s2sad.cache import OWN_PREFIX, cache_dir, read_checked, write_checked
 
-FORMAT = 1
+FORMAT = 2  # 2: JSON after a SHA-256 line (1 was a pickle)
 _PACKAGE_ROOT = Path(__file__).resolve().parent
 _UNREADABLE = "unreadable"
 _recording: contextvars.ContextVar[list | None] = contextvars.ContextVar("s2sad_gencache", default=None)
@@ -219,19 +217,21 @@ def cached_generate(key_parts: tuple, top: types.FunctionType, stem: str, make: 
 
 
 def _load(path: Path, top: types.FunctionType):
+    """The saved Generated, or None when missing, damaged, not the user's alone (`read_checked`), or
+    stale. The file is JSON: reading it runs nothing, and the source it holds is run only from a file
+    only the user could have written."""
     from s2sad.codegen.module import Generated
 
+    text = read_checked(path)
+    if text is None:
+        return None
     try:
-        with open(path, "rb") as f:
-            saved = pickle.load(f)
+        saved = _from_json(json.loads(text))
         rows, fields, summary = saved["rows"], saved["generated"], Summary(**saved["fn"])
-    except FileNotFoundError:
+        generated = Generated(**fields, fn=summary)
+    except (ValueError, KeyError, TypeError):  # from another format: generate again (and overwrite it)
         return None
-    except Exception:  # damaged or from another format: generate again (and overwrite it)
-        return None
-    if not still_valid(top, rows):
-        return None
-    return Generated(**fields, fn=summary)
+    return generated if still_valid(top, rows) else None
 
 
 def _save(path: Path, generated, rows: list) -> None:
@@ -242,12 +242,46 @@ def _save(path: Path, generated, rows: list) -> None:
                     "output_shape": fn.output_shape, "returns_tuple": fn.returns_tuple, "places": ir.places(fn),
                     "asks_types": fn.asks_types, "fixes_unit_axes": fn.fixes_unit_axes}}
     try:
-        data = pickle.dumps(saved)
-    except Exception:  # an output structure pickle cannot write: the next process generates again
-        return
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:  # a full disk, a removed dir: the same
-        tmp.unlink(missing_ok=True)
+        write_checked(path, json.dumps(_to_json(saved)))
+    except (TypeError, OSError):  # a structure it cannot hold, a full disk: the next process generates again
+        pass
+
+
+def _to_json(value):
+    """`value` as JSON data that says which container each was: tuples, dicts with any keys, records and
+    source places are tagged objects, lists are arrays. Anything else is a TypeError."""
+    from s2sad.normalize import Record
+
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) is list:
+        return [_to_json(v) for v in value]
+    if type(value) is tuple:
+        return {"tuple": [_to_json(v) for v in value]}
+    if type(value) is dict:
+        return {"dict": [[_to_json(k), _to_json(v)] for k, v in value.items()]}
+    if type(value) is Record:
+        return {"record": [_to_json(v) for v in value], "names": _to_json(value.names)}
+    if type(value) is ir.Loc:
+        return {"loc": [value.filename, value.line, value.col, value.text]}
+    raise TypeError(f"cannot save a {type(value).__name__}")
+
+
+def _from_json(data):
+    """The value `_to_json` wrote (a ValueError where the data is not of its making)."""
+    from s2sad.normalize import Record
+
+    if not isinstance(data, (list, dict)):
+        return data
+    if isinstance(data, list):
+        return [_from_json(v) for v in data]
+    (tag, items), *names = data.items()
+    if tag == "tuple":
+        return tuple(_from_json(v) for v in items)
+    if tag == "dict":
+        return {_from_json(k): _from_json(v) for k, v in items}
+    if tag == "record" and [name for name, _ in names] == ["names"]:
+        return Record([_from_json(v) for v in items], _from_json(names[0][1]))
+    if tag == "loc":
+        return ir.Loc(*items)
+    raise ValueError(f"not a saved value: {tag!r}")

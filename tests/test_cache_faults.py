@@ -52,15 +52,11 @@ def loop_grad(x, w, n=3, power=2):
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
-    """An empty cache dir, and s2sad's module tables emptied so nothing comes from memory."""
-    from numba.core import config as numba_config
+    """An empty cache dir, and s2sad's module tables emptied so nothing comes from memory.
 
+    numba's files for it are in `numba_files(path)`: beside the modules, or under the user's NUMBA_CACHE_DIR."""
     path = tmp_path / "cache"
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(path))
-    # numba's files beside the generated modules, where these tests look for them: a NUMBA_CACHE_DIR set
-    # by the user would move them there (here, and in the processes these tests start)
-    monkeypatch.setattr(numba_config, "CACHE_DIR", "")
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     forget_loaded_modules(monkeypatch)
     monkeypatch.setattr(cache, "_usable", set())
     monkeypatch.setattr(cache, "_unusable", set())
@@ -72,6 +68,24 @@ def digest_reset():
     """Tests that fake versions or rule files recompute the toolchain digest afterwards."""
     yield
     backend.toolchain_digest.cache_clear()
+
+
+def numba_files(root: Path) -> Path:
+    """Where numba keeps its files for the modules in `root` (root/__pycache__ unless NUMBA_CACHE_DIR is set)."""
+    return cache.numba_dir(root)
+
+
+def copy_cache(root: Path, to: Path) -> None:
+    """Copy the cache dir and numba's folder for it (the same one, or one under NUMBA_CACHE_DIR)."""
+    shutil.copytree(root, to / "cache")
+    shutil.copytree(numba_files(root), to / "numba")
+
+
+def restore_cache(root: Path, saved: Path) -> None:
+    for folder in (root, numba_files(root)):
+        shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(saved / "cache", root)
+    shutil.copytree(saved / "numba", numba_files(root), dirs_exist_ok=True)
 
 
 def forget_loaded_modules(monkeypatch):
@@ -165,7 +179,7 @@ def test_processes_compile_at_most_once_each(fresh_cache, tmp_path):
     for dx, dw, hits, misses in rows:
         np.testing.assert_allclose((float(dx), float(dw)), loop_grad(0.3, 1.1), rtol=1e-12)
         assert int(hits) + int(misses) == 1  # each process compiled at most once (or loaded)
-    assert not list(fresh_cache.rglob("*.tmp*"))
+    assert not list(fresh_cache.rglob("*.tmp*")) and not list(numba_files(fresh_cache).glob("*.tmp*"))
 
 
 # ---- damaged files ---------------------------------------------------------------------------------
@@ -186,21 +200,25 @@ def scribble(path):
     path.write_text("def f_grad(x, w):\n    return 0.0, 0.0\n")
 
 
-GRAD_FILES = "__pycache__/*.f_grad-*"  # numba's files for the gradient (the primal has its own: grad checks the output)
+GRAD_FILES = "*.f_grad-*"  # numba's files for the gradient (the primal has its own: grad checks the output)
 DAMAGES = [("*.py", scribble), (GRAD_FILES + ".nbi", truncate), (GRAD_FILES + ".nbc", truncate),
            (GRAD_FILES + ".nbc", flip_bytes), (GRAD_FILES + ".nbi", flip_bytes)]
+
+
+def cache_file(root: Path, pattern: str) -> Path:
+    """The one file matching `pattern`: a generated module's file in `root`, or one of numba's for it."""
+    (found,) = (root if pattern.endswith(".py") else numba_files(root)).glob(pattern)
+    return found
 
 
 def test_damaged_files_are_detected_and_recompiled(fresh_cache, tmp_path, monkeypatch):
     f = user_module(tmp_path, monkeypatch, LOOP).f
     good, _ = grad_and_dispatcher(f)
     pristine = tmp_path / "pristine"
-    shutil.copytree(fresh_cache, pristine)
+    copy_cache(fresh_cache, pristine)
     for pattern, damage in DAMAGES:
-        shutil.rmtree(fresh_cache)
-        shutil.copytree(pristine, fresh_cache)
-        (target,) = fresh_cache.glob(pattern)
-        damage(target)
+        restore_cache(fresh_cache, pristine)
+        damage(cache_file(fresh_cache, pattern))
         forget_loaded_modules(monkeypatch)
         with pytest.warns(CacheWarning, match="damaged"):
             result, dispatcher = grad_and_dispatcher(f)
@@ -256,15 +274,12 @@ def swap_index_entries(index: Path) -> None:
 
     from numba.core.serialize import dumps
 
-    with open(index, "rb") as f:
-        version = pickle.load(f)
-        raw = f.read()
-    stamp, overloads = pickle.loads(raw[32:])  # after the SHA-256 s2sad puts before each payload
+    raw = index.read_bytes()
+    version, _, pickled = raw[32:].partition(b"\n")  # s2sad's index: SHA-256, then the numba version line
+    stamp, overloads = pickle.loads(pickled)
     (k1, d1), (k2, d2) = overloads.items()
-    payload = dumps((stamp, {k1: d2, k2: d1}))
-    with open(index, "wb") as f:
-        pickle.dump(version, f, protocol=-1)
-        f.write(hashlib.sha256(payload).digest() + payload)
+    payload = version + b"\n" + dumps((stamp, {k1: d2, k2: d1}))
+    index.write_bytes(hashlib.sha256(payload).digest() + payload)
 
 
 def test_index_naming_another_signatures_data_is_a_miss(fresh_cache, tmp_path, monkeypatch):
@@ -272,7 +287,7 @@ def test_index_naming_another_signatures_data_is_a_miss(fresh_cache, tmp_path, m
     vector, matrix = np.linspace(0.1, 0.5, 3), np.linspace(0.1, 0.5, 4).reshape(2, 2)
     for x in (vector, matrix):
         s2sad.grad(h)(x)  # two signatures, two data files
-    (index,) = fresh_cache.glob("__pycache__/*.h_grad-*.nbi")
+    index = cache_file(fresh_cache, "*.h_grad-*.nbi")
     swap_index_entries(index)
     forget_loaded_modules(monkeypatch)
     g = s2sad.grad(h)
@@ -339,7 +354,7 @@ def test_unusable_cache_dir_falls_back_to_memory_with_one_warning(fresh_cache, t
     h = 1e-5
     fd = (s2sad.grad(f, backend="python")(0.3 + h, 1.1) - s2sad.grad(f, backend="python")(0.3 - h, 1.1)) / (2 * h)
     np.testing.assert_allclose(second, fd, rtol=1e-6)
-    assert cache_info() == {"path": None, "entries": 0, "files": 0, "bytes": 0}
+    assert cache_info() == {"path": None, "numba_path": None, "entries": 0, "files": 0, "bytes": 0}
     assert clear_cache() == 0
 
 
@@ -407,18 +422,19 @@ def test_edits_to_function_callee_or_rule_make_new_modules(fresh_cache, tmp_path
 
 
 def test_info_and_clear_touch_only_s2sads_files(fresh_cache, tmp_path, monkeypatch):
-    assert cache_info() == {"path": str(fresh_cache), "entries": 0, "files": 0, "bytes": 0}
+    assert cache_info() == {"path": str(fresh_cache), "numba_path": str(numba_files(fresh_cache)), "entries": 0,
+                            "files": 0, "bytes": 0}
     f = user_module(tmp_path, monkeypatch, LOOP).f
     grad_and_dispatcher(f)
     inner = s2sad.grad(f, backend="python")
     inner(0.3, 1.1)  # its module is loaded now; clear_cache will remove its file
-    own = [p for p in fresh_cache.rglob("s2sad_gen_*") if p.is_file()]
+    own = {p for folder in (fresh_cache, numba_files(fresh_cache)) for p in folder.rglob("s2sad_gen_*") if p.is_file()}
     info = cache_info()
     assert info["entries"] == len(list(fresh_cache.glob("s2sad_gen_*.py"))) >= 1
     assert info["files"] == len(own) >= 3  # the module, numba's index and data
     assert info["bytes"] == sum(p.stat().st_size for p in own)
 
-    foreign = [fresh_cache / "notes.txt", fresh_cache / "__pycache__" / "mine.cpython-311.pyc"]
+    foreign = [fresh_cache / "notes.txt", numba_files(fresh_cache) / "mine.cpython-311.pyc"]
     for p in foreign:
         p.write_text("not s2sad's")
     in_progress = fresh_cache / "s2sad_gen_x_0.py.abc.tmp"  # another process is writing it
@@ -445,6 +461,24 @@ def test_info_and_clear_touch_only_s2sads_files(fresh_cache, tmp_path, monkeypat
     forget_loaded_modules(monkeypatch)  # ... and a fresh start recompiles
     _, dispatcher = grad_and_dispatcher(f)
     assert disk_stats(dispatcher) == (0, 1)
+
+
+def test_info_and_clear_find_numbas_files_under_numba_cache_dir(fresh_cache, tmp_path, monkeypatch):
+    from numba.core import config as numba_config
+
+    numba_root = tmp_path / "numba"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(numba_root))  # numba reads it again when a NUMBA_ variable changes
+    monkeypatch.setattr(numba_config, "CACHE_DIR", str(numba_root))  # what it set when numba was imported
+    _, dispatcher = grad_and_dispatcher(user_module(tmp_path, monkeypatch, LOOP).f)
+    assert dispatcher.stats.cache_path == str(numba_files(fresh_cache))  # where numba's locator put them
+    assert not (fresh_cache / "__pycache__").exists()
+    own = [p for folder in (fresh_cache, numba_root) for p in folder.rglob("s2sad_gen_*") if p.is_file()]
+    assert any(p.suffix == ".nbc" for p in own)
+    info = cache_info()
+    assert info["numba_path"] == dispatcher.stats.cache_path
+    assert (info["files"], info["bytes"]) == (len(own), sum(p.stat().st_size for p in own))
+    assert clear_cache() == len(own)
+    assert not list(numba_root.rglob("s2sad_gen_*"))
 
 
 # ---- tape resource bounds -----------------------------------------------------------------------------
