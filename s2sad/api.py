@@ -6,17 +6,18 @@ import copy
 import functools
 import inspect
 import numbers
+import textwrap
 import types
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from s2sad import gencache, hidden, rules, synthesize
+from s2sad import gencache, hidden, jacobians, rules, synthesize
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import (compile_function, inferred_return_type, load_module, passed_check, record_check,
                            remember_lowered)
-from s2sad.codegen.module import Generated, jvp_module, primal_module, vjp_module
+from s2sad.codegen.module import Generated, jacobian_driver, jvp_module, primal_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
 from s2sad.normalize import Names, calls_its_call_method, normalize, unflatten
@@ -756,21 +757,6 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     return unflatten(fn.output_shape, list(result[:n])), unflatten(fn.output_shape, list(result[n:]))
 
 
-def _basis(x, k):
-    e = np.zeros(np.shape(x))
-    e.flat[k] = 1.0
-    return e if np.ndim(x) else 1.0
-
-
-def _columns_to_jacobian(columns, out, x):
-    """Stack J @ e_k (one per input element) into an array of shape out.shape + x.shape (0-d for a
-    scalar in and out, as jacrev and JAX give)."""
-    if np.ndim(x) == 0:
-        return np.asarray(columns[0], dtype=float)
-    stacked = np.array(columns, dtype=float).reshape((np.size(x),) + np.shape(out))
-    return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x))
-
-
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
     """The Jacobian of `fun` by forward mode, one jvp per input element.
 
@@ -785,21 +771,9 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAU
     def jacfwd_fun(*args, **kwargs):
         fwd, flat = fwd0.specialize(fwd0.bind(args, kwargs))
         fwd.check(flat)
-        n_wrt = len(fwd.flat_argnums)
-        zeros = [np.zeros(np.shape(flat[i])) if np.ndim(flat[i]) else 0.0 for i in fwd.flat_argnums]
         fn = fwd.generated.fn
-        n_out = len(fn.outputs)
-        outs = fwd.primal_fn(*flat)
-        outs = outs if fn.returns_tuple or n_out > 1 else (outs,)
-        blocks = [[None] * n_wrt for _ in range(n_out)]
-        for pos, i in enumerate(fwd.flat_argnums):
-            columns = []
-            for k in range(np.size(flat[i])):
-                tangents = list(zeros)
-                tangents[pos] = _basis(flat[i], k)
-                columns.append(fwd.jvp_fn(*flat, *tangents)[n_out:])
-            for o in range(n_out):
-                blocks[o][pos] = _columns_to_jacobian([c[o] for c in columns], outs[o], flat[i])
+        blocks = jacobians.by_jvps(fwd.primal_fn, fwd.jvp_fn, flat, fwd.flat_argnums,
+                                   fn.returns_tuple or len(fn.outputs) > 1)
         return unflatten(fn.output_shape, [_arrange(fwd, row) for row in blocks])
 
     jacfwd_fun.__s2sad_transform__ = fwd0
@@ -821,11 +795,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAU
     def jacrev_fun(*args, **kwargs):
         rev, flat = rev0.specialize(rev0.bind(args, kwargs))
         rev.check(flat)
-        out = rev.primal_fn(*flat)
-        rows = [rev.vjp_fn(*flat, _basis(out, j))[1:] for j in range(np.size(out))]
-        blocks = [np.array([r[pos] for r in rows], dtype=float).reshape(np.shape(out) + np.shape(flat[i]))
-                  for pos, i in enumerate(rev.flat_argnums)]
-        return _arrange(rev, blocks)
+        return _arrange(rev, jacobians.by_vjps(rev.primal_fn, rev.vjp_fn, flat, rev.flat_argnums))
 
     jacrev_fun.__s2sad_transform__ = rev0
     return jacrev_fun
@@ -845,10 +815,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
         rev, flat = rev0.specialize(rev0.bind(args, kwargs))
         rev.check(flat)
         leaves = rev.flat_argnums
-        if "hessian" not in rev._compiled:  # made once per structure: codegen must not run on every call
-            gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
-            rev._compiled["hessian"] = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=backend)
-        J = rev._compiled["hessian"](*flat[:len(flat) - len(rev.generated.fn.hidden)])
+        J = _hessian_jacobian(rev)(*flat[:len(flat) - len(rev.generated.fn.hidden)])
         if len(leaves) == 1:
             J = ((J,),)
         rows = [_arrange(rev, list(row)) for row in J]
@@ -856,6 +823,15 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
 
     hessian_fun.__s2sad_transform__ = rev0
     return hessian_fun
+
+
+def _hessian_jacobian(rev: _Reverse) -> Callable:
+    """jacfwd of the gradient `rev` generates, made once per structure (codegen must not run on every call)."""
+    if "hessian" not in rev._compiled:
+        leaves = rev.flat_argnums
+        gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
+        rev._compiled["hessian"] = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=rev.backend)
+    return rev._compiled["hessian"]
 
 
 class _AsWritten(_Transform):
@@ -1048,35 +1024,136 @@ def _move_out(out, out_axes):
     return np.moveaxis(out, 0, out_axes)
 
 
+_JITTED_MARK = "__s2sad_jit__"  # on what jit returns: source() prints the function numba compiles
+
+
 def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:
     """Compile `fun` with numba (`fun` may be a function s2sad returned)."""
     if hasattr(fun, "__s2sad_transform__") or backend == "python":
         return fun  # already compiled inside
     import numba
 
-    return numba.njit(cache=False, error_model="numpy")(unwrap(fun))
+    dispatcher = numba.njit(cache=False, error_model="numpy")(unwrap(fun))
+    setattr(dispatcher, _JITTED_MARK, True)
+    return dispatcher
 
 
-def source(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, mode: str = "rev",
-           order: int = 1) -> str:
-    """The generated module that s2sad compiles for the `order`-th derivative of `fun`.
+_UNSET: Any = object()
+_SHORTHAND = ("argnums", "has_aux", "mode", "order")
 
-    mode="rev": primal, adjoint (vjp) and `f_grad`; order N differentiates `grad` N-1 more
-    times in reverse mode. mode="fwd": primal, tangent (jvp) and `f_jvp_tangent`; order N
-    applies forward mode N times.
+
+def source(fun: Callable, *args, argnums=_UNSET, has_aux=_UNSET, mode=_UNSET, order=_UNSET) -> str:
+    """The program s2sad generates for `fun`, as the text numba compiles (s2sad's `make_jaxpr`).
+
+    For a function s2sad returned (`grad`, `value_and_grad`, `jacfwd`, `jacrev`, `hessian`, `vmap`,
+    `jit`, or a method of `@differentiate`): the program that function runs. `source(grad(f))` is
+    `f_grad` with the primal lines it needs; `source(jacfwd(f))` the jvp and the loop that calls it.
+    `args` are example arguments, for code that depends on their ranks, types or structure; without
+    them it is the code of the function's last call (or, never called, the code that needs no call).
+
+    For any other function, the shorthand for its derivative's code: the `order`-th derivative in
+    mode="rev" (primal, adjoint and `f_grad`; order N differentiates `grad` N-1 more times) or
+    mode="fwd" (primal, tangent and `f_jvp_tangent`; forward mode N times). The options may also be
+    given in that order by position: `source(f, (0, 1), mode="fwd")`.
     """
+    given = {k: v for k, v in zip(_SHORTHAND, (argnums, has_aux, mode, order)) if v is not _UNSET}
+    program = _program(fun)
+    if program is not None and not given:
+        return program(args)
+    if len(args) > len(_SHORTHAND):
+        raise TypeError(f"source takes at most {len(_SHORTHAND)} options after the function "
+                        f"({', '.join(_SHORTHAND)}), got {len(args)} positional arguments")
+    positional = dict(zip(_SHORTHAND, args))
+    if set(positional) & set(given):
+        raise TypeError(f"source got {', '.join(sorted(set(positional) & set(given)))} both by position and by name")
+    options = {"argnums": 0, "has_aux": False, "mode": "rev", "order": 1, **positional, **given}
+    return _derivative_source(fun, **options)
+
+
+def _derivative_source(fun: Callable, argnums, has_aux: bool, mode: str, order: int) -> str:
     if mode not in ("fwd", "rev"):
         raise ValueError(f"mode must be 'fwd' or 'rev', got {mode!r}")
-    if isinstance(getattr(fun, "__s2sad_transform__", None), _Batched) and order == 1:
-        return fun.__s2sad_transform__.generated.source  # a vmap: its batch loop
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"order must be a positive int, got {order!r}")
     for _ in range(order - 1):
         fun = grad(fun, argnums, has_aux) if mode == "rev" else _tangent_function(fun, argnums)
         has_aux = False
-    if mode == "rev":
-        return _Reverse(fun, argnums, has_aux, DEFAULT_BACKEND, "grad").generated.source
-    return _Forward(fun, argnums, DEFAULT_BACKEND).generated.source
+    try:
+        if mode == "rev":
+            return _Reverse(fun, argnums, has_aux, DEFAULT_BACKEND, "grad").generated.source
+        return _Forward(fun, argnums, DEFAULT_BACKEND).generated.source
+    except TypesNeeded as exc:
+        name = getattr(fun, "__name__", "f")
+        raise TypesNeeded(f"{exc}\n  hint: the code is generated for the arguments' types: pass examples through "
+                          f"the transformation, s2sad.source(s2sad.grad({name}), *example_args)") from None
+
+
+def _program(fun: Callable) -> Callable[[tuple], str] | None:
+    """For a function s2sad returned: example arguments -> the text of the program it runs."""
+    if isinstance(fun, types.MethodType) and isinstance(fun.__self__, differentiate):
+        return fun.__self__.program_of(fun.__func__.__name__)
+    t = getattr(fun, "__s2sad_transform__", None)
+    if isinstance(t, _Batched):
+        return lambda args: _batched_source(fun, t, args)
+    if isinstance(t, _Forward) and t.what == "jacfwd":
+        return lambda args: _jacobian_source(_specialized(t, args, fun), "jacfwd", t.fun.__name__)
+    if isinstance(t, _Reverse) and t.what == "jacrev":
+        return lambda args: _jacobian_source(_specialized(t, args, fun), "jacrev", t.fun.__name__)
+    if isinstance(t, _Reverse) and t.what == "hessian":
+        return lambda args: _hessian_source(t, args, fun)
+    if isinstance(t, (_Reverse, _Forward)):
+        return lambda args: _specialized(t, args, fun).generated.source
+    if getattr(fun, _JITTED_MARK, False):
+        return lambda args: textwrap.dedent(inspect.getsource(fun.py_func))
+    return None
+
+
+def _specialized(t: _Transform, args: tuple, fun: Callable) -> _Transform:
+    """The transform `fun` runs for `args`; without them, for its last call, or the one needing no call."""
+    if args:
+        return t.specialize(t.bind(args, {}))[0]
+    last = _last_call(t)
+    if last is not t:
+        return last
+    try:
+        t.generated
+    except TypesNeeded as exc:
+        name = getattr(fun, "__name__", "g")
+        raise TypesNeeded(f"source({name}): {exc}\n  hint: call {name}(...) once first, or pass example "
+                          f"arguments: s2sad.source({name}, *example_args)") from None
+    return t
+
+
+def _last_call(t: _Transform) -> _Transform:
+    """The specialization (argument structure, then ranks and types) that `t`'s last new call made."""
+    structural = [v for k, v in t._specialized.items()
+                  if not (isinstance(k, tuple) and k[:1] in (("wrt",), ("recompute_libm",)))]
+    return _last_call(structural[-1]) if structural else t
+
+
+def _jacobian_source(t: _Transform, kind: str, name: str) -> str:
+    g = t.generated
+    return g.source + "\n\n" + jacobian_driver(g, kind, f"{name}_{kind}", t.flat_argnums, t.single)
+
+
+def _hessian_source(rev: _Reverse, args: tuple, fun: Callable) -> str:
+    """The jvp module of the gradient `rev` generates, and the jacfwd loop over it that hessian runs."""
+    rev = _specialized(rev, args, fun)
+    jf = _hessian_jacobian(rev)
+    inner = jf.__s2sad_transform__
+    if args:
+        flat = rev.specialize(rev.bind(args, {}))[1]
+        inner = _specialized(inner, flat[:len(flat) - len(rev.generated.fn.hidden)], jf)
+    else:
+        inner = _last_call(inner)
+    return _jacobian_source(inner, "hessian", rev.fun.__name__)
+
+
+def _batched_source(fun: Callable, batch: "_Batched", args: tuple) -> str:
+    """The batch loop (or CUDA kernel) `fun` runs; with example arguments, generated for them by a call."""
+    if args:
+        fun(*args)
+    return _last_call(batch).generated.source
 
 
 def _tangent_function(fun, argnums) -> types.FunctionType:
@@ -1140,7 +1217,28 @@ class differentiate:
             self._hessian = hessian(self.__s2sad_fun__, self._options["argnums"], backend=self._options["backend"])
         return self._hessian(*args, **kwargs)
 
+    def program_of(self, method: str) -> Callable[[tuple], str] | None:
+        """For `source(loss.grad)` and the like: the program that method runs (see `source`)."""
+        fun, backend = self.__s2sad_fun__, self._options["backend"]
+        everything = tuple(range(len(_user_signature(_as_function(fun)).parameters)))
+        if method == "grad":
+            self._grad = self._grad or grad(fun, **self._options)
+            return _program(self._grad)
+        if method == "value_and_grad":
+            self._vag = self._vag or value_and_grad(fun, **self._options)
+            return _program(self._vag)
+        if method == "hessian":
+            self._hessian = self._hessian or hessian(fun, self._options["argnums"], backend=backend)
+            return _program(self._hessian)
+        if method == "jvp":  # what jvp(fun, primals, tangents) runs: the jvp in every argument
+            found = _forward(fun, everything, backend)
+        elif method == "vjp":
+            found = _reverse(fun, everything, self._options["has_aux"], backend, "vjp")
+        else:
+            return None
+        return lambda args: _specialized(found, args, getattr(self, method)).generated.source
+
     def source(self, argnums=None, has_aux=None, mode: str = "rev", order: int = 1) -> str:
         argnums = self._options["argnums"] if argnums is None else argnums
         has_aux = self._options["has_aux"] if has_aux is None else has_aux
-        return source(self.__s2sad_fun__, argnums, has_aux, mode, order)
+        return _derivative_source(self.__s2sad_fun__, argnums, has_aux, mode, order)

@@ -8,10 +8,12 @@ stale files), 2 bad command-line usage. Errors go to stderr.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from s2sad.errors import S2SADError
 
@@ -70,6 +72,37 @@ def _numba_signature(text: str) -> str:
     return text
 
 
+TRANSFORMS = ("grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap", "jit")
+
+
+def _transform_spec(text: str) -> Callable:
+    """`"vmap(grad(argnums=1))"` -> a function applying that transformation (innermost first)."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+        return _transformation(node)
+    except (SyntaxError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a transformation written like the API call, such as "
+                                         f"grad, \"vmap(grad)\" or \"jacfwd(argnums=(0, 1))\": {exc}") from None
+
+
+def _transformation(node: ast.expr) -> Callable:
+    call = node if isinstance(node, ast.Call) else None
+    name = call.func if call else node
+    if not isinstance(name, ast.Name) or name.id not in TRANSFORMS:
+        raise ValueError(f"expected one of {', '.join(TRANSFORMS)}")
+    if call and len(call.args) > 1:
+        raise ValueError(f"{name.id} takes one transformation by position (the one it applies to)")
+    inner = _transformation(call.args[0]) if call and call.args else (lambda fun: fun)
+    options = {kw.arg: ast.literal_eval(kw.value) for kw in (call.keywords if call else [])}
+
+    def apply(fun):
+        from s2sad import api
+
+        return getattr(api, name.id)(inner(fun), **options)
+
+    return apply
+
+
 def _argnums(text: str):
     try:
         nums = tuple(int(p) for p in text.split(",") if p.strip())
@@ -101,6 +134,10 @@ def _add_show(sub) -> None:
                           epilog=EPILOG["show"], formatter_class=argparse.RawDescriptionHelpFormatter)
     show.set_defaults(command_parser=show)
     show.add_argument("target", metavar="MODULE:FUNC", type=_function_target, help="e.g. mypkg.losses:loss or path/to/file.py:loss")
+    show.add_argument("--transform", metavar="SPEC", type=_transform_spec,
+                      help='print the program of this transformation of FUNC, written like the API call: grad, '
+                           '"vmap(grad)", "jacfwd(argnums=(0, 1))", hessian (as s2sad.source of that function); '
+                           "without it, FUNC's derivative code as --argnums, --mode and --order choose")
     show.add_argument("--argnums", type=_argnums, default=0, help="arguments to differentiate, e.g. 0,1")
     show.add_argument("--has-aux", action="store_true", help="the function returns (value, aux)")
     show.add_argument("--mode", choices=("rev", "fwd"), default="rev",
@@ -151,10 +188,20 @@ def main(argv=None) -> int:
 def _show(args) -> int:
     from s2sad import api
 
+    if args.transform and (args.vmap or args.has_aux or args.argnums != 0 or args.mode != "rev" or args.order != 1):
+        raise CommandLineError("--transform names the whole transformation: write its options inside it, "
+                               'e.g. --transform "vmap(grad(argnums=1))"')
     fun = _load(args.target)
-    if args.vmap:
-        fun = api.vmap(fun, target=args.vmap)
-    text = api.source(fun, args.argnums, args.has_aux, args.mode, args.order)
+    if args.transform:
+        try:
+            text = api.source(args.transform(fun))
+        except TypeError as exc:  # options the transformation does not take: a malformed line
+            raise CommandLineError(str(exc)) from None
+    else:
+        if args.vmap:
+            text = api.source(api.vmap(fun, target=args.vmap))
+        else:
+            text = api.source(fun, argnums=args.argnums, has_aux=args.has_aux, mode=args.mode, order=args.order)
     if args.signature:
         text += f"\n# numba: {_compile_entry(text, args.signature)}\n"
     _print_code(text, args.color)

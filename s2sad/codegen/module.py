@@ -86,6 +86,25 @@ def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
     return Generated(top + "\n\n" + code, fn.name, fn.name, derivative_name, wrapper[0], fn)
 
 
+def jacobian_driver(g: Generated, kind: str, name: str, wrt: tuple[int, ...], single: bool) -> str:
+    """The loop `s2sad.jacfwd`, `jacrev` or `hessian` runs in Python over `g`'s compiled functions, as
+    source: printed after `g`'s module, so that `source()` shows the whole program."""
+    fn = g.fn
+    params = ", ".join(fn.params)
+    args = params + ("," if len(fn.params) == 1 else "")
+    tuple_out = fn.returns_tuple or len(fn.outputs) > 1
+    if kind == "jacrev":
+        blocks, per = f"[jacobians.by_vjps({fn.name}, {g.derivative}, ({args}), {wrt!r})]", "output"
+    else:
+        blocks, per = f"jacobians.by_jvps({fn.name}, {g.derivative}, ({args}), {wrt!r}, {tuple_out})", "input"
+    lines = ["from s2sad import jacobians", "", "",
+             f"def {name}({params}):",
+             f"    # s2sad.{kind} runs this in Python: one {g.derivative} per {per} element, stacked",
+             f"    blocks = {blocks}",
+             f"    return jacobians.as_returned(blocks, {single}, {tuple_out and kind != 'jacrev'})"]
+    return "\n".join(lines) + "\n"
+
+
 def primal_module(fn: ir.Function) -> Generated:
     """`fn` alone, as written: what `@s2sad.differentiate` runs when the function is called plainly."""
     return assemble(fn, "The function as written", "", fn.name, (fn.name, None))

@@ -1,0 +1,64 @@
+"""Jacobians from generated jvp and vjp functions: the Python loops `jacfwd`, `jacrev` and `hessian` run.
+
+`s2sad.source(s2sad.jacfwd(f))` prints the generated module followed by a driver that calls these
+functions exactly as the API does, so the printed program is the one that runs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def basis(x, k: int):
+    """The k-th unit vector in the shape of `x` (1.0 for a scalar)."""
+    e = np.zeros(np.shape(x))
+    e.flat[k] = 1.0
+    return e if np.ndim(x) else 1.0
+
+
+def stacked_columns(columns: list, out, x) -> np.ndarray:
+    """J @ e_k, one per element of `x`, as an array of shape out.shape + x.shape (0-d for scalars)."""
+    if np.ndim(x) == 0:
+        return np.asarray(columns[0], dtype=float)
+    stacked = np.array(columns, dtype=float).reshape((np.size(x),) + np.shape(out))
+    return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x))
+
+
+def by_jvps(primal: Callable, jvp: Callable, args: Sequence, wrt: Sequence[int], tuple_out: bool) -> list:
+    """Blocks [output][position in wrt] of the Jacobian, one jvp per element of each `args[i]`, i in wrt.
+
+    `jvp(*args, *tangents)` returns the outputs, then their tangents; `tuple_out` says that `primal`
+    returns a tuple."""
+    outs = primal(*args)
+    outs = outs if tuple_out else (outs,)
+    zeros = [np.zeros(np.shape(args[i])) if np.ndim(args[i]) else 0.0 for i in wrt]
+    blocks = [[None] * len(wrt) for _ in outs]
+    for pos, i in enumerate(wrt):
+        columns = []
+        for k in range(np.size(args[i])):
+            tangents = list(zeros)
+            tangents[pos] = basis(args[i], k)
+            columns.append(jvp(*args, *tangents)[len(outs):])
+        for o, out in enumerate(outs):
+            blocks[o][pos] = stacked_columns([c[o] for c in columns], out, args[i])
+    return blocks
+
+
+def by_vjps(primal: Callable, vjp: Callable, args: Sequence, wrt: Sequence[int]) -> list:
+    """Blocks [position in wrt] of the Jacobian of a one-output `primal`, one vjp per output element.
+
+    `vjp(*args, cotangent)` returns the output, then the cotangent of each `args[i]`, i in wrt."""
+    out = primal(*args)
+    rows = [vjp(*args, basis(out, j))[1:] for j in range(np.size(out))]
+    return [np.array([r[pos] for r in rows], dtype=float).reshape(np.shape(out) + np.shape(args[i]))
+            for pos, i in enumerate(wrt)]
+
+
+def as_returned(blocks: list, single_wrt: bool, tuple_out: bool):
+    """Blocks [output][wrt] as the API returns them for arguments that are arrays and floats: a row
+    per output (a tuple of them where `primal` returns a tuple), a block per argnum (a tuple of
+    them for tuple argnums)."""
+    rows = [row[0] if single_wrt else tuple(row) for row in blocks]
+    return tuple(rows) if tuple_out else rows[0]
