@@ -493,14 +493,23 @@ def write(out_dir: Path, files: dict[str, str]) -> list[str]:
     from s2sad.cache import write_atomic
 
     changed = stale(out_dir, files)
+    mode = _plain_file_mode()
     for name in changed:
         path = out_dir / name
         if name in files:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, files[name])
+            os.chmod(path, mode)  # package files, not the cache's private ones: readable as the umask allows
         else:
             path.unlink()
     return changed
+
+
+def _plain_file_mode() -> int:
+    """The mode `open()` gives a new file under the process's umask (0644 under the usual 022)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _read(path: Path) -> str | None:

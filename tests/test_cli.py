@@ -120,6 +120,9 @@ def test_build_writes_checks_and_reports_staleness(tmp_path, monkeypatch, capsys
     assert main(argv) == 0
     assert re.search(r"out: wrote \d+ file\(s\)", capsys.readouterr().out)
     assert (tmp_path / "out" / "cube_sum_grad.py").is_file() and (tmp_path / "out" / "_s2sad_runtime").is_dir()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "out" / "cube_sum_grad.py").stat().st_mode & 0o777 == 0o666 & ~umask  # not the cache's 0600
     first = {p: p.read_bytes() for p in (tmp_path / "out").rglob("*.py")}
     assert main(argv) == 0
     assert "already up to date" in capsys.readouterr().out
