@@ -89,18 +89,27 @@ class _Program:
         for s in self._stmts():  # `row = m[i]` whose result is sliced or written into: a row, a view of `m`
             if isinstance(s, Assign) and isinstance(s.value, Load) and s.target in self.arrays:
                 self._share(s.value.base.name, s.target)
+        viewed_or_written = set(self.arrays)  # before copies join: arrays for a view or a write of their own
         grown = True
         while grown:  # plain copies and in-place updates of arrays are arrays sharing the same memory
             grown = False
             for s in self._stmts():
                 source = self._copied_or_updated(s)
-                # a name already known as an array is not joined: `u = u_new` at the end of a double
-                # buffer would otherwise tie the array read as `u` to the new one written next pass
-                # (refusing correct code); the price is missing `w[0] = ...; w = acc`
-                # (tests/test_sharing.py: test_a_double_buffer_is_differentiated)
-                if source in self.arrays and s.target not in self.arrays:
+                if source in self.arrays and self._joinable(s.target, viewed_or_written) \
+                        and self._find(source) != self._find(s.target):
                     self._share(source, s.target)
                     grown = True
+
+    def _joinable(self, name: str, viewed_or_written: set) -> bool:
+        """May a plain copy `name = a` join `name` to `a`'s memory? Not where `name` is already known as
+        an array: `u = u_new` at the end of a double buffer would otherwise tie the array read as `u` to
+        the one written on the next pass, refusing correct code (the price is missing `w[0] = ...;
+        w = acc`). Except for a name bound only by plain copies that is an array because it is viewed or
+        written (`u = a`, then `u[::-1]` read or `u[0]` written): it names the arrays it copies."""
+        if name not in self.arrays:
+            return True
+        return name in viewed_or_written and name not in self.fn.params and all(
+            isinstance(d.value, Copy) and isinstance(d.value.value, Var) or d.in_place for d in self.defs.get(name, []))
 
     def _index(self, block, loops, blocks, guards):
         blocks = blocks + (id(block),)
@@ -199,12 +208,41 @@ class _Program:
         # after a store its base holds the new values in generated code too, and so does the new name
         # an augmented assignment binds; every other name sharing the memory would hold the old ones
         current = write.base if isinstance(write, Store) else write.target
+        reached = self._sources(name)
         for other in sorted(n for n in self.arrays if self._find(n) == self._find(name) and n != current):
             for bound in self.defs.get(other, []) + ([None] if other in self.fn.params else []):
+                if other not in reached and self._own_memory(bound):
+                    continue  # `u = u0 * 1.0` then `u = out` each pass: `out`'s memory is never that first array
                 for read in self.uses.get(other, []) + ([None] if other in self.fn.outputs else []):
                     if read is not write and self._reads_after(bound, write, read) \
                             and not self._bound_again_between(other, write, read) and not self._exclusive(bound, write):
                         raise self._error(write, name, other, bound, read)
+
+    def _sources(self, name: str) -> set[str]:
+        """The names whose memory `name` may hold: those it is bound to as a copy, a view, a row (`m[i]`)
+        or an in-place update of, and theirs in turn."""
+        found, todo = set(), [name]
+        while todo:
+            for d in self.defs.get(todo.pop(), []):
+                value = d.value
+                if isinstance(value, Copy) and isinstance(value.value, Var):
+                    source = value.value.name
+                elif isinstance(value, Load):
+                    source = value.base.name
+                elif d.in_place and isinstance(value, Prim) and isinstance(value.args[0], Var):
+                    source = value.args[0].name
+                else:
+                    source = view_source(value)
+                if source is not None and source not in found:
+                    found.add(source)
+                    todo.append(source)
+        return found
+
+    @staticmethod
+    def _own_memory(bound) -> bool:
+        """Does this binding give its name memory no other name had: a parameter (None: the caller's
+        array), a new array, arithmetic?"""
+        return bound is None or not (may_share(bound.value) or bound.in_place)
 
     def _reads_after(self, bound, write, read) -> bool:
         """Can `read` see the binding made at `bound` after `write` wrote into its memory, with no new

@@ -85,6 +85,27 @@ def alias_in_one_branch_write_in_the_other_on_a_later_pass(x):
     return s
 
 
+def alias_updated_with_its_own_view(x):  # `u` is only another name for `a`, though it is also viewed
+    a = x * 1.0
+    u = a
+    u += u[::-1]
+    return np.sum(a * a)
+
+
+def alias_reshaped_then_updated(x):
+    b = x
+    b = b.reshape(2, 3)
+    b += 1.0
+    return np.sum(x * x)
+
+
+def alias_viewed_then_base_item_written(x):
+    b = x
+    odd = b[1::2]
+    x[2] *= 0.5
+    return np.sum(b) + np.sum(odd)
+
+
 # ---------------------------------------------------------------- accepted
 
 
@@ -204,6 +225,42 @@ def _products_or_early(x):
     for i in range(1, x.shape[0]):
         out[i] = x[i - 1] * x[i]
     return out
+
+
+def _normalized_or_zero(d):
+    r = np.sqrt(np.sum(d * d))
+    if r > 2.0:  # an early `return np.zeros(...)`: the helper's result is one of two arrays, never both
+        return np.zeros(d.shape[0])
+    result = np.empty(d.shape[0])
+    for k in range(d.shape[0]):
+        result[k] = d[k] / (1.0 + r)
+    return result
+
+
+def early_zeros_or_filled_result_in_a_loop(m):
+    s = 0.0
+    for i in range(m.shape[0]):
+        g = _normalized_or_zero(m[i] * (i + 1.0))
+        s += np.sum(g * g)
+    return s
+
+
+def explicit_step_rebinds_u_to_out(u0):  # `u = out` after filling a fresh `out`: the next write is elsewhere
+    u = u0 * 1.0
+    for step in range(3):
+        out = np.zeros_like(u)
+        for i in range(1, u.shape[0] - 1):
+            out[i] = u[i] + 0.1 * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        u = out
+    return np.sum(u * u)
+
+
+def explicit_step_on_the_argument(u):
+    for step in range(2):
+        out = np.zeros_like(u)
+        out[1:-1] = u[1:-1] + 0.1 * (u[:-2] - 2.0 * u[1:-1] + u[2:])
+        u = out
+    return np.sum(u * np.sin(u))
 
 
 def early_return_helper_in_a_loop(x):

@@ -13,6 +13,7 @@ from helpers import assert_close, fd_grad
 
 R = np.random.default_rng(11)
 VECTOR, MATRIX = R.uniform(-1.0, 1.0, 5), R.uniform(-1.0, 1.0, (4, 3))
+SIX = np.array([0.3, -0.5, 0.8, 1.1, -0.2, 0.6])
 
 REFUSED = [  # (function, argument, the write the message points at, the name it names as sharing)
     (F.store_under_a_view, VECTOR, "acc[0] = 2.0 * acc[0]", "tail"),
@@ -23,6 +24,9 @@ REFUSED = [  # (function, argument, the write the message points at, the name it
     (F.contiguous_alias_then_write, MATRIX, "acc[0, 0] = 0.0", "c"),
     (F.alias_in_one_branch_write_in_the_other_on_a_later_pass, np.array([0.5, -0.2, 0.3, -0.7]),
      "acc[0] = acc[0] * 2.0", "b"),
+    (F.alias_updated_with_its_own_view, SIX, "u += u[::-1]", "a"),
+    (F.alias_reshaped_then_updated, SIX, "b += 1.0", "x"),
+    (F.alias_viewed_then_base_item_written, SIX, "x[2] *= 0.5", "b"),
 ]
 ACCEPTED = [
     (F.rows_read_before_the_next_write, MATRIX),
@@ -37,6 +41,9 @@ ACCEPTED = [
     (F.slice_times_another_slice, R.uniform(-1.0, 1.0, 6)),
     (F.row_slice_written_then_updated, MATRIX),
     (F.helper_updates_a_ufunc_result, VECTOR),
+    (F.early_zeros_or_filled_result_in_a_loop, np.array([[0.3, -0.4], [1.5, 0.9], [0.2, 0.1]])),
+    (F.explicit_step_rebinds_u_to_out, SIX),
+    (F.explicit_step_on_the_argument, SIX),
 ]
 
 
