@@ -79,8 +79,10 @@ class _Program:
 
     def __post_init__(self):
         self._index(self.fn.body, (), (), {})
+        # an array updated in place is one (`x2 = x.copy(); x2 += ...`), except a row `r = m[i]; r += ...`,
+        # which lowering writes back into `m` (a row is only seen where it is sliced or written into, below)
         self.arrays |= {n for n in self.fn.arrays if n in self.fn.params or all(
-            not isinstance(d.value, Copy) and not d.in_place for d in self.defs.get(n, []))}
+            not isinstance(d.value, Copy) and not (d.in_place and self._is_row(n)) for d in self.defs.get(n, []))}
         for s in self._stmts():
             if isinstance(s, Store):
                 self.arrays.add(s.base)
@@ -99,6 +101,9 @@ class _Program:
                         and self._find(source) != self._find(s.target):
                     self._share(source, s.target)
                     grown = True
+
+    def _is_row(self, name: str) -> bool:
+        return any(isinstance(d.value, Load) for d in self.defs.get(name, []))
 
     def _joinable(self, name: str, viewed_or_written: set) -> bool:
         """May a plain copy `name = a` join `name` to `a`'s memory? Not where `name` is already known as

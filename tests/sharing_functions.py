@@ -106,6 +106,20 @@ def alias_viewed_then_base_item_written(x):
     return np.sum(b) + np.sum(odd)
 
 
+def _returned_as_is(a):
+    return a
+
+
+def _bump_by_half(p, v):
+    p += 0.5 * v  # the write: into the argument that `w` names too
+
+
+def alias_made_by_a_helper_then_updated(x):
+    w = _returned_as_is(x)
+    _bump_by_half(x, x)
+    return np.sum(w * w)
+
+
 # ---------------------------------------------------------------- accepted
 
 

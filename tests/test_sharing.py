@@ -27,6 +27,7 @@ REFUSED = [  # (function, argument, the write the message points at, the name it
     (F.alias_updated_with_its_own_view, SIX, "u += u[::-1]", "a"),
     (F.alias_reshaped_then_updated, SIX, "b += 1.0", "x"),
     (F.alias_viewed_then_base_item_written, SIX, "x[2] *= 0.5", "b"),
+    (F.alias_made_by_a_helper_then_updated, SIX, "p += 0.5 * v  # the write: into the argument that `w` names too", "w"),
 ]
 ACCEPTED = [
     (F.rows_read_before_the_next_write, MATRIX),
