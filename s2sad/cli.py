@@ -209,7 +209,8 @@ def _show(args) -> int:
 
 
 def _compile_entry(source: str, signature: str) -> str:
-    """Compile the last function of `source` for the numba types in `signature`; its full signature."""
+    """Compile the entry of `source` (its last numba function) for the numba types in `signature`; its
+    full signature."""
     import ast
 
     import numba
@@ -217,15 +218,29 @@ def _compile_entry(source: str, signature: str) -> str:
 
     from s2sad.backend import compile_function
 
-    entry = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)][-1]
+    entry = _compiled_entry(ast.parse(source).body)
     argtypes = sigutils.normalize_signature(f"({signature},)")[0]  # checked by _numba_signature
     dispatcher = compile_function(source, "show", entry, "numba")
     try:
         dispatcher.compile(argtypes)
     except numba.core.errors.TypingError as exc:
         raise UsageError(f"{entry} does not compile for ({signature}):\n{exc}") from None
+    except TypeError as exc:  # numba's "Signature mismatch": a count of types the entry does not take
+        raise UsageError(f"--signature is for the entry point {entry}: {exc}") from None
     sig = dispatcher.overloads[argtypes].signature
     return f"{entry}({', '.join(map(str, sig.args))}) -> {sig.return_type}"
+
+
+def _compiled_entry(body: list) -> str:
+    """The last function numba compiles: the one before a Jacobian's Python driver (which follows its
+    `from s2sad import jacobians`), if the program has one."""
+    names = []
+    for node in body:
+        if isinstance(node, ast.ImportFrom) and node.module == "s2sad" and any(a.name == "jacobians" for a in node.names):
+            break
+        if isinstance(node, ast.FunctionDef):
+            names.append(node.name)
+    return names[-1]
 
 
 def _print_code(text: str, color: str) -> None:

@@ -143,3 +143,10 @@ def test_cli_show_transform_prints_the_same_program(tmp_path, monkeypatch, capsy
     with pytest.raises(SystemExit) as exit_:
         main(["show", f"{module}:activate", "--transform", "grad", "--mode", "fwd"])
     assert exit_.value.code == 2
+    # --signature compiles the program's numba entry, not the Jacobian's Python loop after it
+    assert main(["show", f"{module}:activate", "--transform", "jacfwd", "--signature", "f8[:], f8[:]",
+                 "--color", "never"]) == 0
+    assert capsys.readouterr().out.endswith("# numba: activate_jvp_tangent(array(float64, 1d, A), "
+                                            "array(float64, 1d, A)) -> float64\n")
+    assert main(["show", f"{module}:activate", "--transform", "jacfwd", "--signature", "f8[:]"]) == 1
+    assert "--signature is for the entry point activate_jvp_tangent" in capsys.readouterr().err
