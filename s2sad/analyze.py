@@ -339,7 +339,9 @@ class Analysis:
             return set(ir.atom_vars(ir.index_atoms(s.index)))
         v = s.value
         if isinstance(v, Load):
-            return set(ir.atom_vars(ir.index_atoms(v.index)))
+            reads = set(ir.atom_vars(ir.index_atoms(v.index)))
+            # `c = c[1:]` (in a loop, say): the adjoint of the old `c` takes its shape from its value
+            return reads | {s.target} if v.base.name == s.target else reads
         if isinstance(v, Prim) and v.rule.name in TAPE_READS:
             return set()  # their adjoints read the adjoint tape's length, not the tape
         if isinstance(v, Prim):

@@ -277,6 +277,21 @@ def explicit_step_on_the_argument(u):
     return np.sum(u * np.sin(u))
 
 
+def view_of_itself_in_a_loop(x):  # `c = c[::-1]`: the adjoint of the old `c` is a new buffer, not c_bar
+    c = x * 1.0
+    for i in range(3):
+        c = c[::-1] * (1.0 + 0.1 * i)
+        c = c[::-1]
+    return np.sum(c * c * x)
+
+
+def shrinking_view_of_itself_in_a_loop(x):  # `c = c[1:]`: the old `c` (its shape) comes back from a tape
+    c = x
+    for i in range(2):
+        c = c[1:]
+    return np.sum(c * c)
+
+
 def early_return_helper_in_a_loop(x):
     s = 0.0
     for k in range(3):

@@ -45,6 +45,8 @@ ACCEPTED = [
     (F.early_zeros_or_filled_result_in_a_loop, np.array([[0.3, -0.4], [1.5, 0.9], [0.2, 0.1]])),
     (F.explicit_step_rebinds_u_to_out, SIX),
     (F.explicit_step_on_the_argument, SIX),
+    (F.view_of_itself_in_a_loop, SIX),
+    (F.shrinking_view_of_itself_in_a_loop, SIX),
 ]
 
 
