@@ -147,7 +147,7 @@ def _add_show(sub) -> None:
     show.add_argument("--vmap", choices=("cpu", "parallel"), metavar="TARGET",
                       help="show the batch loop of vmap(FUNC) (axis 0 of every argument) for TARGET: cpu or parallel")
     show.add_argument("--signature", metavar="TYPES", type=_numba_signature,
-                      help="also compile the shown module's entry point (its last function) with numba for these "
+                      help="also compile the shown module's entry point (its last numba function) with numba for these "
                            "argument types, e.g. 'f8[:], f8', and print the signature numba inferred")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="syntax highlighting (needs `rich`): auto = only on a terminal, and not with $NO_COLOR")
@@ -194,9 +194,10 @@ def _show(args) -> int:
     fun = _load(args.target)
     if args.transform:
         try:
-            text = api.source(args.transform(fun))
-        except TypeError as exc:  # options the transformation does not take: a malformed line
+            transformed = args.transform(fun)
+        except TypeError as exc:  # an option the transformation does not take: a malformed line
             raise CommandLineError(str(exc)) from None
+        text = api.source(transformed)
     else:
         if args.vmap:
             text = api.source(api.vmap(fun, target=args.vmap))
@@ -211,8 +212,6 @@ def _show(args) -> int:
 def _compile_entry(source: str, signature: str) -> str:
     """Compile the entry of `source` (its last numba function) for the numba types in `signature`; its
     full signature."""
-    import ast
-
     import numba
     from numba.core import sigutils
 

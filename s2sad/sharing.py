@@ -114,7 +114,7 @@ class _Program:
         if name not in self.arrays:
             return True
         return name in viewed_or_written and name not in self.fn.params and all(
-            isinstance(d.value, Copy) and isinstance(d.value.value, Var) or d.in_place for d in self.defs.get(name, []))
+            self._copied_or_updated(d) is not None for d in self.defs.get(name, []))
 
     def _index(self, block, loops, blocks, guards):
         blocks = blocks + (id(block),)
@@ -229,15 +229,8 @@ class _Program:
         found, todo = set(), [name]
         while todo:
             for d in self.defs.get(todo.pop(), []):
-                value = d.value
-                if isinstance(value, Copy) and isinstance(value.value, Var):
-                    source = value.value.name
-                elif isinstance(value, Load):
-                    source = value.base.name
-                elif d.in_place and isinstance(value, Prim) and isinstance(value.args[0], Var):
-                    source = value.args[0].name
-                else:
-                    source = view_source(value)
+                source = self._copied_or_updated(d) or (d.value.base.name if isinstance(d.value, Load)
+                                                        else view_source(d.value))
                 if source is not None and source not in found:
                     found.add(source)
                     todo.append(source)
