@@ -111,6 +111,7 @@ class Analysis:
     owner: dict = field(default_factory=dict)  # id(block) -> statement owning it (None for the body)
     defs: dict = field(default_factory=dict)  # name -> [Assign|For] writing it
     stores: dict = field(default_factory=dict)  # name -> [Store]
+    _same_arrays: dict | None = None  # name -> the names plain copies tie to it (same_array)
     uses: dict = field(default_factory=dict)  # name -> [stmt reading it directly]
     replay: dict = field(default_factory=dict)  # name -> defining Assign
     popped: dict = field(default_factory=dict)  # replay names whose values come off a tape (costly rules)
@@ -411,14 +412,28 @@ class Analysis:
                 if name in self.replay:
                     self.read_back(self.replay_operands(name), self.replay[name])
             self.saved = {n for n in self.needed if self.save_kind(n)}
-            for name in self.needed & set(self.stores):
-                self.plan_stores(name)
+            for name in self.stores:
+                if self.same_array(name) & self.needed:
+                    self.plan_stores(name)
             self.working = set()
             self.mark_working(self.fn.body)
             for s in self.stmts():
                 if id(s) in self.working and isinstance(s, (If, For)):  # a While replays by its trip count
                     self.read_back(set(ir.stmt_reads(s)), s)
             changed = (len(self.needed), len(self.working), sum(map(len, self.readers.values()))) != before
+
+    def same_array(self, name: str) -> set[str]:
+        """`name` and the names plain copies tie to it (`w = v`, a swap's `v_old = v`): a store through one
+        changes the values every other one reads, so a store is restored where any of them is needed."""
+        if self._same_arrays is None:
+            group: dict = {}
+            for s in self.stmts():
+                if isinstance(s, Assign) and isinstance(s.value, Copy) and isinstance(s.value.value, Var):
+                    joined = group.get(s.target, {s.target}) | group.get(s.value.value.name, {s.value.value.name})
+                    for n in joined:
+                        group[n] = joined
+            self._same_arrays = group
+        return self._same_arrays.get(name, {name})
 
     def collapse_loops(self):
         """Newton's `E` is read by the reverse sweep only after its while loop, so the loop pushes it
@@ -467,7 +482,7 @@ class Analysis:
         for s in block:
             work = self.has_adjoint(s)
             work |= isinstance(s, Assign) and s.target in self.saved
-            work |= isinstance(s, Store) and s.base in self.needed
+            work |= isinstance(s, Store) and id(s) in self.store_fill
             work |= isinstance(s, Assign) and s.target in self.active and id(s) not in self.home_defs
             for child in ir.children(s):
                 work |= self.mark_working(child)

@@ -160,6 +160,8 @@ class Function:
     asks_types: bool = False  # reads `x.ndim` of an argument: a caller that knows the types may specialize
     fixes_unit_axes: bool = False  # `np.squeeze(x)` removes axes decided from the arguments' shapes (units.py)
     arrays: frozenset = frozenset()  # names lowering knows hold arrays (made by NumPy; arguments, where types are known)
+    elements: frozenset = frozenset()  # names an element read `x[i]` binds to a number, where x's rank is known
+    typed: bool = False  # generated for the arguments' ranks and types (api.with_kinds)
     exits: frozenset = frozenset()  # flags a `return` sets: once one is set, no code it guards runs again
 
 

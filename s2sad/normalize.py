@@ -269,6 +269,7 @@ class Lowerer:
     copy_arguments: bool = True
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
+    elements: set = field(default_factory=set)  # IR names an element read `x[i]` bound to a number (x's rank known)
     exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
     growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
@@ -321,6 +322,8 @@ class Lowerer:
             self.ranks.pop(target, None)
         else:
             self.ranks[target] = rank
+        if isinstance(value, Load) and rank is not None:  # a row `m[i]` is a view of m; an element is not
+            (self.arrays if rank > 0 else self.elements).add(target)
         pattern = unit_axes(value, self.units, self.ints)
         if pattern is None:
             self.units.pop(target, None)
@@ -2501,7 +2504,7 @@ class Lowerer:
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
+                         hidden=self.hidden, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -2536,7 +2539,7 @@ class Lowerer:
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
+                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
@@ -4326,6 +4329,7 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
         temps=temps, returns_tuple=lw.ret.is_tuple, output_shape=lw.ret.shape, spelled=lw.spelled,
         generated=written_by_s2sad(parsed.fn), asks_types=isinstance(lw.kinds, UnknownKinds) and lw.kinds.asked,
         arrays=frozenset(lw.arrays | {p for p, kind in (arg_kinds or {}).items() if kind and kind[0] > 0}),
+        elements=frozenset(lw.elements), typed=arg_kinds is not None,
         exits=frozenset(lw.exits),
     )
     if copy_arguments:  # derivatives follow values: a double buffer's exchange becomes copies

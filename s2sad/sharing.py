@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from s2sad import ir
-from s2sad.errors import UnsupportedError, located_at
+from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, Load, Prim, Slice, Store, Var, While
 
 VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
@@ -39,12 +39,44 @@ _BEFORE_ALL, _AFTER_ALL = -1, float("inf")  # where a parameter is bound, where 
 
 
 def check_shared_memory(fn: ir.Function) -> None:
-    """Raise UnsupportedError at the first in-place write that a name sharing its memory reads past."""
-    program = _Program(fn)
-    for s, _, _ in ir.walk(fn.body):
+    """Raise UnsupportedError at the first in-place write that a name sharing its memory reads past.
+    An element read `r = m[i]` whose rank lowering could not tell may be a row of `m`: where that would
+    be refused, code made without the argument types asks for them (TypesNeeded), and code made with
+    them is refused."""
+    _check(_Program(fn))
+    if any(True for _ in _maybe_rows(fn)):
+        try:
+            _check(_Program(fn, rows_unknown=True))
+        except UnsupportedError as exc:
+            if not fn.typed:
+                raise TypesNeeded(f"whether an element read is a row (a view) decides the code: {exc}") from None
+            raise
+
+
+def _check(program: "_Program") -> None:
+    for s, _, _ in ir.walk(program.fn.body):
         written = program.written_through(s)
         if written is not None:
             program.check_write(s, written)
+
+
+def _maybe_rows(fn: ir.Function):
+    """`r = m[i]` (no slice, no array index) where lowering knows neither that r is a number nor an array."""
+    for s, _, _ in ir.walk(fn.body):
+        if isinstance(s, Assign) and isinstance(s.value, Load) and s.target not in fn.arrays \
+                and s.target not in fn.elements and viewed_base(s.value, fn.arrays) is not None:
+            yield s
+
+
+def viewed_base(value, arrays: frozenset) -> str | None:
+    """The name whose memory a right-hand side may be a view of: `view_source`'s, and the base of an
+    element read `m[i]`, which is a row of `m` where `m` has more axes than the index (an index that is an
+    array makes a copy)."""
+    source = view_source(value)
+    if source is None and isinstance(value, Load) and not any(isinstance(i, Var) and i.name in arrays
+                                                              for i in value.index):
+        return value.base.name
+    return source
 
 
 def may_share(value) -> bool:
@@ -66,6 +98,7 @@ def view_source(value) -> str | None:
 @dataclass
 class _Program:
     fn: ir.Function
+    rows_unknown: bool = False  # take every element read whose rank is unknown for a row (a view)
     order: dict = field(default_factory=dict)  # id(stmt) -> position in a walk of the program, outer first
     loops: dict = field(default_factory=dict)  # id(stmt) -> loops around it, outermost first
     blocks: dict = field(default_factory=dict)  # id(stmt) -> ids of the blocks around it, outermost first
@@ -91,13 +124,16 @@ class _Program:
         for s in self._stmts():  # `row = m[i]` whose result is sliced or written into: a row, a view of `m`
             if isinstance(s, Assign) and isinstance(s.value, Load) and s.target in self.arrays:
                 self._share(s.value.base.name, s.target)
+        if self.rows_unknown:
+            for s in _maybe_rows(self.fn):
+                self._share(s.value.base.name, s.target)
         viewed_or_written = set(self.arrays)  # before copies join: arrays for a view or a write of their own
         grown = True
         while grown:  # plain copies and in-place updates of arrays are arrays sharing the same memory
             grown = False
             for s in self._stmts():
                 source = self._copied_or_updated(s)
-                if source in self.arrays and self._joinable(s.target, viewed_or_written) \
+                if source in self.arrays and True \
                         and self._find(source) != self._find(s.target):
                     self._share(source, s.target)
                     grown = True
@@ -216,7 +252,7 @@ class _Program:
         reached = self._sources(name)
         for other in sorted(n for n in self.arrays if self._find(n) == self._find(name) and n != current):
             for bound in self.defs.get(other, []) + ([None] if other in self.fn.params else []):
-                if other not in reached and self._own_memory(bound):
+                if other not in reached and self._own_memory(bound) or self._renewed_between(name, bound, write):
                     continue  # `u = u0 * 1.0` then `u = out` each pass: `out`'s memory is never that first array
                 for read in self.uses.get(other, []) + ([None] if other in self.fn.outputs else []):
                     if read is not write and self._reads_after(bound, write, read) \
@@ -235,6 +271,23 @@ class _Program:
                     found.add(source)
                     todo.append(source)
         return found
+
+    def _renewed_between(self, name: str, bound, write) -> bool:
+        """Is `name` given memory of its own on every way from `bound` to `write`? A double buffer's
+        `out = np.empty_like(u)` at the top of each pass, after the last pass's `u = out`, leaves `u` on
+        the array the write no longer reaches."""
+        at_bound, at_write = self.order[id(bound)] if bound is not None else _BEFORE_ALL, self.order[id(write)]
+        loops = _common_prefix(() if bound is None else self.loops[id(bound)], self.loops[id(write)])
+        for d in self.defs.get(name, []):
+            if not self._own_memory(d) or self.blocks[id(d)][-1] not in self.blocks[id(write)]:
+                continue
+            at_d = self.order[id(d)]
+            if at_bound < at_d < at_write:
+                return True
+            if at_write < at_bound and loops and any(loop is loops[-1] for loop in self.loops[id(d)]) \
+                    and (at_d < at_write or at_d > at_bound):
+                return True  # the binding reaches the write on the next pass of the loop around both
+        return False
 
     @staticmethod
     def _own_memory(bound) -> bool:
@@ -273,6 +326,8 @@ class _Program:
             how = "an argument"
         elif view_source(bound.value) is not None:
             how = f"a view taken{where}"
+        elif isinstance(bound.value, Load):
+            how = f"a row taken{where}, a view"
         elif isinstance(bound.value, Copy) or bound.in_place:
             how = f"another name for the array, bound{where}"
         elif any(isinstance(d.value, Copy) for d in self.defs.get(name, [])):
@@ -284,7 +339,7 @@ class _Program:
         message = (f"{kind} `{user}` changes memory that `{other_user}` shares ({how}), and {later} reads "
                    f"`{other_user}` afterwards: NumPy shows it the new values, generated code would not")
         hint = f"copy the array before writing into it: `{user} = {user}.copy()`"
-        if bound is not None and view_source(bound.value) is not None:
+        if bound is not None and viewed_base(bound.value, self.fn.arrays) is not None:
             text = bound.loc.text if bound.loc else ""
             copied = f"`{text}.copy()`" if text.startswith(f"{other_user} = ") and "#" not in text else "`.copy()`"
             hint = f"end the sharing where `{other_user}` is bound: {copied}"

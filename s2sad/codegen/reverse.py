@@ -19,7 +19,7 @@ from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read
                                  start_from_first_contribution)
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.normalize import Names
-from s2sad.sharing import view_source
+from s2sad.sharing import viewed_base
 from s2sad.units import pointwise
 
 
@@ -83,9 +83,11 @@ class ReverseGen:
                 w.line(f"{self.tape(name, name)}.append({name})")
 
     def snapshot(self, s: Assign) -> bool:
-        """Is `s` a slice (or reshape...) of an array the function writes into, whose value the adjoint reads?
-        NumPy's slice is a view, which the write would change under the adjoint: it takes a copy."""
-        return s.target in self.a.needed and view_source(s.value) in self.written_in_place
+        """Is `s` a slice, a row (or reshape...) of an array the function writes into, whose value the adjoint
+        reads (through it or a plain copy of it)? NumPy's slice is a view, which the write would change under
+        the adjoint: it takes a copy (of an element: the number itself)."""
+        return bool(self.a.same_array(s.target) & self.a.needed) \
+            and viewed_base(s.value, self.fn.arrays) in self.written_in_place
 
     def primal_while(self, w: Writer, s: While):
         counted = id(s) in self.a.working
@@ -326,8 +328,8 @@ class ReverseGen:
                 else:
                     w.line(f"{self.bar(v.name)} += unbroadcast({slot}, {self.bar(v.name)})")
             w.line(f"{self.bar(s.base)}[{index_text(s.index)}] = 0.0")
-        if s.base in a.needed:
-            fill = a.store_fill.get(id(s))
+        if id(s) in a.store_fill:
+            fill = a.store_fill[id(s)]
             w.line(f"{target} = {self.tapes[id(s)]}.pop()" if fill is None else f"{target} = {const_text(fill)}")
 
     def reverse_if(self, w: Writer, s: If):
