@@ -10,10 +10,13 @@ array) after which another name sharing the memory may be read, and raises a loc
 says how to break the sharing.
 
 Only names known to be arrays take part: a store's base, a name bound to a slice or to a view
-function's result (`VIEWS`), an array lowering knows (made by NumPy, an argument whose type is known), a plain copy of one of those, and what an augmented
-assignment of one of those makes. `row = m[i]` is a view of `m` where `row` is sliced or written
-into; where it is only read whole, it reads like an element here and is not seen. Reads are ordered by position in the program: a read in the
-other branch of an `if` counts as later, which can only refuse more, never less.
+function's result (`VIEWS`), an array lowering knows (made by NumPy, an argument whose type is known,
+a row `m[i]` of an array whose rank it knows), a plain copy of one of those, and what an augmented
+assignment of one of those makes. An element read whose rank lowering cannot tell may be a row: where
+that would be refused, code made without the argument types asks for them. A double buffer's next
+array, made anew before each write, ends the sharing with the name the last pass handed it to. Reads
+are ordered by position in the program: a read in the other branch of an `if` counts as later, which
+can only refuse more, never less.
 """
 
 from __future__ import annotations
@@ -127,30 +130,17 @@ class _Program:
         if self.rows_unknown:
             for s in _maybe_rows(self.fn):
                 self._share(s.value.base.name, s.target)
-        viewed_or_written = set(self.arrays)  # before copies join: arrays for a view or a write of their own
         grown = True
         while grown:  # plain copies and in-place updates of arrays are arrays sharing the same memory
             grown = False
             for s in self._stmts():
                 source = self._copied_or_updated(s)
-                if source in self.arrays and True \
-                        and self._find(source) != self._find(s.target):
+                if source in self.arrays and self._find(source) != self._find(s.target):
                     self._share(source, s.target)
                     grown = True
 
     def _is_row(self, name: str) -> bool:
         return any(isinstance(d.value, Load) for d in self.defs.get(name, []))
-
-    def _joinable(self, name: str, viewed_or_written: set) -> bool:
-        """May a plain copy `name = a` join `name` to `a`'s memory? Not where `name` is already known as
-        an array: `u = u_new` at the end of a double buffer would otherwise tie the array read as `u` to
-        the one written on the next pass, refusing correct code (the price is missing `w[0] = ...;
-        w = acc`). Except for a name bound only by plain copies that is an array because it is viewed or
-        written (`u = a`, then `u[::-1]` read or `u[0]` written): it names the arrays it copies."""
-        if name not in self.arrays:
-            return True
-        return name in viewed_or_written and name not in self.fn.params and all(
-            self._copied_or_updated(d) is not None for d in self.defs.get(name, []))
 
     def _index(self, block, loops, blocks, guards):
         blocks = blocks + (id(block),)
