@@ -326,3 +326,70 @@ def helper_updates_a_ufunc_result(x):  # NumPy's `p += ...` writes into the call
     y = np.tanh(x)
     _add_half_of(y, x)
     return np.sum(y * x)
+
+
+# A row `m[i]` of an array is a view: once the argument's rank is known it shares m's memory
+
+def row_read_after_its_array_is_written(m):
+    u = m[1]
+    m[1, -2] -= np.tanh(m[0, 0]) * u[0]
+    return np.sum(u) + np.sum(m)
+
+
+def row_of_a_reshaped_argument_then_written(x):
+    b = x.reshape(2, 3)
+    r = b[-1]
+    x[4] += np.cos(r[0])
+    return np.sum(np.sin(x)) + np.sum(r * r)
+
+
+def row_of_an_array_a_helper_updates(m):
+    a = m[1]
+    _bump_by_half(m, m * m)
+    return np.sum(m * m) + np.sum(a * a)
+
+
+def alias_read_on_the_next_pass_after_the_write(x):
+    b = x
+    for i in range(x.shape[0]):
+        x[-2] = 0.5 * (b[1] + 0.25 * np.sin(b[i]))
+    for _ in range(3):
+        b = np.sin(b)
+    return np.sum(np.tanh(b[::-1] * x) * b) + np.sum(x)
+
+
+def element_read_before_its_write(x):
+    a = x[0]
+    x[0] = 5.0 * x[1]
+    return a * np.sum(x)
+
+
+def row_written_then_the_array_renamed(m):
+    m[2] *= np.tanh(m[0, ::-1])
+    w = m
+    return np.sum(w * w)
+
+
+def element_updated_then_the_array_rebound(m):
+    m[0] += np.sin(m[1] * m[0])
+    m = m - 0.5 * m
+    return np.sum(np.sin(m))
+
+
+def swapped_names_written_between_swaps(x):
+    v = x * 1.0
+    w = x.copy()
+    x[:] += w * x[::-1]
+    v, w = w, v
+    v[0] += 0.75
+    v, w = w, v
+    return np.sum(np.sin(v)) + np.sum(np.sin(w)) + np.sum(x * x)
+
+
+def view_handed_through_a_helper_then_its_array_written(x):
+    b = _returned_as_is(x[::-1])
+    u = np.sin(b) * 1.0
+    v = np.sin(b)
+    x[:] += 0.5 * u
+    _bump_by_half(x, np.tanh(np.sum(u)) * np.cos(v[::-1]))
+    return np.sum(x * x) + np.sum(np.sin(u))

@@ -28,6 +28,10 @@ REFUSED = [  # (function, argument, the write the message points at, the name it
     (F.alias_reshaped_then_updated, SIX, "b += 1.0", "x"),
     (F.alias_viewed_then_base_item_written, SIX, "x[2] *= 0.5", "b"),
     (F.alias_made_by_a_helper_then_updated, SIX, "p += 0.5 * v  # the write: into the argument that `w` names too", "w"),
+    (F.row_read_after_its_array_is_written, MATRIX, "m[1, -2] -= np.tanh(m[0, 0]) * u[0]", "u"),
+    (F.row_of_a_reshaped_argument_then_written, SIX, "x[4] += np.cos(r[0])", "r"),
+    (F.row_of_an_array_a_helper_updates, MATRIX, "p += 0.5 * v  # the write: into the argument that `w` names too", "a"),
+    (F.alias_read_on_the_next_pass_after_the_write, SIX, "x[-2] = 0.5 * (b[1] + 0.25 * np.sin(b[i]))", "b"),
 ]
 ACCEPTED = [
     (F.rows_read_before_the_next_write, MATRIX),
@@ -47,6 +51,11 @@ ACCEPTED = [
     (F.explicit_step_on_the_argument, SIX),
     (F.view_of_itself_in_a_loop, SIX),
     (F.shrinking_view_of_itself_in_a_loop, SIX),
+    (F.element_read_before_its_write, SIX),  # an element, once the argument's rank is known
+    (F.row_written_then_the_array_renamed, MATRIX),  # the row read by the adjoint is copied before the write
+    (F.element_updated_then_the_array_rebound, MATRIX),
+    (F.swapped_names_written_between_swaps, SIX),  # the store into `v` is undone for the adjoint's read of `w`
+    (F.view_handed_through_a_helper_then_its_array_written, SIX),
 ]
 
 
