@@ -303,10 +303,19 @@ class _Program:
 
     def _bound_again_between(self, name, write, read) -> bool:
         """Is `name` bound anew after `write` on every way to `read` (in a block around `read`, between them)?"""
-        at_read = _AFTER_ALL if read is None else self.order[id(read)]
+        at_read, at_write = _AFTER_ALL if read is None else self.order[id(read)], self.order[id(write)]
         around = (id(self.fn.body),) if read is None else self.blocks[id(read)]
-        return any(self.order[id(write)] < self.order[id(d)] < at_read and self.blocks[id(d)][-1] in around
-                   for d in self.defs.get(name, []))
+        loops = _common_prefix(self.loops[id(write)], () if read is None else self.loops[id(read)])
+        for d in self.defs.get(name, []):
+            at_d = self.order[id(d)]
+            if self.blocks[id(d)][-1] not in around:
+                continue
+            if at_write < at_d < at_read:
+                return True
+            if at_read < at_write and loops and any(loop is loops[-1] for loop in self.loops[id(d)]) \
+                    and (at_d > at_write or at_d < at_read):
+                return True  # the read is on the loop's next pass, and `name` is bound again before it
+        return False
 
     def _error(self, write, name, other, bound, read) -> UnsupportedError:
         spelled = self.fn.spelled

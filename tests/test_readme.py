@@ -169,6 +169,14 @@ def check_rules(ns, out):
     assert s2sad.rules.lookup_object(ns["softsign"])[0].name == "softsign_rule"
 
 
+def check_sharing(ns, out):
+    first, second = out.splitlines()[:2]
+    assert "augmented assignment of `a` changes memory that `b` shares" in first and ":8:" in first, first
+    x = np.array([1.0, 2.0, 3.0])
+    assert_close(ns["s2sad"].grad(ns["explicit_step"])(x), fd(ns["explicit_step"], x))
+    assert second.startswith("[")
+
+
 CHECKS = {
     "30 seconds #0": check_thirty_seconds,
     "30 seconds #3": check_composition,
@@ -177,6 +185,7 @@ CHECKS = {
     "Batches: vmap #0": check_vmap,
     "Pytrees #0": check_pytrees,
     "Rules for your own functions #0": check_rules,
+    "Python you can differentiate #0": check_sharing,
 }
 
 RUNNER = """

@@ -85,7 +85,9 @@ class ReverseGen:
     def snapshot(self, s: Assign) -> bool:
         """Is `s` a slice, a row (or reshape...) of an array the function writes into, whose value the adjoint
         reads (through it or a plain copy of it)? NumPy's slice is a view, which the write would change under
-        the adjoint: it takes a copy (of an element: the number itself)."""
+        the adjoint: it takes a copy (of an element whose rank is not known: the number itself)."""
+        if s.target in self.fn.elements and s.target not in self.fn.arrays:
+            return False  # a number: the write cannot change it
         return bool(self.a.same_array(s.target) & self.a.needed) \
             and viewed_base(s.value, self.fn.arrays) in self.written_in_place
 
