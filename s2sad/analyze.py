@@ -593,8 +593,6 @@ class Analysis:
         before any write into it, or one that becomes another name only after its writes (as
         `h = h_new` late in generated tangent code).
         """
-        if name not in self.fn.params and not self.fn.generated:
-            return False  # the user's own names: sharing.py refuses exactly the writes another name reads past
         copies = [d for d in self.defs.get(name, []) if isinstance(d, Assign) and may_share(d.value)
                   and not self.handed_over(d)]
         if name not in self.fn.params and not copies:

@@ -395,29 +395,7 @@ def view_handed_through_a_helper_then_its_array_written(x):
     return np.sum(x * x) + np.sum(np.sin(u))
 
 
-# Writes whose result does not depend on sharing: accepted
-
-def _filled_with_sines(a):
-    out = np.empty_like(a)
-    out[:] = np.sin(a)
-    return out
-
-
-def out_written_after_it_becomes_u(x):
-    n = x.shape[0]
-    out = np.zeros(n)
-    for i in range(1, n):
-        out[i] = np.tanh(x[i] + 0.5 * x[i - 1])
-    u = out
-    u[2:] += np.sin(u[1:-1])
-    return np.sum(u * u)
-
-
-def helper_result_written_through_a_slice(x):
-    b = _filled_with_sines(x)
-    b[1:] += b[:-1] * x[1:]
-    return np.sum(b * b)
-
+# A row updated and stored back each pass: accepted
 
 def row_updated_and_stored_back_each_pass(m):
     v = np.zeros_like(m)

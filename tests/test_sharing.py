@@ -56,8 +56,6 @@ ACCEPTED = [
     (F.element_updated_then_the_array_rebound, MATRIX),
     (F.swapped_names_written_between_swaps, SIX),  # the store into `v` is undone for the adjoint's read of `w`
     (F.view_handed_through_a_helper_then_its_array_written, SIX),
-    (F.out_written_after_it_becomes_u, SIX),  # `out` is never read again under its own name
-    (F.helper_result_written_through_a_slice, SIX),  # the helper's array is the caller's alone
     (F.row_updated_and_stored_back_each_pass, MATRIX),  # `w` is bound anew before the next pass reads it
 ]
 
