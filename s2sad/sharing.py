@@ -263,21 +263,29 @@ class _Program:
         return found
 
     def _renewed_between(self, name: str, bound, write) -> bool:
-        """Is `name` given memory of its own on every way from `bound` to `write`? A double buffer's
-        `out = np.empty_like(u)` at the top of each pass, after the last pass's `u = out`, leaves `u` on
-        the array the write no longer reaches."""
+        """Is `name` given memory of its own on every way from `bound` to `write`, and not bound to shared
+        memory again before the write? A double buffer's `out = np.empty_like(u)` at the top of each pass,
+        after the last pass's `u = out`, leaves `u` on the array the write no longer reaches."""
         at_bound, at_write = self.order[id(bound)] if bound is not None else _BEFORE_ALL, self.order[id(write)]
         loops = _common_prefix(() if bound is None else self.loops[id(bound)], self.loops[id(write)])
+        if at_bound < at_write:
+            def closeness(d):  # how late before the write `d` binds `name` (None: not between the two)
+                return self.order[id(d)] if at_bound < self.order[id(d)] < at_write else None
+        elif loops:  # the binding reaches the write on the next pass of the loop around both
+            def closeness(d):
+                at_d, inside = self.order[id(d)], any(loop is loops[-1] for loop in self.loops[id(d)])
+                return None if not inside else at_d if at_d < at_write else at_d - len(self.order) if at_d > at_bound \
+                    else None
+        else:
+            return False
+        own, shared = [], []
         for d in self.defs.get(name, []):
-            if not self._own_memory(d) or self.blocks[id(d)][-1] not in self.blocks[id(write)]:
-                continue
-            at_d = self.order[id(d)]
-            if at_bound < at_d < at_write:
-                return True
-            if at_write < at_bound and loops and any(loop is loops[-1] for loop in self.loops[id(d)]) \
-                    and (at_d < at_write or at_d > at_bound):
-                return True  # the binding reaches the write on the next pass of the loop around both
-        return False
+            at = closeness(d)
+            if at is not None and not self._own_memory(d):
+                shared.append(at)
+            elif at is not None and self.blocks[id(d)][-1] in self.blocks[id(write)]:
+                own.append(at)
+        return bool(own) and max(own) > max(shared, default=-_AFTER_ALL)
 
     @staticmethod
     def _own_memory(bound) -> bool:
