@@ -268,24 +268,25 @@ class _Program:
         after the last pass's `u = out`, leaves `u` on the array the write no longer reaches."""
         at_bound, at_write = self.order[id(bound)] if bound is not None else _BEFORE_ALL, self.order[id(write)]
         loops = _common_prefix(() if bound is None else self.loops[id(bound)], self.loops[id(write)])
-        if at_bound < at_write:
-            def closeness(d):  # how late before the write `d` binds `name` (None: not between the two)
-                return self.order[id(d)] if at_bound < self.order[id(d)] < at_write else None
-        elif loops:  # the binding reaches the write on the next pass of the loop around both
-            def closeness(d):
-                at_d, inside = self.order[id(d)], any(loop is loops[-1] for loop in self.loops[id(d)])
-                return None if not inside else at_d if at_d < at_write else at_d - len(self.order) if at_d > at_bound \
-                    else None
-        else:
-            return False
         own, shared = [], []
         for d in self.defs.get(name, []):
-            at = closeness(d)
+            at = self._on_the_way(d, at_bound, at_write, loops)
             if at is not None and not self._own_memory(d):
                 shared.append(at)
             elif at is not None and self.blocks[id(d)][-1] in self.blocks[id(write)]:
                 own.append(at)
         return bool(own) and max(own) > max(shared, default=-_AFTER_ALL)
+
+    def _on_the_way(self, d, start: float, end: float, loops: tuple) -> float | None:
+        """Where statement `d` runs on the way from position `start` to position `end` (later is larger), or
+        None if it does not: straight on where `start < end`, else through the next pass of the innermost
+        of `loops` (the loops around both)."""
+        at = self.order[id(d)]
+        if start < end:
+            return at if start < at < end else None
+        if not loops or not any(loop is loops[-1] for loop in self.loops[id(d)]):
+            return None
+        return at if at < end else at - len(self.order) if at > start else None
 
     @staticmethod
     def _own_memory(bound) -> bool:
@@ -310,20 +311,13 @@ class _Program:
         return at_bound < at_write < at_read
 
     def _bound_again_between(self, name, write, read) -> bool:
-        """Is `name` bound anew after `write` on every way to `read` (in a block around `read`, between them)?"""
+        """Is `name` bound anew after `write` on every way to `read` (in a block around `read`, between them,
+        or before `read` on the next pass of a loop around both)?"""
         at_read, at_write = _AFTER_ALL if read is None else self.order[id(read)], self.order[id(write)]
         around = (id(self.fn.body),) if read is None else self.blocks[id(read)]
         loops = _common_prefix(self.loops[id(write)], () if read is None else self.loops[id(read)])
-        for d in self.defs.get(name, []):
-            at_d = self.order[id(d)]
-            if self.blocks[id(d)][-1] not in around:
-                continue
-            if at_write < at_d < at_read:
-                return True
-            if at_read < at_write and loops and any(loop is loops[-1] for loop in self.loops[id(d)]) \
-                    and (at_d > at_write or at_d < at_read):
-                return True  # the read is on the loop's next pass, and `name` is bound again before it
-        return False
+        return any(self.blocks[id(d)][-1] in around and self._on_the_way(d, at_write, at_read, loops) is not None
+                   for d in self.defs.get(name, []))
 
     def _error(self, write, name, other, bound, read) -> UnsupportedError:
         spelled = self.fn.spelled
