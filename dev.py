@@ -4,7 +4,9 @@
     python3 dev.py demo    # make .venv, install s2sad, run the demo
     python3 dev.py test    # make .venv, install s2sad with test extras, run the whole test suite
 
-Extra arguments after `test` go to pytest.
+The suite runs one process per test module (tests/run_suite.py), which gives numba's memory back as
+each module ends. Extra arguments after `test` go to pytest: options apply to every module, and a
+test path or node id runs just that, in one pytest process.
 """
 
 import hashlib
@@ -38,8 +40,10 @@ def main(argv):
     ensure_venv()
     if argv[0] == "demo":
         cmd = [str(PY), str(ROOT / "examples" / "demo.py"), *argv[1:]]
-    else:
+    elif any(Path(arg.split("::")[0]).exists() for arg in argv[1:] if not arg.startswith("-")):
         cmd = [str(PY), "-m", "pytest", *argv[1:]]
+    else:
+        cmd = [str(PY), str(ROOT / "tests" / "run_suite.py"), *argv[1:]]
     sys.exit(subprocess.call(cmd, cwd=ROOT))
 
 

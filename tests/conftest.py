@@ -1,19 +1,9 @@
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-# Generated modules and numba's compiled code go to one cache shared by the whole run (and by
-# later runs on the same checkout), never to the user's own cache.
-os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
-# Correctness does not depend on LLVM's optimization level, and at -O0 the suite takes 10 minutes on
-# 2 cores where -O1 took 14 and numba's default -O3 about twice as long (benchmarks/ measure speed at the
-# default, and test_demo runs the demo at it). At -O0 numba cannot cache a function that calls another jitted one
-# (the callee stays behind as a dead pointer constant), so the disk-cache tests use `numba_caches`.
-os.environ.setdefault("NUMBA_OPT", "0")
-# vmap(target="cuda") runs on numba's CUDA simulator unless told otherwise (NUMBA_ENABLE_CUDASIM=0 on a GPU machine).
-os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+import suite_env  # noqa: F401  (sets the environment before numba is imported)
 
 BACKENDS = ["python", "numba"]
 
@@ -35,3 +25,27 @@ def numba_caches(monkeypatch):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def _part_key(item) -> str:
+    """Cases of one rule or program side by side whatever their backend, so a part compiles the runtime
+    helpers that a few rules call rather than every rule's."""
+    callspec = getattr(item, "callspec", None)
+    case = callspec.id if callspec is not None else item.name
+    for backend in BACKENDS:
+        case = case.replace(f"{backend}-", "").replace(f"-{backend}", "")
+    return case
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under tests/run_suite.py, keep part i of n of a large module (`S2SAD_TEST_SHARD=i/n`): the i-th of n
+    runs of its items, ordered by case."""
+    shard = os.environ.get("S2SAD_TEST_SHARD")
+    if not shard:
+        return
+    index, count = map(int, shard.split("/"))
+    ordered = sorted(items, key=_part_key)
+    kept = ordered[len(ordered) * index // count:len(ordered) * (index + 1) // count]
+    chosen = set(map(id, kept))
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in chosen])
+    items[:] = [item for item in items if id(item) in chosen]

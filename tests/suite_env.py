@@ -1,0 +1,15 @@
+"""The environment every test process starts from; set before numba is imported (it reads NUMBA_OPT then)."""
+
+import os
+from pathlib import Path
+
+# Generated modules and numba's compiled code go to one cache shared by the whole run (and by
+# later runs on the same checkout), never to the user's own cache.
+os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".s2sad-test-cache"))
+# Correctness does not depend on LLVM's optimization level, and at -O0 the suite takes 10 minutes on
+# 2 cores where -O1 took 14 and numba's default -O3 about twice as long (benchmarks/ measure speed at the
+# default, and test_demo runs the demo at it). At -O0 numba cannot cache a function that calls another jitted one
+# (the callee stays behind as a dead pointer constant), so the disk-cache tests use `numba_caches`.
+os.environ.setdefault("NUMBA_OPT", "0")
+# vmap(target="cuda") runs on numba's CUDA simulator unless told otherwise (NUMBA_ENABLE_CUDASIM=0 on a GPU machine).
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
