@@ -972,6 +972,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
         return _move_out(out, out_axes)
 
     vmapped.__s2sad_transform__ = batch
+    if target == "cuda":  # launched from Python: not callable from numba code
+        return vmapped
     return attach(vmapped, "vmap", batch, in_axes=axes, out_axes=out_axes, fun=fun)
 
 
