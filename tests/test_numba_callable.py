@@ -201,3 +201,11 @@ def test_jit_is_numbas_dispatcher_and_keeps_the_python_path():
     tg = s2sad.jit(s2sad.grad(tree_loss))
     assert_close(tg(params, x)["w"], x, rtol=1e-12)  # a pytree: numba cannot pass it, Python does
     assert "energy" in s2sad.source(jg)
+
+
+def test_the_njit_examples_match_finite_differences(capsys):
+    """examples/numba_loops.py: gradient descent, HMC leapfrog, backward Euler with jacfwd, all in @njit."""
+    import runpy
+
+    example = runpy.run_path(str(REPO / "examples" / "numba_loops.py"))
+    assert example["main"]() == 0, capsys.readouterr().out
