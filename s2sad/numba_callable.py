@@ -23,6 +23,7 @@ trampoline itself: called from Python it costs numba's dispatch. Arguments numba
 from __future__ import annotations
 
 import functools
+import threading
 import types as pytypes
 from typing import Any, Callable
 
@@ -30,12 +31,13 @@ import numpy as np
 from numba import njit
 from numba.core import types as nb
 from numba.core.datamodel import models
-from numba.extending import (NativeValue, infer_getattr, lower_getattr_generic, overload, register_model, typeof_impl,
-                             unbox)
+from numba.extending import (NativeValue, infer_getattr, intrinsic, lower_getattr_generic, overload, register_model,
+                             typeof_impl, unbox)
 from numba.core.typing.templates import AttributeTemplate
 
 from s2sad import synthesize
 
+_LOCK = threading.RLock()
 _JIT = {"error_model": "numpy"}  # as generated code is compiled: NumPy's float semantics
 
 
@@ -65,6 +67,12 @@ def dispatcher_of(public: Callable):
     found = getattr(public, "_s2sad_dispatcher", None)
     if found is not None:
         return found
+    with _LOCK:  # one trampoline per function, however many threads ask at once
+        found = getattr(public, "_s2sad_dispatcher", None)
+        return found if found is not None else _trampoline(public)
+
+
+def _trampoline(public: Callable):
     spec: Spec = public.__s2sad_numba__
     args = ", ".join(spec.params)
     stub = synthesize.function(f"{spec.name}_select", spec.params, ["raise TypeError('called only by numba')"], {},
@@ -85,6 +93,13 @@ def jitted(public: Callable):
     code cannot serve (see NotNumbaCallable) takes the Python path; a new type runs it once first, so its
     checks and errors are the Python path's."""
     d = dispatcher_of(public)
+    with _LOCK:
+        if not getattr(d, "_s2sad_from_python", False):
+            _fall_back_to_python(d, public)
+    return d
+
+
+def _fall_back_to_python(d, public: Callable) -> None:
     compile_for_args = d._compile_for_args
     refused: set = set()
 
@@ -102,7 +117,7 @@ def jitted(public: Callable):
             return public
 
     d._compile_for_args = compile_or_python  # reached only where no compiled version matches (C dispatch)
-    return d
+    d._s2sad_from_python = True
 
 
 _PLAIN = (float, int, bool, np.float64, np.float32, np.int64, np.ndarray)
@@ -207,9 +222,34 @@ def implementation(spec: Spec, argtypes: tuple) -> Callable:
     if len(argtypes) != len(spec.params):
         raise NotNumbaCallable(f"{spec.name} takes {len(spec.params)} arguments ({', '.join(spec.params)}) inside "
                                f"numba code, got {len(argtypes)}")
-    write = _WRITERS[spec.kind]
-    body, closure = write(spec, argtypes)
-    return synthesize.function(f"{spec.name}_{spec.kind}", spec.params, body, closure, in_memory=True)
+    if spec.transform.backend != "numba":
+        raise NotNumbaCallable(f"{spec.name} runs uncompiled (backend='python'); numba code calls the default backend")
+    body, closure = _WRITERS[spec.kind](spec, argtypes)
+    return _function(f"{spec.name}_{spec.kind}", spec.params, body, closure)
+
+
+def _function(name: str, params: list[str], body: list[str], closure: dict) -> Callable:
+    """The implementation as a function, marked so that numba never caches code that calls it: the
+    generated modules it calls live in s2sad's cache, which a later process has not imported when
+    numba loads its cache (numba would fail to rebuild their environments). numba warns instead:
+    "Cannot cache compiled function ... as it uses dynamic globals"."""
+    mark = "uncached"
+    while mark in params or mark in closure:
+        mark += "_"
+    lines = [f"if {mark}() == 0:", "    raise RuntimeError('unreachable')", *body]
+    return synthesize.function(name, params, lines, {**closure, mark: _uncached}, in_memory=True)
+
+
+_MARK = object()
+
+
+@intrinsic
+def _uncached(typingctx):
+    """A load of a dynamic global (never 0): numba's cache refuses the code it is linked into."""
+    def codegen(context, builder, sig, args):
+        ptr = context.add_dynamic_addr(builder, id(_MARK), info="s2sad: generated code held in memory")
+        return builder.ptrtoint(ptr, context.get_value_type(nb.uintp))
+    return nb.uintp(), codegen
 
 
 class _Names:
@@ -473,7 +513,7 @@ def overload_jvp():
         params = ["fun", "primals", "tangents"] + (["backend"] if backend is not None else [])
         body, closure = _write_jvp(Spec("jvp", spec.transform, params[:3], spec.name, **spec.options),
                                    (primals, tangents))
-        return synthesize.function(f"{spec.name}_jvp", params, body, closure, in_memory=True)
+        return _function(f"{spec.name}_jvp", params, body, closure)
 
     overload(api.jvp, jit_options=_JIT, strict=False)(typer)
 

@@ -209,3 +209,15 @@ def test_the_njit_examples_match_finite_differences(capsys):
 
     example = runpy.run_path(str(REPO / "examples" / "numba_loops.py"))
     assert example["main"]() == 0, capsys.readouterr().out
+
+
+def test_callers_are_never_cached_by_numba():
+    """A caller cached by numba would need s2sad's generated modules imported by name in a later process:
+    numba refuses to cache it (with its warning) instead of failing to load it there."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cached = numba.njit(cache=True)(lambda a, b: G(a, b)[1])
+        assert_close(cached(X, Y), G(X, Y)[1], rtol=1e-12)
+    assert any("dynamic globals" in str(w.message) for w in caught)
