@@ -22,6 +22,7 @@ trampoline itself: called from Python it costs numba's dispatch. Arguments numba
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 import types as pytypes
@@ -49,6 +50,8 @@ class Spec:
     """What a public function computes, for writing its numba implementation: kind is "grad",
     "value_and_grad", "jacfwd", "hessian", "vmap", "jvp" or "flat" (leaves in, leaves out)."""
 
+    for_python = False  # the trampoline s2sad.jit returns (see _frozen)
+
     def __init__(self, kind: str, transform: Any, params: list[str], name: str, **options):
         self.kind, self.transform, self.params, self.name, self.options = kind, transform, params, name, options
 
@@ -57,23 +60,32 @@ def attach(public: Callable, kind: str, transform: Any, params: list[str] | None
     """Mark `public` (a function s2sad returns) as numba-callable; give it `.numba`, its flat entry point."""
     params = list(transform.params) if params is None else params
     public.__s2sad_numba__ = Spec(kind, transform, params, transform.fun.__name__, **options)
-    public._s2sad_dispatcher = None  # (functools.wraps may have copied an inner function's)
+    public._s2sad_dispatcher = public._s2sad_jitted = None  # (functools.wraps may have copied an inner function's)
     public.numba = functools.partial(flat_entry, public)
     return public
 
 
-def dispatcher_of(public: Callable):
-    """The trampoline: a numba dispatcher with `public`'s parameters, specialized per argument types."""
-    found = getattr(public, "_s2sad_dispatcher", None)
+def dispatcher_of(public: Callable, for_python: bool = False):
+    """The trampoline: a numba dispatcher with `public`'s parameters, specialized per argument types.
+    for_python: the one s2sad.jit returns, which never freezes arrays read from outside the arguments
+    (Python calls read them again each time; see _frozen)."""
+    attr = "_s2sad_jitted" if for_python else "_s2sad_dispatcher"
+    found = getattr(public, attr, None)
     if found is not None:
         return found
     with _LOCK:  # one trampoline per function, however many threads ask at once
-        found = getattr(public, "_s2sad_dispatcher", None)
-        return found if found is not None else _trampoline(public)
+        found = getattr(public, attr, None)
+        if found is None:
+            found = _trampoline(public, for_python)
+            if for_python:
+                _fall_back_to_python(found, public)
+            setattr(public, attr, found)
+        return found
 
 
-def _trampoline(public: Callable):
-    spec: Spec = public.__s2sad_numba__
+def _trampoline(public: Callable, for_python: bool):
+    spec: Spec = copy.copy(public.__s2sad_numba__)
+    spec.for_python = for_python
     args = ", ".join(spec.params)
     stub = synthesize.function(f"{spec.name}_select", spec.params, ["raise TypeError('called only by numba')"], {},
                                in_memory=True)
@@ -84,19 +96,14 @@ def _trampoline(public: Callable):
     if hasattr(public, "__s2sad_transform__"):  # source(), and transformations of it, see through it
         found.__s2sad_transform__ = public.__s2sad_transform__
     found.__s2sad_public__ = public
-    public._s2sad_dispatcher = found
     return found
 
 
 def jitted(public: Callable):
-    """`s2sad.jit(public)`: the trampoline, called from Python. A call numba cannot type (pytrees) or the
-    code cannot serve (see NotNumbaCallable) takes the Python path; a new type runs it once first, so its
-    checks and errors are the Python path's."""
-    d = dispatcher_of(public)
-    with _LOCK:
-        if not getattr(d, "_s2sad_from_python", False):
-            _fall_back_to_python(d, public)
-    return d
+    """`s2sad.jit(public)`: a trampoline of its own for Python callers. A call numba cannot type (pytrees)
+    or the code cannot serve (see NotNumbaCallable) takes the Python path; a new type runs it once first,
+    so its checks and errors are the Python path's."""
+    return dispatcher_of(public, for_python=True)
 
 
 def _fall_back_to_python(d, public: Callable) -> None:
@@ -117,7 +124,6 @@ def _fall_back_to_python(d, public: Callable) -> None:
             return public
 
     d._compile_for_args = compile_or_python  # reached only where no compiled version matches (C dispatch)
-    d._s2sad_from_python = True
 
 
 _PLAIN = (float, int, bool, np.float64, np.float32, np.int64, np.ndarray)
@@ -255,8 +261,8 @@ def _uncached(typingctx):
 class _Names:
     """Closure names that none of the parameters use."""
 
-    def __init__(self, params: list[str]):
-        self.taken, self.closure = set(params), {}
+    def __init__(self, spec: Spec, params: list[str]):
+        self.taken, self.closure, self.for_python = set(params), {}, spec.for_python
 
     def bind(self, base: str, value) -> str:
         name, n = base, 1
@@ -269,10 +275,19 @@ class _Names:
 
 
 def _call(names: _Names, fn, args: list[str], hidden: tuple, extra: list[str] = ()) -> str:
-    """`fn(args, hidden arrays, extra)`; the arrays read from outside are frozen, as numba freezes globals."""
+    """`fn(args, hidden arrays, extra)`."""
     callee = names.bind("compiled", fn)
-    frozen = [names.bind(f"outside{k}", v) for k, v in enumerate(hidden)]
-    return f"{callee}({', '.join(list(args) + frozen + list(extra))})"
+    return f"{callee}({', '.join(list(args) + _frozen(names, hidden) + list(extra))})"
+
+
+def _frozen(names: _Names, hidden: tuple) -> list[str]:
+    """Names for the arrays generated code reads from globals, closures and objects: constants of the
+    compiled code, as numba freezes its own globals. Not in what s2sad.jit returns, whose Python calls
+    read them again each time (hidden.py): there the Python path serves the call."""
+    if hidden and names.for_python:
+        raise NotNumbaCallable("it reads arrays from outside its arguments, which a Python call reads again: call the "
+                               "function s2sad returned itself in numba code (numba freezes those arrays there)")
+    return [names.bind(f"outside{k}", v) for k, v in enumerate(hidden)]
 
 
 def _reverse_ready(spec: Spec, argtypes: tuple):
@@ -292,7 +307,7 @@ def _grads(r, parts: list[str]) -> str:
 
 def _write_grad(spec: Spec, argtypes: tuple):
     r = _reverse_ready(spec, argtypes)
-    names = _Names(spec.params)
+    names = _Names(spec, spec.params)
     call = _call(names, r.compiled("wrapper"), spec.params, r.hidden_args())
     n = len(r.flat_argnums)
     if n == 1:
@@ -302,7 +317,7 @@ def _write_grad(spec: Spec, argtypes: tuple):
 
 def _write_value_and_grad(spec: Spec, argtypes: tuple):
     r = _reverse_ready(spec, argtypes)
-    names = _Names(spec.params + ["res"])
+    names = _Names(spec, spec.params + ["res"])
     call = _call(names, r.vjp_fn, spec.params, r.hidden_args(), ["1.0"])
     grads = _grads(r, [f"res[{k}]" for k in range(1, len(r.flat_argnums) + 1)])
     return [f"res = {call}", f"return res[0], {grads}"], names.closure
@@ -313,7 +328,7 @@ def _write_flat(spec: Spec, argtypes: tuple):
     r = spec.transform
     _checked(spec, argtypes, r.flat_argnums)
     _scalar_output(r, argtypes)
-    names = _Names(spec.params + ["res"])
+    names = _Names(spec, spec.params + ["res"])
     n = len(r.flat_argnums)
     if spec.options["what"] == "grad":
         call = _call(names, r.compiled("wrapper"), spec.params, r.hidden_args())
@@ -325,7 +340,7 @@ def _write_flat(spec: Spec, argtypes: tuple):
 def _jacobian_lines(names: _Names, fwd, args: list[str], ranks: list[int], out_rank: int) -> tuple[list[str], list]:
     """Lines computing one Jacobian block per differentiated argument by jvps along unit vectors."""
     jvp = names.bind("jvp", fwd.jvp_fn)
-    frozen = [names.bind(f"outside{k}", v) for k, v in enumerate(fwd.hidden_args())]
+    frozen = _frozen(names, fwd.hidden_args())
     primal = names.bind("primal", fwd.primal_fn)
     lines = [f"value = {primal}({', '.join(args + frozen)})"]
     wrt = list(fwd.flat_argnums)
@@ -366,7 +381,7 @@ def _forward_ready(spec: Spec, fwd0, argtypes: tuple):
 
 def _write_jacfwd(spec: Spec, argtypes: tuple):
     fwd, out_rank = _forward_ready(spec, spec.transform, argtypes)
-    names = _Names(spec.params + ["value", "k", "unit", "tangent", "np"] +
+    names = _Names(spec, spec.params + ["value", "k", "unit", "tangent", "np"] +
                    [f"block{k}" for k in range(len(fwd.flat_argnums))])
     names.closure["np"] = np
     ranks = [t.ndim if isinstance(t, nb.Array) else 0 for t in argtypes]
@@ -381,8 +396,8 @@ def _write_hessian(spec: Spec, argtypes: tuple):
     if len(r.flat_argnums) != 1:
         raise NotNumbaCallable(f"{spec.name}: inside numba code hessian differentiates one argument; "
                                "take tuple argnums from Python")
-    names = _Names(spec.params)
-    jacobian = names.bind("jacobian", dispatcher_of(_hessian_jacobian(r)))
+    names = _Names(spec, spec.params)
+    jacobian = names.bind("jacobian", dispatcher_of(_hessian_jacobian(r), spec.for_python))
     return [f"return {jacobian}({', '.join(spec.params)})"], names.closure
 
 
@@ -402,7 +417,7 @@ def _write_vmap(spec: Spec, argtypes: tuple):
             if not _is_float(argtypes[i]):
                 raise TypeError(f"vmap({inner.what}) of {spec.name} requires float inputs, but argument {i} "
                                 f"(`{spec.params[i]}`) has numba type {argtypes[i]}")
-    names = _Names(spec.params)
+    names = _Names(spec, spec.params)
     return [f"return {_call(names, b.compiled('derivative'), spec.params, b.hidden_args())}"], names.closure
 
 
@@ -422,7 +437,7 @@ def _write_jvp(spec: Spec, argtypes: tuple):
     if fwd.flat_argnums != positions:
         fwd = fwd.with_wrt(positions)
     p, tn = spec.params[-2], spec.params[-1]
-    names = _Names(spec.params + ["res"])
+    names = _Names(spec, spec.params + ["res"])
     call = _call(names, fwd.jvp_fn, [f"{p}[{i}]" for i in range(len(primals))], fwd.hidden_args(),
                  [f"{tn}[{i}]" for i in positions])
     fn = fwd.generated.fn

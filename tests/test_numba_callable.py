@@ -221,3 +221,24 @@ def test_callers_are_never_cached_by_numba():
         cached = numba.njit(cache=True)(lambda a, b: G(a, b)[1])
         assert_close(cached(X, Y), G(X, Y)[1], rtol=1e-12)
     assert any("dynamic globals" in str(w.message) for w in caught)
+
+
+WEIGHTS = np.array([1.0, 2.0, 3.0])
+
+
+def weighted(x, y):
+    return np.sum(WEIGHTS * x) * y
+
+
+def test_arrays_read_from_globals_are_frozen_in_numba_code_and_read_again_by_jit():
+    g = s2sad.grad(weighted)
+    jg = s2sad.jit(g)
+    try:
+        assert_close(call(g, X, Y), WEIGHTS * Y, rtol=1e-12)
+        WEIGHTS[:] = [4.0, 5.0, 6.0]
+        assert_close(call(g, X, Y), [Y, 2 * Y, 3 * Y], rtol=1e-12)  # compiled: numba froze the array
+        assert_close(jg(X, Y), WEIGHTS * Y, rtol=1e-12)  # from Python: read again, as g(X, Y) does
+        with pytest.raises(NotNumbaCallable, match="reads arrays from outside"):
+            call(jg, X, Y)  # the Python-facing dispatcher does not freeze them
+    finally:
+        WEIGHTS[:] = [1.0, 2.0, 3.0]
