@@ -1209,7 +1209,7 @@ class differentiate:
     def __init__(self, fun: Callable | None = None, *, argnums=0, has_aux=False, backend=DEFAULT_BACKEND):
         self._options = dict(argnums=argnums, has_aux=has_aux, backend=backend)
         self._compiled = None
-        self._grad = self._vag = self._hessian = self._jvp = None
+        self._grad = self._vag = self._hessian = self._jvp = self._call = None
         if fun is not None:
             self._set(fun)
 
@@ -1262,6 +1262,12 @@ class differentiate:
         if method == "jvp":
             self._jvp = self._jvp or _jvp_function(fun, backend)
             return self._jvp
+        if method == "__call__":  # the function itself, compiled as written
+            if self._compiled is None:
+                self._compiled = _AsWritten(fun, 0, backend)
+            if self._call is None:
+                self._call = attach(functools.wraps(fun)(lambda *args: self(*args)), "call", self._compiled)
+            return self._call
         raise AttributeError(method)
 
     @property

@@ -450,7 +450,15 @@ def _write_jvp(spec: Spec, argtypes: tuple):
     return [f"res = {call}", f"return {out}, {tangent}"], names.closure
 
 
-_WRITERS = {"grad": _write_grad, "value_and_grad": _write_value_and_grad, "flat": _write_flat,
+def _write_call(spec: Spec, argtypes: tuple):
+    """An @differentiate function called plainly: its compiled primal, as written."""
+    _checked(spec, argtypes, ())
+    r = _specialized(spec.transform, spec.params, argtypes)
+    names = _Names(spec, spec.params)
+    return [f"return {_call(names, r.primal_fn, spec.params, r.hidden_args())}"], names.closure
+
+
+_WRITERS = {"call": _write_call, "grad": _write_grad, "value_and_grad": _write_value_and_grad, "flat": _write_flat,
             "jacfwd": _write_jacfwd, "hessian": _write_hessian, "vmap": _write_vmap, "jvp": _write_jvp}
 
 
@@ -475,8 +483,9 @@ def _typeof_method(val, c):
     return _generic_typeof(val, c)
 
 
-class DifferentiateType(nb.Opaque):
-    """An `@s2sad.differentiate` function in numba code: its methods are typed as their trampolines."""
+class DifferentiateType(nb.Callable, nb.Opaque):
+    """An `@s2sad.differentiate` function in numba code: its methods are typed as their trampolines, and
+    a call of it as a call of the trampoline of its compiled primal (as numba types a dispatcher)."""
 
     def __init__(self, obj):
         self.obj = obj
@@ -485,6 +494,18 @@ class DifferentiateType(nb.Opaque):
     @property
     def key(self):
         return self.obj  # one type per decorated function (two may share a name)
+
+    def _primal(self):
+        return nb.Dispatcher(dispatcher_of(self.obj.public("__call__")))
+
+    def get_call_type(self, context, args, kws):
+        return self._primal().get_call_type(context, args, kws)
+
+    def get_call_signatures(self):
+        return self._primal().get_call_signatures()
+
+    def get_impl_key(self, sig):
+        return self._primal().get_impl_key(sig)
 
 
 register_model(DifferentiateType)(models.OpaqueModel)

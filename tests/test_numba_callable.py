@@ -131,16 +131,18 @@ def test_jvp_of_an_njit_function_and_of_a_differentiate_method():
 def methods(w, b):
     g = loss.grad(w, b)
     v, g2 = loss.value_and_grad(w, b)
-    return g, v, g2, loss.hessian(w, b)
+    return g, v, g2, loss.hessian(w, b), loss(w, b)
 
 
 def test_differentiate_methods():
-    g, v, g2, h = methods(X, Y)
+    g, v, g2, h, plain = methods(X, Y)
+    assert plain == v
     assert_close(g, fd_grad(loss, (X, Y), 0))
     assert_close(g2, g, rtol=1e-12)
     assert_close(v, loss(X, Y), rtol=1e-12)
     assert_close(h, np.diag(2 * Y - np.cos(X)), rtol=1e-12)  # d2/dw2 of sum(w^2) b + sum(cos w)
     assert_close(call(loss.grad, X, Y), g, rtol=1e-12)  # a method passed as a first-class function
+    assert call(loss, X, Y) == v  # and the function itself
 
 
 def test_modules_s2sad_build_writes():
