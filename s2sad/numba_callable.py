@@ -15,9 +15,12 @@ a scalar) and writes the implementation for those types, e.g.
         return compiled(x, y)     # the generated njit gradient; arrays read from globals are frozen
 
 So a gradient called in an `@njit` loop is a direct call of the generated code (LLVM inlines it), it
-can be passed to njit functions and closed over like any dispatcher, and `s2sad.jit(grad(f))` is the
-trampoline itself: called from Python it costs numba's dispatch. Arguments numba code cannot pass
-(pytrees) are refused with a message naming `g.numba(*examples)`, the flat entry point taking leaves.
+can be passed to njit functions and closed over like any dispatcher, and `s2sad.jit(grad(f))` is a
+trampoline of its own: called from Python it costs numba's dispatch (calls numba cannot type, such as
+pytrees, take the Python path). Arguments numba code cannot pass (pytrees) are refused with a message
+naming `g.numba(*examples)`, the flat entry point taking leaves. An `@s2sad.differentiate` function
+has a numba type of its own whose methods are these trampolines. numba never caches code that calls
+a trampoline (see _function).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ class NotNumbaCallable(TypeError):
 
 class Spec:
     """What a public function computes, for writing its numba implementation: kind is "grad",
-    "value_and_grad", "jacfwd", "hessian", "vmap", "jvp" or "flat" (leaves in, leaves out)."""
+    "value_and_grad", "jacfwd", "hessian", "vmap", "jvp", "call" (an @differentiate function itself)
+    or "flat" (leaves in, leaves out)."""
 
     for_python = False  # the trampoline s2sad.jit returns (see _frozen)
 

@@ -178,6 +178,9 @@ def test_pytrees_through_the_flat_entry_point():
     gb, gw = call3(flat, params["b"], params["w"], x)
     assert_close(gb, 2 * params["b"], rtol=1e-12)
     assert_close(gw, x, rtol=1e-12)
+    value, gb, gw = call3(s2sad.value_and_grad(tree_loss).numba(params, x), params["b"], params["w"], x)
+    assert_close(value, tree_loss(params, x), rtol=1e-12)
+    assert_close(gw, x, rtol=1e-12)
 
 
 @numba.njit
