@@ -193,6 +193,8 @@ def test_refusals_name_the_flat_entry_point():
         call(loss.grad, (X, X), Y)
     with pytest.raises(TypeError, match=r"requires float inputs.*int64"):
         call(G, X, 2)
+    with pytest.raises(NotNumbaCallable, match="maps axis 0"):
+        call(s2sad.vmap(s2sad.grad(energy), in_axes=(1, None)), X.reshape(3, 1), Y)
 
 
 def test_jit_is_numbas_dispatcher_and_keeps_the_python_path():
