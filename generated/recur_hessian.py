@@ -10,6 +10,7 @@ import math
 import numpy as np
 from numba import njit
 from ._s2sad_runtime import (broadcast_like, copy_adj, sum_expand, unbroadcast, zeros_like_adj)
+from ._s2sad_runtime import set_column, square_block, unit_like
 
 
 @njit(cache=True, error_model="numpy")
@@ -282,16 +283,14 @@ def recur_grad_jvp_tangent(x, w, x_dot):
     return tangent
 
 
+@njit(cache=True, error_model="numpy")
 def recur_hessian(x, w):
-    """d2 / dx2, shape x.shape + x.shape: one jvp of the gradient per element of `x` (plain Python)."""
+    """d2 / dx2, shape x.shape + x.shape: one jvp of the gradient per element of `x`."""
     size = np.size(x)
     hessian = np.empty((size, size))
     for k in range(size):
-        unit = np.zeros(size)
-        unit[k] = 1.0
-        basis = unit.reshape(np.shape(x)) if np.ndim(x) else 1.0
-        hessian[:, k] = np.ravel(recur_grad_jvp_tangent(x, w, basis))
-    return hessian.reshape(np.shape(x) * 2) if np.ndim(x) else float(hessian[0, 0])
+        set_column(hessian, k, recur_grad_jvp_tangent(x, w, unit_like(x, k)))
+    return square_block(hessian, x)
 
 
 # numba compiles the functions above as s2sad.grad does: after the line-keeping rewrites of

@@ -13,6 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from s2sad import gencache, hidden, jacobians, rules, synthesize
+from s2sad import numba_callable
+from s2sad.numba_callable import attach, jitted
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
 from s2sad.backend import (compile_function, inferred_return_type, load_module, passed_check, record_check,
@@ -585,7 +587,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
         g = r.grads(result, 0)
         return (g, unflatten(r.generated.fn.output_shape[1], list(result[len(r.flat_argnums):]))) if has_aux else g
 
-    return _behind_entry(rev, general)
+    return attach(_behind_entry(rev, general), "grad", rev)
 
 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -598,7 +600,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         value = (result[0], r.aux(result)) if has_aux else result[0]
         return value, r.grads(result)
 
-    return _behind_entry(rev, general)
+    return attach(_behind_entry(rev, general), "value_and_grad", rev)
 
 
 def _behind_entry(rev: _Reverse, general: Callable) -> Callable:
@@ -777,7 +779,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAU
         return unflatten(fn.output_shape, [_arrange(fwd, row) for row in blocks])
 
     jacfwd_fun.__s2sad_transform__ = fwd0
-    return jacfwd_fun
+    return attach(jacfwd_fun, "jacfwd", fwd0)
 
 
 def _arrange(t: _Transform, per_leaf: list):
@@ -822,7 +824,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
         return _arrange(rev, rows)
 
     hessian_fun.__s2sad_transform__ = rev0
-    return hessian_fun
+    return attach(hessian_fun, "hessian", rev0)
 
 
 def _hessian_jacobian(rev: _Reverse) -> Callable:
@@ -970,7 +972,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
         return _move_out(out, out_axes)
 
     vmapped.__s2sad_transform__ = batch
-    return vmapped
+    if target == "cuda":  # launched from Python: not callable from numba code
+        return vmapped
+    return attach(vmapped, "vmap", batch, in_axes=axes, out_axes=out_axes, fun=fun)
 
 
 def _vmap_of_grad(rev: "_Reverse", batch: _Batched, defs: list, leaves: list, leaf_axes: list, out_axes):
@@ -1028,14 +1032,27 @@ _JITTED_MARK = "__s2sad_jit__"  # on what jit returns: source() prints the funct
 
 
 def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:
-    """Compile `fun` with numba (`fun` may be a function s2sad returned)."""
+    """Compile `fun` with numba (`fun` may be a function s2sad returned).
+
+    For a function s2sad returned: its numba dispatcher (numba_callable.py), which numba code can call
+    and which Python calls at the cost of numba's dispatch; arguments numba cannot pass (pytrees) take
+    the Python path. Where its parameters have defaults or it runs uncompiled: `fun` itself."""
     if hasattr(fun, "__s2sad_transform__") or backend == "python":
+        if backend == "numba" and getattr(fun, "__s2sad_numba__", None) is not None and \
+                fun.__s2sad_transform__.backend == "numba" and _plain_parameters(fun):
+            return jitted(fun)
         return fun  # already compiled inside
     import numba
 
     dispatcher = numba.njit(cache=False, error_model="numpy")(unwrap(fun))
     setattr(dispatcher, _JITTED_MARK, True)
     return dispatcher
+
+
+def _plain_parameters(fun: Callable) -> bool:
+    """Positional parameters without defaults: numba's dispatcher binds them as Python would."""
+    return all(q.kind == q.POSITIONAL_OR_KEYWORD and q.default is q.empty
+               for q in fun.__s2sad_transform__.signature.parameters.values())
 
 
 _UNSET: Any = object()
@@ -1156,6 +1173,17 @@ def _batched_source(fun: Callable, batch: "_Batched", args: tuple) -> str:
     return _last_call(batch).generated.source
 
 
+def _jvp_function(fun: Callable, backend: str) -> Callable:
+    """`jvp(fun, primals, tangents)` as a function of (primals, tangents), which numba code can call."""
+    def jvp_of(primals, tangents):
+        return jvp(fun, primals, tangents, backend=backend)
+
+    forward = _Forward(fun, 0, backend)  # (its name and signature; the call specializes to all primals)
+    jvp_of.__name__ = f"{forward.fun.__name__}_jvp"
+    return attach(jvp_of, "jvp", forward, ["primals", "tangents"],
+                  forward=lambda n: _forward(fun, tuple(range(n)), backend))
+
+
 def _tangent_function(fun, argnums) -> types.FunctionType:
     """`f_jvp_tangent(*args, *tangents)` of `fun` as Python source: forward mode's derivative function."""
     return _Forward(fun, argnums, DEFAULT_BACKEND).source_function()
@@ -1176,10 +1204,12 @@ class differentiate:
         print(loss.source())            # the generated adjoint code (mode="fwd" for the tangent code)
     """
 
+    NUMBA_METHODS = ("grad", "value_and_grad", "hessian", "jvp")  # callable from numba code (numba_callable.py)
+
     def __init__(self, fun: Callable | None = None, *, argnums=0, has_aux=False, backend=DEFAULT_BACKEND):
         self._options = dict(argnums=argnums, has_aux=has_aux, backend=backend)
         self._compiled = None
-        self._grad = self._vag = self._hessian = None
+        self._grad = self._vag = self._hessian = self._jvp = self._call = None
         if fun is not None:
             self._set(fun)
 
@@ -1217,6 +1247,36 @@ class differentiate:
             self._hessian = hessian(self.__s2sad_fun__, self._options["argnums"], backend=self._options["backend"])
         return self._hessian(*args, **kwargs)
 
+    def public(self, method: str) -> Callable:
+        """The function s2sad returns for `method` (grad(fun), ...): what numba code calls for `loss.grad`."""
+        fun, backend = self.__s2sad_fun__, self._options["backend"]
+        if method == "grad":
+            self._grad = self._grad or grad(fun, **self._options)
+            return self._grad
+        if method == "value_and_grad":
+            self._vag = self._vag or value_and_grad(fun, **self._options)
+            return self._vag
+        if method == "hessian":
+            self._hessian = self._hessian or hessian(fun, self._options["argnums"], backend=backend)
+            return self._hessian
+        if method == "jvp":
+            self._jvp = self._jvp or _jvp_function(fun, backend)
+            return self._jvp
+        if method == "__call__":  # the function itself, compiled as written
+            if self._compiled is None:
+                self._compiled = _AsWritten(fun, 0, backend)
+            if self._call is None:
+                self._call = attach(functools.wraps(fun)(lambda *args: self(*args)), "call", self._compiled)
+            return self._call
+        raise AttributeError(method)
+
+    @property
+    def _numba_type_(self):
+        """numba's type for this object in numba code (numba_callable.py): `loss.grad(w, x)` there."""
+        from s2sad.numba_callable import DifferentiateType
+
+        return DifferentiateType(self)
+
     def program_of(self, method: str) -> Callable[[tuple], str] | None:
         """For `source(loss.grad)` and the like: the program that method runs (see `source`)."""
         fun, backend = self.__s2sad_fun__, self._options["backend"]
@@ -1242,3 +1302,6 @@ class differentiate:
         argnums = self._options["argnums"] if argnums is None else argnums
         has_aux = self._options["has_aux"] if has_aux is None else has_aux
         return _derivative_source(self.__s2sad_fun__, argnums, has_aux, mode, order)
+
+
+numba_callable.overload_jvp()  # s2sad.jvp in numba code

@@ -53,8 +53,9 @@ def module_name(source: str, stem: str) -> str:
     return f"s2sad_gen_{stem}_{digest}"
 
 
-def load_module(source: str, stem: str, backend: str) -> types.ModuleType:
-    """Import `source`, written to a file in the cache dir named by its hash (so never stale).
+def load_module(source: str, stem: str, backend: str, in_memory: bool = False) -> types.ModuleType:
+    """Import `source`, written to a file in the cache dir named by its hash (so never stale); with
+    `in_memory`, held only in linecache (see _source_file).
 
     Thread-safe: concurrent first calls get the same module. The code always comes from `source`
     itself, never from the file (nor a .pyc), so a damaged file can only cost a rewrite."""
@@ -64,12 +65,12 @@ def load_module(source: str, stem: str, backend: str) -> types.ModuleType:
     key = (name, backend)
     with _LOCK:
         if key not in _LOADED:
-            _LOADED[key] = _import(name, source, backend)
+            _LOADED[key] = _import(name, source, backend, in_memory)
         return _LOADED[key]
 
 
-def _import(name: str, source: str, backend: str) -> types.ModuleType:
-    path = _source_file(name, source)
+def _import(name: str, source: str, backend: str, in_memory: bool = False) -> types.ModuleType:
+    path = _source_file(name, source, in_memory)
     if backend == "python":
         module = types.ModuleType(name + "_py")
         module.__file__ = str(path)
@@ -88,12 +89,13 @@ def _import(name: str, source: str, backend: str) -> types.ModuleType:
     return module
 
 
-def _source_file(name: str, source: str) -> Path:
-    """Where `source` lives: a file in the cache dir, or (no usable cache dir) a name only in memory.
+def _source_file(name: str, source: str, in_memory: bool = False) -> Path:
+    """Where `source` lives: a file in the cache dir, or (no usable cache dir, or `in_memory`) a name
+    only in memory.
 
     Either way linecache holds its lines, so the frontend can read it back (grad of grad) even if
     another process clears the cache meanwhile."""
-    folder = cache_dir()
+    folder = None if in_memory else cache_dir()
     if folder is not None:
         try:
             ensure_file(folder / f"{name}.py", source)
@@ -133,7 +135,7 @@ def _checks_file(source: str, stem: str) -> Path | None:
     return None if folder is None else folder / f"{module_name(source, stem)}.checked"
 
 
-def inferred_return_type(dispatcher, args: tuple):
+def inferred_return_type(dispatcher, args: tuple, argtypes: tuple | None = None):
     """numba's type for what `dispatcher` returns on `args`, from type inference alone: the function
     itself is neither lowered nor optimized (the helpers it calls are compiled, as typing needs).
     None where inference fails or numba's compiler pipeline is not the one this was written for.
@@ -143,13 +145,15 @@ def inferred_return_type(dispatcher, args: tuple):
 
     The flags are the dispatcher's own, as its compile would set them: numba keys each helper it
     compiles for typing by the caller's flags, so the gradient (compiled with the same options) reuses
-    every helper typed here instead of compiling it again (GMM: 9 s of a 70 s cold first call)."""
+    every helper typed here instead of compiling it again (GMM: 9 s of a 70 s cold first call).
+
+    `argtypes`: numba's types of the arguments, where they are known instead of values (numba_callable)."""
     import numba
     from numba.core import compiler, errors
     from numba.core.compiler_lock import global_compiler_lock
 
     try:
-        argtypes = tuple(numba.typeof(a) for a in args)
+        argtypes = tuple(numba.typeof(a) for a in args) if argtypes is None else argtypes
         flags = compiler.Flags()
         dispatcher.targetdescr.options.parse_as_flags(flags, dispatcher.targetoptions)
         flags = dispatcher._compiler._customize_flags(flags)

@@ -261,8 +261,7 @@ def generate_file(target: Target, t: Transform) -> tuple[str, str, str]:
         raise BuildError(f"{target.name}: {t.text()}: reads arrays from outside its arguments ({', '.join(outside)}), "
                          "which a built module cannot look up; pass them as arguments")
     stem = f"{target.name}_{t.tag()}"
-    plain_python = {entry} if t.kind == "hessian" else set()  # its loop calls the compiled jvp
-    code = _compiled_with_numba(native_tapes(_vendored_imports(code)), skip=plain_python)
+    code = _compiled_with_numba(native_tapes(_vendored_imports(code)), skip=set())
     if entry != stem:
         code += f"\n\n{stem} = {entry}  # the name of this file: every generated module defines one\n"
     code += COMPILED_TEXT_HOOK
@@ -310,21 +309,21 @@ def _hessian_code(fun: Callable, argnum: int) -> tuple[str, str]:
     g = api._Forward(gradient, argnum, "python").generated
     params = list(inspect.signature(gradient).parameters)
     x, name = params[argnum], f"{api._as_function(fun).__name__}_hessian"
-    size, hessian, k, unit, basis = _fresh(["size", "hessian", "k", "unit", "basis"], set(params))
-    tangent_args = ", ".join(params + [basis])
+    size, hessian, k = _fresh(["size", "hessian", "k"], set(params))
+    tangent_args = ", ".join(params + [f"unit_like({x}, {k})"])
     wrapper = textwrap.dedent(f'''\
         def {name}({', '.join(params)}):
-            """d2 / d{x}2, shape {x}.shape + {x}.shape: one jvp of the gradient per element of `{x}` (plain Python)."""
+            """d2 / d{x}2, shape {x}.shape + {x}.shape: one jvp of the gradient per element of `{x}`."""
             {size} = np.size({x})
             {hessian} = np.empty(({size}, {size}))
             for {k} in range({size}):
-                {unit} = np.zeros({size})
-                {unit}[{k}] = 1.0
-                {basis} = {unit}.reshape(np.shape({x})) if np.ndim({x}) else 1.0
-                {hessian}[:, {k}] = np.ravel({g.wrapper}({tangent_args}))
-            return {hessian}.reshape(np.shape({x}) * 2) if np.ndim({x}) else float({hessian}[0, 0])
+                set_column({hessian}, {k}, {g.wrapper}({tangent_args}))
+            return square_block({hessian}, {x})
         ''')
-    return _body(g.source) + "\n\n" + wrapper, name
+    lines = _body(g.source).splitlines()
+    last_import = max(i for i, line in enumerate(lines) if line.startswith(("import ", "from ")))
+    lines.insert(last_import + 1, "from s2sad.runtime import set_column, square_block, unit_like")
+    return "\n".join(lines) + "\n\n\n" + wrapper, name
 
 
 def _fresh(wanted: list[str], taken: set[str]) -> list[str]:

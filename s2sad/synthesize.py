@@ -20,8 +20,11 @@ _TEMPLATE = """{imports}def make({closure}):
 
 
 def function(name: str, params: list[str], body: list[str], closure: dict[str, Any],
-             imports: str = "") -> types.FunctionType:
-    """`def name(params): body` with the names in `closure` bound to the given objects."""
+             imports: str = "", in_memory: bool = False) -> types.FunctionType:
+    """`def name(params): body` with the names in `closure` bound to the given objects.
+
+    in_memory: keep its source in memory only (linecache), not as a file in the cache directory: for
+    the short-lived trampolines numba_callable.py writes per argument type, which nothing re-reads."""
     text = _TEMPLATE.format(imports=imports + "\n\n" if imports else "", closure=", ".join(closure), name=name,
                             params=", ".join(params), body="\n".join("        " + line for line in body))
-    return load_module(text, name, "python").make(*closure.values())
+    return load_module(text, name, "python", in_memory=in_memory).make(*closure.values())

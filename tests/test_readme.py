@@ -177,11 +177,26 @@ def check_sharing(ns, out):
     assert second.startswith("[")
 
 
+def check_numba(ns, out):
+    import numba
+
+    import s2sad
+
+    rosenbrock, p, root, f = ns["rosenbrock"], ns["p"], ns["root"], ns["circle_and_line"]
+    gradient, x = ns["rosenbrock_grad"], np.array([0.3, -0.4])
+    assert_close(numba.njit(lambda v: gradient(v))(x), fd(rosenbrock, x))  # called by numba code
+    assert_close(p, [1.0, 1.0], rtol=1e-3)
+    assert_close(root, [np.sqrt(2.0), np.sqrt(2.0)], rtol=1e-12)
+    jacobian = s2sad.jacfwd(f)
+    assert_close(numba.njit(lambda y: jacobian(y))(root), fd(f, root))
+
+
 CHECKS = {
     "30 seconds #0": check_thirty_seconds,
     "30 seconds #3": check_composition,
     "Three ways in #0": check_three_ways,
     "Three ways in #1": check_built,
+    "API #0": check_numba,
     "Batches: vmap #0": check_vmap,
     "Pytrees #0": check_pytrees,
     "Rules for your own functions #0": check_rules,

@@ -39,6 +39,9 @@ __all__ = [
     "diag_adjoint",
     "diagonal_2d",
     "linspace_any",
+    "unit_like",
+    "set_column",
+    "square_block",
 ]
 
 
@@ -779,3 +782,55 @@ def _ol_concat_embed(h, like, axis, at_end):
         out.reshape(out.size)[_block_offsets(big, small, _part_start(big, small, axis, at_end))] = _flat(h)
         return out
     return impl
+
+
+def unit_like(x, k):
+    """The k-th unit vector in the shape of `x`, 1.0 for a scalar: the tangent a built hessian's loop
+    seeds, in code numba compiles for a float `x` as for an array."""
+    if np.ndim(x) == 0:
+        return 1.0
+    e = np.zeros(np.size(x))
+    e[k] = 1.0
+    return e.reshape(np.shape(x))
+
+
+@overload(unit_like)
+def _ol_unit_like(x, k):
+    if _is_scalar_type(x):
+        return lambda x, k: 1.0
+
+    def impl(x, k):
+        e = np.zeros(x.size)
+        e[k] = 1.0
+        return e.reshape(x.shape)
+    return impl
+
+
+def set_column(h, k, t):
+    """h[:, k] = the elements of `t` (an array or a float): a built hessian's column."""
+    h[:, k] = np.ravel(t)
+
+
+@overload(set_column)
+def _ol_set_column(h, k, t):
+    if _is_scalar_type(t):
+        def scalar(h, k, t):
+            h[:, k] = t
+        return scalar
+
+    def impl(h, k, t):
+        h[:, k] = np.ravel(t)
+    return impl
+
+
+def square_block(h, x):
+    """The (size, size) matrix `h` of second derivatives in the shape x.shape + x.shape (a float for a
+    scalar `x`)."""
+    return h.reshape(np.shape(x) * 2) if np.ndim(x) else float(h[0, 0])
+
+
+@overload(square_block)
+def _ol_square_block(h, x):
+    if _is_scalar_type(x):
+        return lambda h, x: h[0, 0]
+    return lambda h, x: np.ascontiguousarray(h).reshape(x.shape + x.shape)
