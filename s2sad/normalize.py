@@ -469,8 +469,9 @@ class Lowerer:
         finally:
             self.branch_depth -= 1
             self.nested -= 1
-        if any(self.ranks.get(name) != rank for name, rank in kept.items()):
-            raise ChangesAtRunTime(self.loop_key(loop))
+        changed = sorted(name for name, rank in kept.items() if self.ranks.get(name) != rank)
+        if changed:  # lowered again with these ranks forgotten at the start of a pass, the others kept
+            raise ChangesAtRunTime(*(self.loop_key(loop) + (name,) for name in changed))
         self.forget_units(stmts)
         return flags
 
@@ -491,12 +492,14 @@ class Lowerer:
     def loop_ranks(self, loop, stmts) -> dict:
         """A loop body's first reads may see the last pass's values. The ranks of the names it binds are
         kept where each pass ends with the rank it started with (checked after the body: lowering starts
-        again, with them forgotten, where one changes), so `x.ndim` of a filter's state folds in its loop."""
+        again, with the ranks that changed forgotten), so `x.ndim` of a filter's state folds in its loop,
+        and a row read from an array stays a row where another name's rank is unknown."""
         bound = self.bound_in(stmts)
         for name in bound:
             self.kinds.pop(name, None)
-        changing = self.loop_key(loop) in self.hidden.varying
-        kept = {} if changing else {name: self.ranks[name] for name in bound if name in self.ranks}
+        key = self.loop_key(loop)
+        kept = {} if key in self.hidden.varying else {
+            name: self.ranks[name] for name in bound if name in self.ranks and key + (name,) not in self.hidden.varying}
         for name in bound - set(kept):
             self.ranks.pop(name, None)
         return kept
@@ -3755,7 +3758,7 @@ class HiddenParams:
     own: set  # the top function's variables and the names generated code calls
     params: dict = field(default_factory=dict)  # Hidden -> parameter name
     written: dict = field(default_factory=dict)  # id of an outside object whose attributes are assigned -> LocalObject
-    varying: set = field(default_factory=set)  # (class, attribute): an int attribute that changes at run time
+    varying: set = field(default_factory=set)  # changed at run time: (class, attribute); loop ranks, or one name's
     pins_units: bool = False  # `np.squeeze` decided on the length-one axes of the arrays: checked at each call
 
     def listed(self) -> tuple:
@@ -4283,9 +4286,9 @@ class ChangesAtRunTime(Exception):
     """An int attribute of an object, kept as a constant, is changed where the change runs conditionally
     or repeatedly: lowering starts again, with the attribute a variable from the start."""
 
-    def __init__(self, key):
-        super().__init__(key)
-        self.key = key
+    def __init__(self, *keys):
+        super().__init__(*keys)
+        self.keys = keys
 
 
 def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
@@ -4305,7 +4308,7 @@ def normalize(fn, plain: frozenset = frozenset(), arg_trees: dict | None = None,
         try:
             return _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying)
         except ChangesAtRunTime as again:
-            varying.add(again.key)
+            varying.update(again.keys)
 
 
 def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) -> ir.Function:

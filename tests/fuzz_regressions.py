@@ -111,3 +111,24 @@ def while_counter_index_after_rebinding(v0):
     v2[-1] -= h9[0]
     return (np.sum(np.sin(v0)) + np.mean(v2 * v2) + np.sum(np.sin(h9))
             + np.maximum((h9[-3]), ((v2[0] if h9.sum() > 3.0 else 0.1))))
+
+
+
+def element_read_beside_an_unknown_rank(x, v):
+    """A rank lowering cannot tell in a loop (a norm's) made it forget the rank of every name the loop
+    binds: the element read `v[k - 1]` of a vector was then taken for a row, a view of `v`, and `x *= ...`
+    refused as a write into memory `s` shares, where the argument types were known."""
+    s = x
+    k = 0
+    while k < 2:
+        k += 1
+        x *= np.tanh(0.1 - v[0])
+    k = 0
+    while k < 2:
+        k += 1
+        s = np.tanh(x * s)
+        v = 0.5 * v + 0.5 * np.sin(v)
+        for j in range(1, 2):
+            s += np.linalg.norm(v) / np.cosh(v[k - 1])
+            x = v[k - 1]
+    return x + s + np.mean(v * v)
