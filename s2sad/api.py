@@ -824,7 +824,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
         return _arrange(rev, rows)
 
     hessian_fun.__s2sad_transform__ = rev0
-    return attach(hessian_fun, "hessian", rev0)
+    return attach(hessian_fun, "hessian", rev0, jacobian=_hessian_jacobian)
 
 
 def _hessian_jacobian(rev: _Reverse) -> Callable:
@@ -1304,4 +1304,4 @@ class differentiate:
         return _derivative_source(self.__s2sad_fun__, argnums, has_aux, mode, order)
 
 
-numba_callable.overload_jvp()  # s2sad.jvp in numba code
+numba_callable.install(differentiate, jvp, lambda f: _memo(("numba jvp", f), lambda: _jvp_function(f, DEFAULT_BACKEND)))

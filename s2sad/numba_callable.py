@@ -394,14 +394,12 @@ def _write_jacfwd(spec: Spec, argtypes: tuple):
 
 
 def _write_hessian(spec: Spec, argtypes: tuple):
-    from s2sad.api import _hessian_jacobian
-
     r = _reverse_ready(spec, argtypes)
     if len(r.flat_argnums) != 1:
         raise NotNumbaCallable(f"{spec.name}: inside numba code hessian differentiates one argument; "
                                "take tuple argnums from Python")
     names = _Names(spec, spec.params)
-    jacobian = names.bind("jacobian", dispatcher_of(_hessian_jacobian(r), spec.for_python))
+    jacobian = names.bind("jacobian", dispatcher_of(spec.options["jacobian"](r), spec.for_python))
     return [f"return {jacobian}({', '.join(spec.params)})"], names.closure
 
 
@@ -478,11 +476,12 @@ def _typeof_function(val, c):
     return _generic_typeof(val, c)
 
 
+_DIFFERENTIATE: list[type] = []  # the class of @s2sad.differentiate, given by install()
+
+
 @typeof_impl.register(pytypes.MethodType)
 def _typeof_method(val, c):
-    from s2sad.api import differentiate
-
-    if isinstance(val.__self__, differentiate) and val.__func__.__name__ in differentiate.NUMBA_METHODS:
+    if isinstance(val.__self__, tuple(_DIFFERENTIATE)) and val.__func__.__name__ in val.__self__.NUMBA_METHODS:
         return nb.Dispatcher(dispatcher_of(val.__self__.public(val.__func__.__name__)))
     return _generic_typeof(val, c)
 
@@ -535,17 +534,17 @@ def _lower_method(context, builder, typ, value, attr):
     return context.get_dummy_value()
 
 
-def overload_jvp():
-    """`s2sad.jvp(f, primals, tangents)` in numba code, for `f` an njit function or an @differentiate one
-    (api.py calls this once it defines jvp)."""
-    from s2sad import api
+def install(differentiate: type, jvp: Callable, jvp_function: Callable[[Callable], Callable]) -> None:
+    """Called once by api.py, which defines these (passed in, so this module never imports api):
+    `differentiate`, whose methods numba code calls; `s2sad.jvp(f, primals, tangents)` in numba code, for
+    `f` an njit function or an @differentiate one; `jvp_function(f)`, what numba code calls for jvp of `f`."""
+    _DIFFERENTIATE.append(differentiate)
 
     def typer(fun, primals, tangents, backend=None):
         if isinstance(fun, DifferentiateType):
             public = fun.obj.public("jvp")
         elif isinstance(fun, nb.Dispatcher):
-            found = getattr(fun.dispatcher, "__s2sad_public__", None) or fun.dispatcher.py_func
-            public = api._memo(("numba jvp", found), lambda: api._jvp_function(found, api.DEFAULT_BACKEND))
+            public = jvp_function(getattr(fun.dispatcher, "__s2sad_public__", None) or fun.dispatcher.py_func)
         else:
             raise NotNumbaCallable(f"s2sad.jvp in numba code takes an njit function or an @s2sad.differentiate one "
                                    f"as its first argument, got {fun}")
@@ -555,5 +554,4 @@ def overload_jvp():
                                    (primals, tangents))
         return _function(f"{spec.name}_jvp", params, body, closure)
 
-    overload(api.jvp, jit_options=_JIT, strict=False)(typer)
-
+    overload(jvp, jit_options=_JIT, strict=False)(typer)
