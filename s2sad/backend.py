@@ -18,12 +18,14 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 from s2sad.cache import (CacheWarning, cache_dir, ensure_file, mark_unusable, numba_dir, read_checked, read_private,
                          replacing, trusted_numba_dir, write_atomic, write_checked)
+from s2sad.codegen import chains
 from s2sad.codegen.compiled import compiled_text
 from s2sad.runtime import PythonTape
 
 BACKENDS = ("numba", "python")
 CACHE_FORMAT = 6  # part of every module name: bump it when the files' layout changes, so old ones are never read
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
+_TEXT = "__s2sad_numba_text__"  # a module global: the text numba compiles the module's functions from
 _LOCK = threading.RLock()  # one import and one jit per module, however many threads ask at once
 _PACKAGE_ROOT = Path(__file__).resolve().parent
 
@@ -74,14 +76,15 @@ def _import(name: str, source: str, backend: str, in_memory: bool = False) -> ty
     if backend == "python":
         module = types.ModuleType(name + "_py")
         module.__file__ = str(path)
-    else:
+    else:  # numba, or "typed" (a module typed_module wrote, for one signature)
         module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))
         sys.modules[name] = module  # before exec: numba's cache locates functions through it
     try:
-        text = _numba_text(name, source) if backend == "numba" else source
+        text = _numba_text(name, source) if backend == "numba" else source  # "typed": the text itself
         exec(compile(text, str(path), "exec"), module.__dict__)
+        module.__dict__[_TEXT] = text
     except BaseException:
-        if backend == "numba":
+        if backend != "python":
             del sys.modules[name]
         raise
     if backend == "python":
@@ -121,7 +124,7 @@ def _numba_text(name: str, source: str) -> str:
         saved = read_checked(path)
         if saved is not None:
             return saved
-    text = compiled_text(source)
+    text = compiled_text(source, chains_when_typed=False)
     if path is not None:
         try:
             write_checked(path, text)
@@ -149,11 +152,23 @@ def inferred_return_type(dispatcher, args: tuple, argtypes: tuple | None = None)
 
     `argtypes`: numba's types of the arguments, where they are known instead of values (numba_callable)."""
     import numba
+
+    try:
+        argtypes = tuple(numba.typeof(a) for a in args) if argtypes is None else argtypes
+    except (TypeError, ValueError):  # a value numba has no type for
+        return None
+    found = inferred_types(dispatcher, argtypes)
+    return None if found is None else found[0]
+
+
+def inferred_types(dispatcher, argtypes: tuple) -> tuple | None:
+    """(the return type, numba's type of each variable of `dispatcher`'s function) for arguments of
+    `argtypes`, from type inference alone (see inferred_return_type); None where inference fails.
+    Variables are keyed as numba names them: a name bound more than once also as `name.1`, ..."""
     from numba.core import compiler, errors
     from numba.core.compiler_lock import global_compiler_lock
 
     try:
-        argtypes = tuple(numba.typeof(a) for a in args) if argtypes is None else argtypes
         flags = compiler.Flags()
         dispatcher.targetdescr.options.parse_as_flags(flags, dispatcher.targetoptions)
         flags = dispatcher._compiler._customize_flags(flags)
@@ -168,8 +183,8 @@ def inferred_return_type(dispatcher, args: tuple, argtypes: tuple | None = None)
 
 @functools.cache
 def _typing_pipeline():
-    """A numba compiler that stops after type inference and returns the inferred return type (the
-    pipeline API numba documents for custom compilers, plus its early-completion exception)."""
+    """A numba compiler that stops after type inference and returns the inferred return type and
+    type map (the pipeline API numba documents for custom compilers, plus its early-completion exception)."""
     from numba.core.compiler import CompilerBase, DefaultPassBuilder, _EarlyPipelineCompletion
     from numba.core.compiler_machinery import FunctionPass, register_pass
     from numba.core.typed_passes import NopythonTypeInference
@@ -182,7 +197,7 @@ def _typing_pipeline():
             FunctionPass.__init__(self)
 
         def run_pass(self, state):
-            raise _EarlyPipelineCompletion(state.return_type)
+            raise _EarlyPipelineCompletion((state.return_type, dict(state.typemap)))
 
     class TypingOnly(CompilerBase):
         def define_pipelines(self):
@@ -252,8 +267,86 @@ def _jit_module(module: types.ModuleType) -> None:
             if on_disk:
                 _enable_disk_cache(dispatcher)
             _translate_errors(dispatcher)
+            _fuse_for_each_signature(dispatcher, module)
             setattr(module, name, dispatcher)
     _JITTED.add(module.__name__)
+
+
+def _fuse_for_each_signature(dispatcher, module: types.ModuleType) -> None:
+    """Compile `dispatcher` for each signature from a module of its own, in which the runs of
+    elementwise lines the signature's types allow are written out as loops (codegen.chains.typed_module):
+    numba compiles that text as printed, once. The types come from numba's type inference of the
+    function as written (which compiles the helpers both texts call); the module's text is kept in
+    the cache, so a later process loads it and numba's cached code without typing again. Where no
+    run fuses, the dispatcher compiles as written."""
+    from numba.core import sigutils
+    from numba.core.compiler_lock import global_compiler_lock
+
+    compile_as_written = dispatcher.compile
+    if not chains.has_runs(module.__dict__[_TEXT], dispatcher.py_func.__name__):
+        return
+
+    def compile(sig):
+        args = tuple(sigutils.normalize_signature(sig)[0])
+        with global_compiler_lock:
+            if args not in dispatcher.overloads:
+                typed = _typed_dispatcher(dispatcher, module, args)
+                if typed is not None:
+                    typed.compile(args)
+                    dispatcher.add_overload(typed.overloads[args])
+                    # numba's disk cache serves the typed module: its hits and misses count as this function's
+                    dispatcher._cache_hits[args] += typed._cache_hits[args]
+                    dispatcher._cache_misses[args] += typed._cache_misses[args]
+            return compile_as_written(sig)  # the overload just added, or the function as written
+
+    dispatcher.compile = compile
+
+
+def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):
+    """The dispatcher of the module `_fuse_for_each_signature` compiles `dispatcher` for `args` from, or
+    None where no run fuses (said in the cache too: an empty text) or numba cannot type the function."""
+    import numba
+
+    function = dispatcher.py_func.__name__
+    name = f"{module.__name__}_{function}_{hashlib.sha256(str(args).encode()).hexdigest()[:12]}"
+    folder = cache_dir()
+    saved = None if folder is None else folder / f"{name}.compiled"
+    text = None if saved is None else read_checked(saved)
+    if text is None:
+        found = inferred_types(dispatcher, args)
+        if found is None:
+            return None
+        text = chains.typed_module(module.__dict__[_TEXT], function, _type_by_name(found[1]), module.__name__) or ""
+        if saved is not None:
+            try:
+                write_checked(saved, text)
+            except OSError:  # an unwritable cache dir costs the typing again next time, nothing more
+                pass
+    if not text:
+        return None
+    with _LOCK:
+        key = (name, "numba")
+        if key not in _LOADED:
+            _LOADED[key] = _import(name, text, "typed", in_memory=not Path(module.__file__).is_file())
+        typed = getattr(_LOADED[key], function)
+        if not isinstance(typed, numba.core.registry.CPUDispatcher):
+            options = {k: v for k, v in dispatcher.targetoptions.items() if k != "nopython"}
+            typed = numba.njit(**options)(typed)
+            if Path(typed.py_func.__code__.co_filename).is_file():
+                _enable_disk_cache(typed)
+            _translate_errors(typed)
+            setattr(_LOADED[key], function, typed)
+        return typed
+
+
+def _type_by_name(typemap: dict):
+    """`types_of(name)` for codegen.chains: numba's type of a variable, where every binding of the name
+    has that one type."""
+    found: dict[str, set] = {}
+    for var, t in typemap.items():
+        if not var.startswith(("$", "arg.")):
+            found.setdefault(var.split(".")[0], set()).add(t)
+    return lambda name: next(iter(found[name])) if len(found.get(name, ())) == 1 else None
 
 
 def _translate_errors(dispatcher) -> None:

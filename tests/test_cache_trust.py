@@ -89,7 +89,7 @@ def planted(transform) -> bool:
 def plant_compiled_text(root: Path) -> Path:
     """Append a marker to the saved compiled text, keeping its checksum right: s2sad runs it if it loads it
     (as it does the module source a .gen holds)."""
-    (path,) = root.glob("s2sad_gen_f_*.compiled")
+    (path,) = [p for p in root.glob("s2sad_gen_f_*.compiled") if p.stem.count("_") == 3]  # not a signature's
     text = cache.read_checked(path)
     cache.write_checked(path, text + "\nPLANTED = True\n")
     return path

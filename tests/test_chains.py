@@ -3,6 +3,7 @@ compiled text hands to `chain`, that the loop gives what the lines give as writt
 falls back to them, and gradients through it against finite differences."""
 
 import ast
+import copy
 
 import numba
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 from numba import types
 
 import s2sad
+from s2sad import backend
 from s2sad.codegen.compiled import compiled_text
-from s2sad.codegen.chains import fused_chains
+from s2sad.codegen.chains import fused_chains, typed_module
 from s2sad.runtime.chains import _Plan, chain
 from s2sad.runtime.reductions import sum_expand_view
 
@@ -91,8 +93,35 @@ def _compiled(program: str):
     return numba.njit(namespace["run"])
 
 
+def _inline(program: str, *operands):
+    """`program`'s results from the function the backend compiles for the operands' types, its run
+    written out where it stands (codegen.chains.typed_module); None where the run does not fuse."""
+    fn = ast.parse(program).body[0]
+    params = [a.arg for a in fn.args.args]
+    text = "\n".join(["import numpy as np", "from s2sad.runtime.vmath import vexp, vlog, vlog1p, vtanh", "", "",
+                      f"def run({', '.join(params)}):", *["    " + ast.unparse(s) for s in fn.body]])
+    argtypes = dict(zip(params, map(numba.typeof, operands)))
+    module = typed_module(text, "run", argtypes.get, "unused")
+    if module is None:
+        return None
+    namespace = {}
+    exec(module, namespace)
+    return numba.njit(error_model="numpy")(namespace["run"])(*operands)
+
+
+def _shared(operands) -> bool:
+    arrays = [o for o in operands if isinstance(o, np.ndarray)]
+    return any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
+
+
 def _run(program: str, *operands):
-    return _compiled(program)(*operands), chain(program, *operands)
+    """(the compiled chain's results, the lines' results run as written by NumPy); the function
+    compiled for the operands' types, where its run fuses, must give the compiled chain's."""
+    inline = None if _shared(operands) else _inline(program, *copy.deepcopy(operands))
+    got, want = _compiled(program)(*operands), chain(program, *operands)
+    if inline is not None:
+        _same(inline, got)
+    return got, want
 
 
 def _same(got, want):
@@ -365,3 +394,50 @@ def test_a_logistic_regression_gradient_runs_through_chains_and_matches_finite_d
     fd = [(loss(w + h * e, b, X, y) - loss(w - h * e, b, X, y)) / (2 * h) for e in np.eye(4)]
     np.testing.assert_allclose(gw, fd, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gb, (loss(w, b + h, X, y) - loss(w, b - h, X, y)) / (2 * h), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- written out for one signature
+
+def _as_module(program: str) -> str:
+    fn = ast.parse(program).body[0]
+    return "\n".join(["import numpy as np", "", "", f"def run({', '.join(a.arg for a in fn.args.args)}):",
+                      *["    " + ast.unparse(s) for s in fn.body]])
+
+
+def test_the_function_compiled_for_one_signature_writes_its_runs_out_as_loops():
+    vec = types.float64[::1]
+    argtypes = {"m": vec, "b": types.float64, "y": vec}
+    module = typed_module(_as_module(FORWARD), "run", argtypes.get, "home")
+    assert "chain(" not in module and "for _c0_i in range(_c0_size):" in module
+    assert "if m.size > 0 and y.shape == m.shape:" in module  # other shapes: the lines as written, after `else:`
+    assert module.rstrip().endswith("return (t, p, s, q)")
+    assert typed_module(_as_module(FORWARD), "run", {"m": types.int64[::1], "b": types.float64, "y": vec}.get,
+                        "home") is None  # not float64: nothing fuses
+    assert typed_module(_as_module(FORWARD), "run", {"m": vec, "y": vec}.get, "home") is None  # a type unknown
+    two = _as_module(FORWARD).replace("def run(m, b, y):", "def helper(m):\n    return m\n\n\ndef run(m, b, y):")
+    assert "from home import helper" in typed_module(two, "run", argtypes.get, "home")
+
+
+def test_gradients_through_loops_written_for_the_signature_and_through_the_lines_as_written():
+    def loss(w, b, x):
+        z = np.tanh(w * x + b)
+        return np.sum(z * z * x - b * z)
+
+    rng = np.random.default_rng(2)
+    g = s2sad.grad(loss, argnums=(0, 1))
+    for w, b, x in [(rng.normal(size=9), rng.normal(size=9), rng.normal(size=9)),  # one shape: the loops
+                    (rng.normal(size=9), rng.normal(size=1), rng.normal(size=9)),  # broadcast: as written
+                    (rng.normal(size=(3, 4)), 0.4 * np.ones((1, 4)), rng.normal(size=(3, 4)))]:
+        for i, got in enumerate(g(w, b, x)):
+            args = [w, b, x]
+
+            def along(e, i=i, args=args):
+                return [a + e if k == i else a for k, a in enumerate(args)]
+            h, fd = 1e-6, np.zeros_like(args[i])
+            for k in np.ndindex(fd.shape):
+                e = np.zeros_like(args[i])
+                e[k] = h
+                fd[k] = (loss(*along(e)) - loss(*along(-e))) / (2 * h)
+            np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+    texts = [m.__s2sad_numba_text__ for (name, _), m in backend._LOADED.items() if "_loss_grad_" in name]
+    assert any("for _c0_i in range(_c0_size):" in text for text in texts)

@@ -23,7 +23,7 @@ import copy
 
 from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.codegen.lower import import_beside_numpy
-from s2sad.runtime.chains import KERNELS, MAX_OPERANDS, MIN_PASSES, is_unbroadcast
+from s2sad.runtime.chains import KERNELS, MAX_OPERANDS, MIN_PASSES, _Plan, is_unbroadcast
 
 IMPORT = "from s2sad.runtime.chains import chain"
 CHEAP = {"sqrt", "abs", "negative", "square"}  # ufuncs that compile to arithmetic, not a math call
@@ -132,6 +132,22 @@ def _alias(stmt: ast.stmt) -> bool:
 
 
 def _replace(run: list[ast.stmt], fn: ast.FunctionDef, lines: list[str]) -> bool:
+    found = _program(run, fn)
+    if found is None:
+        return False
+    operands, results, program = found
+    call = f"chain({program!r}, {', '.join(operands)})"
+    first = run[0].lineno - 1
+    indent = lines[first][:len(lines[first]) - len(lines[first].lstrip())]
+    lines[first] = f"{indent}{''.join(r + ', ' for r in results)}= {call}" if results else f"{indent}{call}"
+    for stmt in run[1:]:
+        lines[stmt.lineno - 1] = f"{indent}pass"
+    return True
+
+
+def _program(run: list[ast.stmt], fn: ast.FunctionDef) -> tuple[list[str], list[str], str] | None:
+    """(the names the run reads before binding them, the names it binds that are read after it, the
+    run as the text of `def _(operands): ...; return (results)`); None past MAX_OPERANDS."""
     operands, bound = [], set()
     for stmt in run:
         names = sorted((n for n in ast.walk(stmt.value) if isinstance(n, ast.Name)), key=lambda n: n.col_offset)
@@ -143,18 +159,11 @@ def _replace(run: list[ast.stmt], fn: ast.FunctionDef, lines: list[str]) -> bool
                 operands.append(name)
         bound.add(stmt.target.id if isinstance(stmt, ast.AugAssign) else stmt.targets[0].id)
     if len(operands) > MAX_OPERANDS:
-        return False
+        return None
     later = _read_after(fn, run[-1].end_lineno)
     results = [name for name in _bound_in_order(run) if name in later]
     text = "\n".join(f"    {ast.unparse(s)}" for s in run)
-    program = f"def _({', '.join(operands)}):\n{text}\n    return ({''.join(r + ', ' for r in results)})\n"
-    call = f"chain({program!r}, {', '.join(operands)})"
-    first = run[0].lineno - 1
-    indent = lines[first][:len(lines[first]) - len(lines[first].lstrip())]
-    lines[first] = f"{indent}{''.join(r + ', ' for r in results)}= {call}" if results else f"{indent}{call}"
-    for stmt in run[1:]:
-        lines[stmt.lineno - 1] = f"{indent}pass"
-    return True
+    return operands, results, f"def _({', '.join(operands)}):\n{text}\n    return ({''.join(r + ', ' for r in results)})\n"
 
 
 def _bound_in_order(run: list[ast.stmt]) -> list[str]:
@@ -169,3 +178,58 @@ def _bound_in_order(run: list[ast.stmt]) -> list[str]:
 def _read_after(fn: ast.FunctionDef, line: int) -> set[str]:
     return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.lineno > line}
+
+
+FUSION_IMPORTS = ("from s2sad.runtime.chains import byte_extent, extents_disjoint, sums_down_to",
+                  "from s2sad.runtime.core import sum_all, unbroadcast",
+                  "from s2sad.runtime.vmath import exp_real, log1p_real, log_real, tanh_real")
+
+
+def typed_module(text: str, function: str, types_of, home: str) -> str | None:
+    """A module for `function` of the module `text` (imported as `home`) compiled for one signature:
+    each run of elementwise lines whose operands' types allow it as one loop, written where the run
+    stood, with the run as written for shapes the loop does not take. `types_of(name)` is numba's
+    type of a name at the run (None: unknown). The module imports the other functions from `home`.
+    None where no run fuses."""
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    fn = next((d for d in tree.body if isinstance(d, ast.FunctionDef) and d.name == function), None)
+    if fn is None:
+        return None
+    body = _fused_lines(fn, lines, types_of)
+    if body is None:
+        return None
+    head = list(dict.fromkeys(line for stmt in tree.body if not isinstance(stmt, ast.FunctionDef)
+                              for line in lines[stmt.lineno - 1:stmt.end_lineno]))  # `import a; import b`: one line
+    others = [d.name for d in tree.body if isinstance(d, ast.FunctionDef) and d.name != function]
+    head += [*FUSION_IMPORTS, *([f"from {home} import {', '.join(others)}"] if others else [])]
+    return "\n".join(head + ["", ""] + body) + "\n"
+
+
+def _fused_lines(fn: ast.FunctionDef, lines: list[str], types_of) -> list[str] | None:
+    """`fn`'s lines with each run its operands' types let fuse written out as a loop; None if none does."""
+    out = lines[fn.lineno - 1:fn.end_lineno]
+    start, fused = fn.lineno, 0
+    for k, run in reversed(list(enumerate(_runs(fn.body)))):  # from the end: earlier line numbers stay put
+        found = _program(run, fn)
+        if found is None:
+            continue
+        operands, _, program = found
+        operand_types = [types_of(name) for name in operands]
+        if any(t is None for t in operand_types):
+            continue
+        plan = _Plan(ast.parse(program).body[0], operand_types, prefix=f"_c{k}_")
+        if not plan.fusable:
+            continue
+        first, last = run[0].lineno - start, run[-1].end_lineno - start
+        indent = out[first][:len(out[first]) - len(out[first].lstrip())]
+        as_written = [line[len(indent):] for line in out[first:last + 1]]
+        out[first:last + 1] = [indent + line for line in plan.inline(as_written)]
+        fused += 1
+    return out if fused else None
+
+
+def has_runs(text: str, function: str) -> bool:
+    """Whether `function` of the module `text` has a run of elementwise lines `typed_module` may fuse."""
+    fn = next((d for d in ast.parse(text).body if isinstance(d, ast.FunctionDef) and d.name == function), None)
+    return fn is not None and bool(_runs(fn.body))

@@ -16,13 +16,17 @@ from s2sad.codegen.views import expand_views
 from s2sad.codegen.vmath import vectorized_math
 
 
-def compiled_text(source: str) -> str:
+def compiled_text(source: str, chains_when_typed: bool = True) -> str:
     """What numba compiles for a generated module: the same lines, tapes as numba lists, the
     adjoints of sums that only arithmetic reads as broadcast views (codegen.views), a max's adjoint
     added in one pass (codegen.into), elementwise expressions as loops (codegen.lower), exp, log,
-    log1p, tanh as loops that vectorize (codegen.vmath) and runs of elementwise lines as one loop
-    (codegen.chains)."""
-    return fused_chains(vectorized_math(elementwise_loops(added_in_place(expand_views(native_tapes(source))))))
+    log1p, tanh as loops that vectorize (codegen.vmath) and runs of elementwise lines as one `chain`
+    call, which numba's typing makes a loop (codegen.chains).
+
+    Without `chains_when_typed` the runs stay as written: the backend writes them out as loops itself,
+    for each signature it compiles (backend._fuse_for_each_signature; codegen.chains.typed_module)."""
+    text = vectorized_math(elementwise_loops(added_in_place(expand_views(native_tapes(source)))))
+    return fused_chains(text) if chains_when_typed else text
 
 
 def native_tapes(source: str) -> str:

@@ -34,7 +34,7 @@ from numba.extending import overload
 from s2sad.runtime.core import sum_all, unbroadcast
 from s2sad.runtime.vmath import exp_real, log1p_real, log_real, tanh_real, vexp, vlog, vlog1p, vtanh
 
-__all__ = ["chain"]
+__all__ = ["byte_extent", "chain", "extents_disjoint", "sums_down_to"]
 
 KERNELS = {"vexp": "exp_real", "vlog": "log_real", "vlog1p": "log1p_real", "vtanh": "tanh_real"}
 MIN_PASSES = 3  # array lines a loop must merge to be worth its compile (two: 60% more compile time in tests)
@@ -49,14 +49,14 @@ def chain(program: str, *operands):
 
 
 @njit
-def _apart(span_a, span_b) -> bool:
-    """Whether two byte extents, `_span`s of two arrays, are disjoint (conservative for strided arrays).
+def extents_disjoint(span_a, span_b) -> bool:
+    """Whether two byte extents, `byte_extent`s of two arrays, are disjoint (conservative for strided arrays).
     On extents, not arrays: compiled once, where a pair of arrays compiles once per pair of types."""
     return span_a[1] <= span_b[0] or span_b[1] <= span_a[0]
 
 
 @njit
-def _span(a) -> tuple[int, int]:
+def byte_extent(a) -> tuple[int, int]:
     """The first byte `a` reaches and one past its last."""
     start = end = a.ctypes.data
     end += a.itemsize
@@ -69,7 +69,7 @@ def _span(a) -> tuple[int, int]:
 
 
 @njit
-def _sums_down_to(shape, loop_shape) -> bool:
+def sums_down_to(shape, loop_shape) -> bool:
     """Whether an array of `shape` is what `unbroadcast` sums an array of `loop_shape` down to (as many
     axes or fewer, each of size 1 or the loop's)."""
     lead = len(loop_shape) - len(shape)
@@ -82,7 +82,7 @@ def _sums_down_to(shape, loop_shape) -> bool:
 
 
 _AS_WRITTEN = {"np": np, "unbroadcast": unbroadcast, "vexp": vexp, "vlog": vlog, "vlog1p": vlog1p, "vtanh": vtanh}
-_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "_apart": _apart, "_span": _span, "_sums_down_to": _sums_down_to, "exp_real": exp_real,
+_LOOP = {**_AS_WRITTEN, "sum_all": sum_all, "extents_disjoint": extents_disjoint, "byte_extent": byte_extent, "sums_down_to": sums_down_to, "exp_real": exp_real,
          "log_real": log_real, "log1p_real": log1p_real, "tanh_real": tanh_real}
 
 
@@ -124,8 +124,9 @@ class _Plan:
     """What each name of the chain is (an array's storage, a scalar, or a sum after the loop) and the
     loop's text; `fusable` is False where the lines must run as written."""
 
-    def __init__(self, fn: ast.FunctionDef, operand_types):
+    def __init__(self, fn: ast.FunctionDef, operand_types, prefix: str = "_c_"):
         self.fn = fn
+        self.p = prefix  # of every name the loop binds: apart from the chain's own names
         self.params = [a.arg for a in fn.args.args]
         self.outputs = [e.id for e in fn.body[-1].value.elts]
         self.fusable = True
@@ -158,7 +159,7 @@ class _Plan:
     def fresh(self, stem: str) -> str:
         """A name for a value of the loop, apart from the chain's own (which never start with _c_)."""
         self.counter += 1
-        return f"_c_{stem.removeprefix('_c_')}_{self.counter}"
+        return f"{self.p}{stem.removeprefix(self.p)}_{self.counter}"
 
     def _operand(self, name: str, t):
         if isinstance(t, types.Array) and name in self.sinks and t.dtype == types.float64 and t.layout == "C":
@@ -180,7 +181,7 @@ class _Plan:
                 self.store[storage] = None  # loaded on first read
             else:
                 self.uniform.append(name)
-                self.store[storage] = f"_c_{name}_one"
+                self.store[storage] = f"{self.p}{name}_one"
             self.kind[name] = ("array", storage)
         elif isinstance(t, (types.Float, types.Integer)) and not isinstance(t, types.Boolean):
             self.kind[name] = ("scalar", name)
@@ -197,7 +198,7 @@ class _Plan:
         storage = kind[1]
         if self.store[storage] is None:  # an operand's element, loaded where first read
             var = self.fresh(f"{self.operand_storage[storage]}_e")
-            self.body.append(f"{var} = _c_{self.operand_storage[storage]}_f[_c_i]")
+            self.body.append(f"{var} = {self.p}{self.operand_storage[storage]}_f[{self.p}i]")
             self.store[storage] = var
         return self.store[storage]
 
@@ -296,57 +297,73 @@ class _Plan:
         self.passes += 1
         temp = self.fresh("summed")
         self.temps.append(temp)
-        self.body.append(f"{temp}_f[_c_i] = {code}")
+        self.body.append(f"{temp}_f[{self.p}i] = {code}")
         var = self.fresh("sum")
         self.after.append(f"{var} = {'' if start is None else start + ' + '}sum_all({temp}_f)")
         return var
 
-    def source(self) -> str:
-        """`impl`, the overload's implementation: the loop where the operands allow it, else the lines.
+    def branches(self) -> list[tuple[list[str], list[str], list[str]]]:
+        """(run-time checks, the loop's lines, what holds each output) per way to run the chain as a loop.
 
         Two loops where a view may vary along leading axes (nd >= 2): the flat loop where every view
         holds one value, and a loop by rows of the last axis where each view holds one value per row
         (`g[:, None] * p`, a softmax's adjoint, as `codegen.views` leaves it: strides (8, 0))."""
         first = (self.arrays + self.uniform)[0]
         shaped = [f"{first}.size > 0"] + [f"{a}.shape == {first}.shape" for a in self.arrays + self.uniform if a != first]
-        shaped += [f"_apart(_span({w}), _span({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform
+        shaped += [f"extents_disjoint(byte_extent({w}), byte_extent({a}))" for w in sorted(self.written) for a in self.arrays + self.uniform
                    + self.sink_arrays if a != w]
-        shaped += [f"_sums_down_to({a}.shape, {first}.shape)" for a in self.sink_arrays]
+        shaped += [f"sums_down_to({a}.shape, {first}.shape)" for a in self.sink_arrays]
         flat = shaped + [f"{a}.strides[{k}] == 0" for a in self.uniform for k in range(self.nd)]
-        branches = [(flat, self._fused(first, rows=False))]
+        branches = [(flat, *self._fused(first, rows=False))]
         if self.uniform and self.nd >= 2:
             last = self.nd - 1
             by_rows = shaped + [f"({a}.strides[{last}] == 0 or {a}.shape[{last}] == 1)" for a in self.uniform]
-            branches.append((by_rows, self._fused(first, rows=True)))
+            branches.append((by_rows, *self._fused(first, rows=True)))
+        return branches
+
+    def source(self) -> str:
+        """`impl`, the overload's implementation: the loop where the operands allow it, else the lines."""
         lines = [f"def impl(program, {_PARAMS}):", _unpack(self.fn).rstrip("\n")]
-        for k, (checks, fused) in enumerate(branches):
-            lines += [f"    {'if' if k == 0 else 'elif'} {' and '.join(checks)}:", *[f"        {line}" for line in fused]]
+        for k, (checks, fused, results) in enumerate(self.branches()):
+            lines += [f"    {'if' if k == 0 else 'elif'} {' and '.join(checks)}:", *[f"        {line}" for line in fused],
+                      f"        return ({''.join(r + ', ' for r in results)})"]
         return "\n".join(lines + ["    " + ast.unparse(s) for s in self.fn.body]) + "\n"
+
+    def inline(self, as_written: list[str]) -> list[str]:
+        """The chain where its lines stood, for a function compiled for the operands' types: the loop
+        where the operands' shapes allow it, else `as_written` (the run's lines)."""
+        lines = []
+        for k, (checks, fused, results) in enumerate(self.branches()):
+            bound = [f"{name} = {held}" for name, held in zip(self.outputs, results) if name != held]
+            lines += [f"{'if' if k == 0 else 'elif'} {' and '.join(checks)}:", *[f"    {line}" for line in fused + bound]]
+        return lines + ["else:", *[f"    {line}" for line in as_written]]
 
     def _rows_head(self, first: str, body: list[str]) -> tuple[list[str], str]:
         """(loops over the leading axes, each view's value for the row, then the loop along the row;
         the indent of its body)."""
-        lead = [f"_c_r{k}" for k in range(self.nd - 1)]
-        head = [f"_c_inner = {first}.shape[{self.nd - 1}]", "_c_base = 0"]
+        lead = [f"{self.p}r{k}" for k in range(self.nd - 1)]
+        head = [f"{self.p}inner = {first}.shape[{self.nd - 1}]", f"{self.p}base = 0"]
         head += ["    " * k + f"for {r} in range({first}.shape[{k}]):" for k, r in enumerate(lead)]
         ind = "    " * len(lead)
-        head += [f"{ind}_c_{u}_one = {u}[{', '.join(lead)}, 0]" for u in self.uniform]
-        head += [f"{ind}{a}_r = {a}[_c_base:_c_base + _c_inner]" for a in sorted(set(_FLAT.findall("\n".join(body))))]
-        return head + [f"{ind}for _c_j in range(_c_inner):"], ind + "    "
+        head += [f"{ind}{self.p}{u}_one = {u}[{', '.join(lead)}, 0]" for u in self.uniform]
+        flat = re.compile(rf"\b(\w+_f)\[{self.p}i\]")
+        head += [f"{ind}{a}_r = {a}[{self.p}base:{self.p}base + {self.p}inner]" for a in sorted(set(flat.findall("\n".join(body))))]
+        return head + [f"{ind}for {self.p}j in range({self.p}inner):"], ind + "    "
 
-    def _fused(self, first: str, rows: bool) -> list[str]:
-        """The lines that run the chain as one loop over the flat index _c_i, or (rows) by rows of the
-        last axis, each array's row a slice read at _c_j. The loop's own names start with _c_, as
-        `fresh` names do: the chain's operands (a scalar `i`, an array `size`) keep theirs."""
+    def _fused(self, first: str, rows: bool) -> tuple[list[str], list[str]]:
+        """(the lines that run the chain as one loop over the flat index _c_i, or (rows) by rows of the
+        last axis, each array's row a slice read at _c_j; what holds each output after them). The loop's
+        own names start with the prefix (_c_), as `fresh` names do: the chain's operands (a scalar `i`,
+        an array `size`) keep theirs."""
         zero = ", ".join(["0"] * self.nd)
         stored = {}  # storage -> output array holding it
         for name in self.outputs:
             kind = self.kind[name]
             if kind[0] == "array" and kind[1] not in self.operand_storage and kind[1] not in stored:
-                stored[kind[1]] = self.fresh("_c_out")
+                stored[kind[1]] = self.fresh("out")
         body = list(self.body)
-        body += [f"{out}_f[_c_i] = {self.store[storage]}" for storage, out in stored.items()]
-        body += [f"_c_{name}_f[_c_i] = {self.store[storage]}" for name, storage in sorted(self.written.items())]
+        body += [f"{out}_f[{self.p}i] = {self.store[storage]}" for storage, out in stored.items()]
+        body += [f"{self.p}{name}_f[{self.p}i] = {self.store[storage]}" for name, storage in sorted(self.written.items())]
         results = []
         for name in self.outputs:
             kind = self.kind[name]
@@ -359,29 +376,27 @@ class _Plan:
         sinks = [a for a in self.sink_arrays if a in self.written]
         if rows:
             loop_head, body_indent = self._rows_head(first, body)
-            body = [_FLAT.sub(r"\1_r[_c_j]", line) for line in body]
+            flat = re.compile(rf"\b(\w+_f)\[{self.p}i\]")  # an array of the loop at the flat index
+            body = [flat.sub(rf"\1_r[{self.p}j]", line) for line in body]
         else:
-            loop_head, body_indent = ["for _c_i in range(_c_size):"], "    "
+            loop_head, body_indent = [f"for {self.p}i in range({self.p}size):"], "    "
         return [
-            f"_c_size = {first}.size",
-            *[f"_c_{a}_f = {a}.reshape(_c_size)" for a in self.arrays],
-            *[f"_c_{a}_in_place = {a}.shape == {first}.shape" for a in sinks],
-            *[f"_c_{a}_f = {a}.reshape(_c_size) if _c_{a}_in_place else np.zeros(_c_size)" for a in sinks],
-            *([] if rows else [f"_c_{u}_one = {u}[{zero}]" for u in self.uniform]),
+            f"{self.p}size = {first}.size",
+            *[f"{self.p}{a}_f = {a}.reshape({self.p}size)" for a in self.arrays],
+            *[f"{self.p}{a}_in_place = {a}.shape == {first}.shape" for a in sinks],
+            *[f"{self.p}{a}_f = {a}.reshape({self.p}size) if {self.p}{a}_in_place else np.zeros({self.p}size)" for a in sinks],
+            *([] if rows else [f"{self.p}{u}_one = {u}[{zero}]" for u in self.uniform]),
             *[f"{o} = np.empty({first}.shape)" for o in stored.values()],
-            *[f"{o}_f = {o}.reshape(_c_size)" for o in stored.values()],
-            *[f"{t}_f = np.empty(_c_size)" for t in self.temps],
+            *[f"{o}_f = {o}.reshape({self.p}size)" for o in stored.values()],
+            *[f"{t}_f = np.empty({self.p}size)" for t in self.temps],
             *self.prelude,
             *loop_head,
             *[f"{body_indent}{line}" for line in body],
-            *([body_indent[:-4] + "_c_base += _c_inner"] if rows else []),
+            *([body_indent[:-4] + f"{self.p}base += {self.p}inner"] if rows else []),
             *self.after,
-            *[f"if not _c_{a}_in_place:\n            {a} += unbroadcast(_c_{a}_f.reshape({first}.shape), {a})" for a in sinks],
-            f"return ({''.join(r + ', ' for r in results)})",
-        ]
-
-
-_FLAT = re.compile(r"\b(\w+_f)\[_c_i\]")  # an array of the loop read or written at the flat index
+            *[line for a in sinks for line in (
+                f"if not {self.p}{a}_in_place:", f"    {a} += unbroadcast({self.p}{a}_f.reshape({first}.shape), {a})")],
+        ], results
 
 
 def _sinks(fn: ast.FunctionDef) -> set[str]:
