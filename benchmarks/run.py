@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 TARGETS = dict(s2sad_over_hand=1.5, loop_grad_over_primal=3.0, overhead_s=2e-6, warm_first_call_s=0.5,
-               rosen_tape_bytes_per_iter=16.0)
+               rosen_tape_bytes_per_iter=16.0, cold_over_hand_compile=1.5)
 TOOLS = ("primal", "s2sad", "hand", "jax", "autograd")
 
 
@@ -272,6 +272,20 @@ def child(name: str, quick: bool, numba_first: bool) -> None:
     print(json.dumps(out))
 
 
+def child_first_of(name: str, quick: bool, tool: str) -> None:
+    """In a fresh interpreter with empty caches: the first call of the hand adjoint (numba compiles
+    it) or of jax.jit(jax.grad) (XLA compiles it), imports excluded; JSON out."""
+    w = next(w for w in W.workloads(quick) if w.name == name)
+    args = w.make_inputs()
+    if tool == "jax" and other_tools._jax() is None:
+        print(json.dumps(dict(first_call_s=None)))
+        return
+    t0 = time.perf_counter()
+    made = w.hand_grad(*args) if tool == "hand" else other_tools.jax_gradient(w, args)  # jax_gradient calls it once
+    first = time.perf_counter() - t0
+    print(json.dumps(dict(first_call_s=None if isinstance(made, other_tools.Missing) else first)))
+
+
 WARM_PROCESSES = 3  # the warm first calls are single samples of a noisy start-up: the median of three
 
 
@@ -287,12 +301,17 @@ def first_calls(name: str, quick: bool) -> dict:
             runs = [_first_call_process(name, quick, label, env) for _ in range(1 if label == "cold" else WARM_PROCESSES)]
             runs.sort(key=lambda r: r["first_call_s"])
             out[label] = dict(runs[len(runs) // 2], first_call_all_s=[r["first_call_s"] for r in runs])
+    for tool in ("hand", "jax"):
+        with tempfile.TemporaryDirectory(prefix="s2sad-bench-") as tmp:
+            env = dict(os.environ, NUMBA_CACHE_DIR=tmp)
+            out[f"cold_{tool}"] = _first_call_process(name, quick, f"cold_{tool}", env)
     return out
 
 
 def _first_call_process(name: str, quick: bool, label: str, env: dict) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name] + (["--quick"] if quick else []) \
-        + (["--numba-first"] if label == "warm_numba_first" else [])
+        + (["--numba-first"] if label == "warm_numba_first" else []) \
+        + (["--first-of", label.removeprefix("cold_")] if label in ("cold_hand", "cold_jax") else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -378,14 +397,18 @@ def markdown(results: dict) -> str:
                      f"{fmt_ratio(ratio(t, 's2sad', 'primal'))} | {fmt_tool(r, 'hand')} | "
                      f"{fmt_ratio(ratio(t, 's2sad', 'hand'), True)} | {fmt_tool(r, 'jax')} | "
                      f"{fmt_ratio(ratio(t, 's2sad', 'jax'), True)} | {fmt_tool(r, 'autograd')} |")
-    lines += ["", "| workload | first call, cold (codegen + compile) | first call, warm process (disk cache; median of 3) | "
+    lines += ["", "| workload | first call, cold (codegen + compile) | same, hand adjoint (njit compile) | **s2sad/hand** | "
+              "same, jax.jit(jax.grad) | first call, warm process (disk cache; median of 3) | "
               "same, numba already started | (numba start-up + cached hand adjoint) | "
-              "peak memory of one s2sad gradient call | same, hand adjoint |", "|---|---|---|---|---|---|---|"]
+              "peak memory of one s2sad gradient call | same, hand adjoint |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = r.get("first")
         if f:
             nf = f["warm_numba_first"]
-            lines.append(f"| {r['label']} | {fmt_time(f['cold']['first_call_s'])} | {fmt_time(f['warm']['first_call_s'])}"
+            cold, hand, jax = (f.get(k, {}).get("first_call_s") for k in ("cold", "cold_hand", "cold_jax"))
+            lines.append(f"| {r['label']} | {fmt_time(cold)} | {fmt_time(hand) if hand else '-'} | "
+                         f"{fmt_ratio(cold / hand if hand else None, True)} | {fmt_time(jax) if jax else '-'}"
+                         f" | {fmt_time(f['warm']['first_call_s'])}"
                          f" | {fmt_time(nf['first_call_s'])} | {fmt_time(nf['hand_first_call_s'])}"
                          f" | {fmt_bytes(f['warm']['peak_s2sad'])} | {fmt_bytes(f['warm']['peak_hand'])} |")
     o = results.get("overhead")
@@ -427,6 +450,12 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
         if f:
             # The call's own work is not overhead. It is the second call in the same child: the child's
             # allocator settings (see first_calls) make a large call slower there than in the timing rounds.
+            hand = f.get("cold_hand", {}).get("first_call_s")
+            if hand:
+                x = f["cold"]["first_call_s"] / hand
+                out.append((f"{r['label']}: cold first call <= 1.5 x compiling the hand adjoint",
+                            f"{fmt_time(f['cold']['first_call_s'])} / {fmt_time(hand)} = {x:.1f}",
+                            verdict(x <= TARGETS["cold_over_hand_compile"])))
             own = f["warm"]["second_call_s"]
             x = f["warm"]["first_call_s"] - own
             out.append((f"{r['label']}: warm-process first call <= 0.5 s",
@@ -485,7 +514,11 @@ def main(argv=None) -> None:
     parser.add_argument("--no-first-call", action="store_true", help="skip the subprocess first-call/memory runs")
     parser.add_argument("--child", metavar="NAME", help=argparse.SUPPRESS)
     parser.add_argument("--numba-first", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-of", choices=("hand", "jax"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child and args.first_of:
+        child_first_of(args.child, args.quick, args.first_of)
+        return
     if args.child:
         child(args.child, args.quick, args.numba_first)
         return
