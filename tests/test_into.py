@@ -9,7 +9,7 @@ import pytest
 import s2sad
 from s2sad.codegen.compiled import compiled_text
 from s2sad.codegen.into import added_in_place
-from s2sad.runtime import extremum_adjoint, unbroadcast
+from s2sad.runtime import extremum_adjoint, extremum_mask, unbroadcast
 from s2sad.runtime.reductions import extremum_adjoint_into
 
 pytestmark = pytest.mark.slow
@@ -65,6 +65,27 @@ def test_the_call_adds_what_the_line_adds_ties_shared(shape, axis, keepdims):
     got = _into(target, g, x, out, axis, keepdims)
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(target, want, rtol=1e-14, atol=1e-15)  # in the caller's array
+
+
+@numba.njit
+def _adjoint_and_mask(g, x, out):
+    return extremum_adjoint(g, x, out), extremum_mask(x, out)
+
+
+@pytest.mark.parametrize("shape", [(7,), (4, 5), (2, 3, 4)])
+def test_over_every_entry_the_ties_share_and_a_nan_maximum_sends_nothing(shape):
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 3, size=shape) * 1.0
+    out = np.max(x)
+    hit = (x == out) / np.sum(x == out)
+    adjoint, mask = _adjoint_and_mask(0.7, x, out)
+    np.testing.assert_allclose(adjoint, 0.7 * hit, rtol=1e-15)
+    np.testing.assert_allclose(mask, hit, rtol=1e-15)
+    target = rng.normal(size=shape)
+    np.testing.assert_allclose(_into(target.copy(), 0.7, x, out, None, False), target + 0.7 * hit, rtol=1e-15)
+    x.flat[1] = np.nan
+    adjoint, mask = _adjoint_and_mask(0.7, x, np.max(x))
+    assert not adjoint.any() and not mask.any()  # no entry equals nan: as along axes
 
 
 def test_other_targets_run_as_written():
