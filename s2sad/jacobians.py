@@ -30,20 +30,23 @@ def by_jvps(primal: Callable, jvp: Callable, args: Sequence, wrt: Sequence[int],
     """Blocks [output][position in wrt] of the Jacobian, one jvp per element of each `args[i]`, i in wrt.
 
     `jvp(*args, *tangents)` returns the outputs, then their tangents; `tuple_out` says that `primal`
-    returns a tuple."""
-    outs = primal(*args)
-    outs = outs if tuple_out else (outs,)
+    returns a tuple. The outputs come from the first jvp: `primal` runs (and compiles) only where
+    there is no element to take a jvp along."""
     zeros = [np.zeros(np.shape(args[i])) if np.ndim(args[i]) else 0.0 for i in wrt]
-    blocks = [[None] * len(wrt) for _ in outs]
+    outs, columns = None, [[] for _ in wrt]
     for pos, i in enumerate(wrt):
-        columns = []
         for k in range(np.size(args[i])):
             tangents = list(zeros)
             tangents[pos] = basis(args[i], k)
-            columns.append(jvp(*args, *tangents)[len(outs):])
-        for o, out in enumerate(outs):
-            blocks[o][pos] = stacked_columns([c[o] for c in columns], out, args[i])
-    return blocks
+            result = jvp(*args, *tangents)
+            n = len(result) // 2 if tuple_out else 1
+            outs = result[:n] if outs is None else outs
+            columns[pos].append(result[n:])
+    if outs is None:
+        outs = primal(*args)
+        outs = outs if tuple_out else (outs,)
+    return [[stacked_columns([c[o] for c in columns[pos]], out, args[i]) for pos, i in enumerate(wrt)]
+            for o, out in enumerate(outs)]
 
 
 def by_vjps(primal: Callable, vjp: Callable, args: Sequence, wrt: Sequence[int]) -> list:
