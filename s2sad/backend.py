@@ -14,10 +14,11 @@ import types
 import warnings
 from pathlib import Path
 
+from numba.core import caching
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
-from s2sad.cache import (CacheWarning, cache_dir, ensure_file, mark_unusable, numba_dir, read_checked, read_private,
-                         replacing, trusted_numba_dir, write_atomic, write_checked)
+from s2sad.cache import (OWN_PREFIX, CacheWarning, cache_dir, ensure_file, mark_unusable, numba_dir, read_checked,
+                         read_private, replacing, trusted_numba_dir, write_atomic, write_checked)
 from s2sad.codegen import chains
 from s2sad.codegen.compiled import compiled_text
 from s2sad.runtime import PythonTape
@@ -259,6 +260,8 @@ def _jit_module(module: types.ModuleType) -> None:
     import numba
 
     on_disk = Path(module.__file__).is_file()
+    if on_disk:
+        _cache_runtime()
     for name, obj in list(vars(module).items()):
         if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
             parallel = "prange" in obj.__code__.co_names  # a vmap batch loop for target="parallel"
@@ -442,6 +445,51 @@ def _enable_disk_cache(dispatcher) -> None:
         dispatcher._cache = checked
 
 
+_RUNTIME_CACHED: list[Path] = []  # the folder the runtime's helpers are cached in, once chosen
+
+
+def _cache_runtime() -> None:
+    """numba's disk cache for the runtime's compiled helpers (its module-level functions), beside the
+    generated modules' files: a process compiles only the helpers no process on this machine compiled
+    before for the same types. The files are checked as the modules' are (`_CheckedFunctionCache`) and
+    stamped with a digest of the runtime's files, numba's version and its optimization level, so an
+    edit of any helper recompiles them all (numba's own stamp is the function's file alone, though a
+    helper calls helpers of other files)."""
+    import numba
+
+    folder = cache_dir()
+    if folder is None:
+        return
+    numba_folder = numba_dir(folder)
+    if numba_folder in _RUNTIME_CACHED:
+        return
+    _RUNTIME_CACHED.append(numba_folder)
+    try:
+        numba_folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        mark_unusable(numba_folder, exc)
+        return
+    if not trusted_numba_dir(numba_folder):
+        return
+    import s2sad.runtime as runtime
+
+    _RuntimeFunctionCache.folder = numba_folder
+    for module in [m for name, m in sorted(sys.modules.items()) if name.startswith(runtime.__name__ + ".")]:
+        for obj in list(vars(module).values()):
+            if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.py_func.__module__ == module.__name__:
+                obj._cache = _RuntimeFunctionCache(obj.py_func)
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_digest() -> str:
+    import numba
+
+    h = hashlib.sha256(f"{numba.__version__}\n{numba.config.OPT}\n".encode())
+    for path in sorted((_PACKAGE_ROOT / "runtime").glob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 class _DamagedCacheFile(ValueError):
     pass
 
@@ -528,3 +576,40 @@ class _CheckedFunctionCache(FunctionCache):
             os.unlink(self._cache_file._index_path)
         except OSError:
             pass
+
+
+class _RuntimeLocator(caching._CacheLocator):
+    """Where `_cache_runtime` keeps a runtime helper: one folder for all of them, files named with
+    OWN_PREFIX (so `s2sad cache clear` removes them), stamped with `_runtime_digest`."""
+
+    def __init__(self, folder: Path, py_file: str):
+        self._folder = folder
+        self._py_file = py_file  # where numba places its warning about a function it cannot cache
+
+    def ensure_cache_path(self) -> None:
+        self._folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def get_cache_path(self) -> str:
+        return str(self._folder)
+
+    def get_source_stamp(self) -> str:
+        return _runtime_digest()
+
+    def get_disambiguator(self) -> str:
+        return "runtime"
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        return cls(_RuntimeFunctionCache.folder, py_file)
+
+
+class _RuntimeCacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [_RuntimeLocator]
+
+    def get_filename_base(self, fullname: str, abiflags: str) -> str:
+        return f"{OWN_PREFIX}runtime_{super().get_filename_base(fullname, abiflags)}"
+
+
+class _RuntimeFunctionCache(_CheckedFunctionCache):
+    _impl_class = _RuntimeCacheImpl
+    folder: Path  # set by _cache_runtime: numba builds the locator from the function alone

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.cache import cache_info, numba_dir
+from s2sad.cache import cache_info, clear_cache, numba_dir
 from programs import recurrence
 
 HERE = Path(__file__).resolve().parent
@@ -47,6 +47,35 @@ def test_new_process_reuses_disk_cache(tmp_path):
     assert (hits0, misses0) == (0, 1)
     assert (hits1, misses1) == (1, 0)
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_new_process_loads_the_runtimes_helpers_from_disk_and_clear_removes_them(tmp_path, monkeypatch):
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np, s2sad
+        from s2sad.runtime.vmath import exp_loop
+        def f(x):
+            return np.sum(np.exp(x) * x)
+        x = np.linspace(0.0, 1.0, 5)
+        print(float(np.max(np.abs(s2sad.grad(f)(x) - np.exp(x) * (1.0 + x)))))
+        print(sum(exp_loop.stats.cache_hits.values()), sum(exp_loop.stats.cache_misses.values()))
+    """)
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = []
+    for k in range(2):
+        path = tmp_path / f"run{k}.py"  # s2sad reads the function's source: a file, not `-c`
+        path.write_text(script)
+        runs.append(subprocess.run([sys.executable, str(path)], cwd=HERE, env=env, capture_output=True, text=True,
+                                   check=True).stdout.split("\n"))
+    assert all(float(run[0]) < 1e-12 for run in runs)
+    assert runs[0][1] == "0 1" and runs[1][1] == "1 0"  # compiled once on this machine, then loaded
+    helpers = list(numba_dir(tmp_path).glob("s2sad_gen_runtime_vmath.exp_loop-*"))
+    assert {p.suffix for p in helpers} == {".nbi", ".nbc"}
+    assert all((p.stat().st_mode & 0o077) == 0 for p in helpers)
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    clear_cache()
+    assert not list(numba_dir(tmp_path).glob("s2sad_gen_runtime_*"))
 
 
 def test_edited_function_gets_new_code(tmp_path, monkeypatch):
