@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 
 from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.codegen.lower import import_beside_numpy
@@ -231,5 +232,9 @@ def _fused_lines(fn: ast.FunctionDef, lines: list[str], types_of) -> list[str] |
 
 def has_runs(text: str, function: str) -> bool:
     """Whether `function` of the module `text` has a run of elementwise lines `typed_module` may fuse."""
-    fn = next((d for d in ast.parse(text).body if isinstance(d, ast.FunctionDef) and d.name == function), None)
-    return fn is not None and bool(_runs(fn.body))
+    return function in _functions_with_runs(text)
+
+
+@functools.lru_cache(maxsize=32)
+def _functions_with_runs(text: str) -> frozenset:
+    return frozenset(d.name for d in ast.parse(text).body if isinstance(d, ast.FunctionDef) and _runs(d.body))
