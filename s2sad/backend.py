@@ -475,8 +475,11 @@ def _cache_runtime() -> None:
 
     _RuntimeFunctionCache.folder = numba_folder
     for module in [m for name, m in sorted(sys.modules.items()) if name.startswith(runtime.__name__ + ".")]:
-        for obj in list(vars(module).values()):
-            if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.py_func.__module__ == module.__name__:
+        for name, obj in list(vars(module).items()):
+            # a function defined at the module's top level: numba names its files by the qualified name,
+            # which the functions a factory makes (`_max_block`, `_min_block`) share
+            if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.py_func.__module__ == module.__name__ \
+                    and obj.py_func.__qualname__ == name:
                 obj._cache = _RuntimeFunctionCache(obj.py_func)
 
 

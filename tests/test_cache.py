@@ -78,6 +78,17 @@ def test_a_new_process_loads_the_runtimes_helpers_from_disk_and_clear_removes_th
     assert not list(numba_dir(tmp_path).glob("s2sad_gen_runtime_*"))
 
 
+def test_only_helpers_defined_at_a_modules_top_level_are_cached():
+    from s2sad import backend
+    from s2sad.runtime import reductions
+
+    s2sad.grad(doubled)(1.0)  # a compiled gradient: the runtime's cache is set up
+    assert isinstance(reductions._reduce._cache, backend._RuntimeFunctionCache)
+    # made by one factory, both named `_extremum_block_for.<locals>.block`: one file would hold both
+    assert not isinstance(reductions._max_block._cache, backend._RuntimeFunctionCache)
+    assert not isinstance(reductions._min_block._cache, backend._RuntimeFunctionCache)
+
+
 def test_edited_function_gets_new_code(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     module = tmp_path / "edited_mod.py"
