@@ -1,19 +1,26 @@
-"""The text numba compiles: runs of elementwise lines as one `chain` call, which loops once.
-
-    add3_bar = log2_bar / add3                      add3_bar, b_bar = chain('def _(log2_bar, add3, ...', ...)
-    p_bar = unbroadcast(-add3_bar * sub2, p)   ->   pass
-    b_bar += unbroadcast(p_bar, b_bar)              pass
+"""The text numba compiles: runs of elementwise lines as one loop.
 
 Each line of generated code is a pass over memory; a run of them over arrays of one shape is one
-loop in `runtime.chains` (logistic regression's adjoint lines 36 -> 8 us over 10^4 examples). A run
-is consecutive top-level lines of a function, each `name = E`, `name = unbroadcast(E, like)`,
-`name += E` or `name += unbroadcast(E, name)` (or -=) with E arithmetic on names and numbers (+ - * / **,
-unary minus, and the ufuncs `codegen.fuse` folds), holding at most one call of a math function: a
-loop holding two of `runtime.vmath`'s kernels is not vectorized (42 against 31 us as two loops). The
-run passes what it reads, in order, and returns the names read after it; whether the loop runs is
-decided by types when numba compiles and by shapes when it runs, and otherwise the lines run as
-written. Like `codegen.lower`, only the compiled text changes, line for line: the call stands on the
-run's first line and `pass` on the others.
+loop (logistic regression's adjoint lines 36 -> 8 us over 10^4 examples). A run is consecutive
+top-level lines of a function, each `name = E`, `name = unbroadcast(E, like)`, `name += E` or
+`name += unbroadcast(E, name)` (or -=) with E arithmetic on names and numbers (+ - * / **, unary
+minus, and the ufuncs `codegen.fuse` folds), holding at most one call of a math function: a loop
+holding two of `runtime.vmath`'s kernels is not vectorized (42 against 31 us as two loops).
+
+Two forms, both planned by `runtime.chains._Plan` from the operands' numba types:
+
+- `typed_module`, for a function the backend compiles for one signature: numba's type inference of
+  the function as written gives the types, and each run whose types allow it is written out where it
+  stood as `if <the shapes allow>: <the loop> else: <the lines>`, in a module compiled as printed.
+
+      add3_bar = log2_bar / add3                  if add3.size > 0 and ...:
+      p_bar = unbroadcast(-add3_bar * sub2, p)  ->     for _c0_i in range(_c0_size): ...
+      b_bar += unbroadcast(p_bar, b_bar)          else:
+                                                      add3_bar = log2_bar / add3 ...
+
+- `fused_chains`, for modules `s2sad build` writes, whose types are unknown until numba compiles
+  them: the run becomes one `chain('def _(...): ...', operands)` call on its first line and `pass` on
+  the others (line for line, like `codegen.lower`), which `runtime.chains` plans when numba types it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Runs of elementwise lines as one loop: how numba runs a chain that `codegen.chains` found.
+"""Runs of elementwise lines as one loop: the plan (`_Plan`) that `codegen.chains.typed_module`
+writes out for a signature, and `chain`, which runs the plan when numba types a call that
+`codegen.chains.fused_chains` wrote (modules `s2sad build` writes, whose types are unknown before).
 
 Generated code names every intermediate and numba runs each line as its own pass over memory:
 logistic regression's adjoint is ten passes over (10^4,) arrays, where one loop reading each input
