@@ -10,6 +10,7 @@ time and its peak memory, and a failing part prints its whole output.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -18,6 +19,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -88,21 +91,42 @@ def start(part: Part, pytest_args: list[str]) -> None:
 
 
 def warm_up() -> None:
-    """Compile what nearly every part compiles, once, before the parts are forked from this process."""
+    """Compile what nearly every part compiles, once, before the parts are forked from this process:
+    numba keeps each helper it compiled for a type, and a forked part inherits them."""
     import warnings
-
-    import numpy as np
 
     import s2sad
 
-    def loss(w, x):
-        return np.sum(np.tanh(x @ w) ** 2) + 0.5 * np.sum(w * w)
-
-    w, x = np.full(3, 0.1), np.ones((4, 3))
+    rng = np.random.default_rng(0)
+    w, x, b, v = np.full(3, 0.1), rng.normal(size=(4, 3)), np.full(3, 0.2), np.linspace(0.1, 1.0, 5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba's note that -O0 code cannot be cached
         for backend in ("python", "numba"):
-            s2sad.grad(loss, backend=backend)(w, x)
+            s2sad.grad(_warm_loss, backend=backend)(w, x)
+        s2sad.grad(_warm_bias, argnums=(0, 1))(w, b, x)  # a broadcast summed back to a vector
+        s2sad.grad(_warm_rows)(x)  # reductions along an axis, a max's adjoint
+        s2sad.grad(_warm_loop)(v)  # a loop over elements: tapes, element adjoints
+        s2sad.jvp(_warm_rows, (x,), (x,))  # forward mode
+
+
+def _warm_loss(w, x):
+    return np.sum(np.tanh(x @ w) ** 2) + 0.5 * np.sum(w * w)
+
+
+def _warm_bias(w, b, x):
+    return np.sum(np.log1p(np.exp(x * w + b)))
+
+
+def _warm_rows(a):
+    m = np.max(a, axis=1, keepdims=True)
+    return np.sum(np.log(np.sum(np.exp(a - m), axis=1)) + m[:, 0])
+
+
+def _warm_loop(v):
+    s = 0.0
+    for i in range(v.shape[0]):
+        s = s + math.sin(v[i]) * v[i]
+    return s
 
 
 def finished(part: Part) -> bool:
