@@ -352,8 +352,15 @@ def _ol_sum_all(x):
     exact = isinstance(x.dtype, (types.Integer, types.Boolean))
     zero = np.int64(0) if exact else as_dtype(x.dtype).type(0)  # NumPy sums ints and bools as int64
     if x.layout == "C":
-        return lambda x: run_sum(x.reshape(x.size), 0, x.size, zero)
-    return lambda x: run_sum(x.T.reshape(x.size), 0, x.size, zero)  # F order: its transpose is C order
+        return lambda x: sum_flat(x.reshape(x.size), zero)
+    return lambda x: sum_flat(x.T.reshape(x.size), zero)  # F order: its transpose is C order
+
+
+@njit
+def sum_flat(xf, total):
+    """total + the sum of the flat array xf: `sum_all`'s loop, module-level so that the backend
+    caches it on disk once per dtype (backend._cache_runtime)."""
+    return run_sum(xf, 0, xf.size, total)
 
 
 @njit
