@@ -400,7 +400,8 @@ def test_a_logistic_regression_gradient_runs_through_chains_and_matches_finite_d
 
 def _as_module(program: str) -> str:
     fn = ast.parse(program).body[0]
-    return "\n".join(["import numpy as np", "", "", f"def run({', '.join(a.arg for a in fn.args.args)}):",
+    return "\n".join(["import numpy as np", "from s2sad.runtime.vmath import vtanh", "", "",
+                      f"def run({', '.join(a.arg for a in fn.args.args)}):",
                       *["    " + ast.unparse(s) for s in fn.body]])
 
 
@@ -441,3 +442,17 @@ def test_gradients_through_loops_written_for_the_signature_and_through_the_lines
             np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
     texts = [m.__s2sad_numba_text__ for (name, _), m in backend._LOADED.items() if "_loss_grad_" in name]
     assert any("for _c0_i in range(_c0_size):" in text for text in texts)
+
+
+def test_the_loops_names_stay_apart_from_the_functions_own():
+    vec = types.float64[::1]
+    clash = FORWARD.replace("def _(m, b, y):", "def _(m, b, _c0_size):").replace("y", "_c0_size")
+    module = typed_module(_as_module(clash), "run", {"m": vec, "b": types.float64, "_c0_size": vec}.get, "home")
+    assert "for _c0__i in range(_c0__size):" in module
+    m, size = np.linspace(-1.0, 1.0, 6), np.linspace(0.0, 1.0, 6)
+    namespace = {}
+    exec(module, namespace)
+    got = numba.njit(namespace["run"])(m, 0.3, size)
+    t = np.tanh(0.5 * (m + 0.3))
+    p = 0.5 * (t + 1.0)
+    _same(got, (t, p, 1.0 - size, p * size + (1.0 - p) * (1.0 - size)))

@@ -188,7 +188,8 @@ def _read_after(fn: ast.FunctionDef, line: int) -> set[str]:
             and n.lineno > line}
 
 
-FUSION_IMPORTS = ("from s2sad.runtime.chains import byte_extent, extents_disjoint, sums_down_to",
+FUSION_IMPORTS = ("import numpy as np",
+                  "from s2sad.runtime.chains import byte_extent, extents_disjoint, sums_down_to",
                   "from s2sad.runtime.core import sum_all, unbroadcast",
                   "from s2sad.runtime.vmath import exp_real, log1p_real, log_real, tanh_real")
 
@@ -218,6 +219,7 @@ def _fused_lines(fn: ast.FunctionDef, lines: list[str], types_of) -> list[str] |
     """`fn`'s lines with each run its operands' types let fuse written out as a loop; None if none does."""
     out = lines[fn.lineno - 1:fn.end_lineno]
     start, fused = fn.lineno, 0
+    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
     for k, run in reversed(list(enumerate(_runs(fn.body)))):  # from the end: earlier line numbers stay put
         found = _program(run, fn)
         if found is None:
@@ -226,7 +228,7 @@ def _fused_lines(fn: ast.FunctionDef, lines: list[str], types_of) -> list[str] |
         operand_types = [types_of(name) for name in operands]
         if any(t is None for t in operand_types):
             continue
-        plan = _Plan(ast.parse(program).body[0], operand_types, prefix=f"_c{k}_")
+        plan = _Plan(ast.parse(program).body[0], operand_types, prefix=_free_prefix(f"_c{k}", taken))
         if not plan.fusable:
             continue
         first, last = run[0].lineno - start, run[-1].end_lineno - start
@@ -235,6 +237,14 @@ def _fused_lines(fn: ast.FunctionDef, lines: list[str], types_of) -> list[str] |
         out[first:last + 1] = [indent + line for line in plan.inline(as_written)]
         fused += 1
     return out if fused else None
+
+
+def _free_prefix(stem: str, taken: set[str]) -> str:
+    """`stem_`, with more underscores while a name of the function starts with it: the loop's names stay apart."""
+    prefix = stem + "_"
+    while any(name.startswith(prefix) for name in taken):
+        prefix += "_"
+    return prefix
 
 
 def has_runs(text: str, function: str) -> bool:
