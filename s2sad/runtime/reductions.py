@@ -752,10 +752,10 @@ def extremum_mask(x, out, axis=None, keepdims=False):
 def _ol_extremum_mask(x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
         return lambda x, out, axis=None, keepdims=False: 1.0 if x == out else 0.0
-    if _is_none_type(axis):  # over every entry: one count, none of the machinery for groups along axes
+    if _is_none_type(axis):  # over every entry: one group of one run, none of the machinery for groups along axes
         def over_all(x, out, axis=None, keepdims=False):
             result = np.zeros(x.size)
-            _share_all_into(1.0, _flat(x), _flat_of(out)[0], result)
+            _share_block_into(np.ones(1), _flat(x), _flat_of(out), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
@@ -780,7 +780,7 @@ def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
     if _is_none_type(axis):
         def over_all(g, x, out, axis=None, keepdims=False):
             result = np.zeros(x.size)
-            _share_all_into(_flat_of(g)[0], _flat(x), _flat_of(out)[0], result)
+            _share_block_into(_flat_of(g), _flat(x), _flat_of(out), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
@@ -816,7 +816,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         def over_all(target, g, x, out, axis=None, keepdims=False):
             if target.shape != x.shape:
                 return _as_written_into(target, g, x, out, axis, keepdims)
-            _share_all_into(_flat_of(g)[0], _flat(x), _flat_of(out)[0], target.reshape(target.size))
+            _share_block_into(_flat_of(g), _flat(x), _flat_of(out), target.reshape(target.size), 1, x.size, 1)
             return target
         return over_all
     N = x.ndim
@@ -832,18 +832,6 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
         return target
     return impl
-
-
-@njit
-def _share_all_into(g, xf, m, result):
-    """result += g / k on the k entries of xf equal to m: the adjoint of a max (min) over every entry."""
-    k = 0
-    for r in range(xf.size):
-        k += xf[r] == m
-    if k > 0:
-        share = g / k
-        for r in range(xf.size):
-            result[r] += share if xf[r] == m else 0.0
 
 
 @njit
