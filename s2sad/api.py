@@ -22,7 +22,8 @@ from s2sad.backend import (compile_function, inferred_return_type, load_module, 
 from s2sad.codegen.module import Generated, jacobian_driver, jvp_module, primal_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
-from s2sad.normalize import Names, calls_its_call_method, normalize, unflatten
+from s2sad.names import Names
+from s2sad.normalize import calls_its_call_method, normalize, unflatten
 from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
 from s2sad.units import of_shape
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)

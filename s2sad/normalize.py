@@ -15,7 +15,6 @@ import dataclasses
 import functools
 import importlib
 import inspect
-import keyword
 import math
 import operator
 import random
@@ -34,6 +33,7 @@ from s2sad.backend import load_module
 from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
+from s2sad.names import Names
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
@@ -120,26 +120,6 @@ REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all
 UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
 INT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul}
 RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
-
-
-class Names:
-    """Fresh, deterministic, readable names that never collide with the user's."""
-
-    def __init__(self, taken=()):
-        self.taken = set(taken)
-
-    def fresh(self, hint: str) -> str:
-        hint = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "t"
-        if hint[0].isdigit():
-            hint = "t" + hint
-        if keyword.iskeyword(hint):
-            hint += "_"
-        name, n = hint, 1
-        while name in self.taken:
-            n += 1
-            name = f"{hint}{n}" if not hint[-1].isdigit() else f"{hint}_{n}"
-        self.taken.add(name)
-        return name
 
 
 # Fields of libcst nodes that hold only punctuation, whitespace and comments: no walk below asks about them.
