@@ -250,8 +250,6 @@ def _save(path: Path, generated, rows: list) -> None:
 def _to_json(value):
     """`value` as JSON data that says which container each was: tuples, dicts with any keys, records and
     source places are tagged objects, lists are arrays. Anything else is a TypeError."""
-    from s2sad.normalize import Record
-
     if value is None or type(value) in (bool, int, float, str):
         return value
     if type(value) is list:
@@ -260,7 +258,7 @@ def _to_json(value):
         return {"tuple": [_to_json(v) for v in value]}
     if type(value) is dict:
         return {"dict": [[_to_json(k), _to_json(v)] for k, v in value.items()]}
-    if type(value) is Record:
+    if type(value) is ir.Record:
         return {"record": [_to_json(v) for v in value], "names": _to_json(value.names)}
     if type(value) is ir.Loc:
         return {"loc": [value.filename, value.line, value.col, value.text]}
@@ -269,8 +267,6 @@ def _to_json(value):
 
 def _from_json(data):
     """The value `_to_json` wrote (a ValueError where the data is not of its making)."""
-    from s2sad.normalize import Record
-
     if not isinstance(data, (list, dict)):
         return data
     if isinstance(data, list):
@@ -281,7 +277,7 @@ def _from_json(data):
     if tag == "dict":
         return {_from_json(k): _from_json(v) for k, v in items}
     if tag == "record" and [name for name, _ in names] == ["names"]:
-        return Record([_from_json(v) for v in items], _from_json(names[0][1]))
+        return ir.Record([_from_json(v) for v in items], _from_json(names[0][1]))
     if tag == "loc":
         return ir.Loc(*items)
     raise ValueError(f"not a saved value: {tag!r}")

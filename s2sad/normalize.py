@@ -34,7 +34,7 @@ from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
 from s2sad.names import Names
-from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Record, Slice, Store, Var, While
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
 from s2sad.rules.registry import Opaque, spelling
@@ -3760,20 +3760,6 @@ class UnknownKinds(dict):
     """The argument types while lowering without them: empty, and noting whether the code asked."""
 
     asked = False
-
-
-class Record(tuple):
-    """A static namedtuple / registered dataclass while lowering: items by index, and by name."""
-
-    def __new__(cls, items, names):
-        self = super().__new__(cls, items)
-        self.names = tuple(names) if names is not None else None
-        return self
-
-    def field(self, name: str):
-        if self.names is None or name not in self.names:
-            raise KeyError(name)
-        return self[self.names.index(name)]
 
 
 def _is_number(value) -> bool:
