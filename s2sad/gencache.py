@@ -50,6 +50,19 @@ class Summary:
     fixes_unit_axes: bool = False
 
 
+@dataclass
+class Generated:
+    """A generated module and the names callers look up in it. It is defined here, below code generation,
+    because this module saves and restores it (`fn` is then a Summary) without generating anything."""
+
+    source: str
+    stem: str  # file-name friendly name of the user function
+    primal: str  # name of the primal function in `source`
+    derivative: str  # name of the vjp (reverse) or jvp (forward) function in `source`
+    wrapper: str  # name of the function with the public transformation's signature
+    fn: ir.Function | Summary
+
+
 @functools.lru_cache(maxsize=1)
 def generator_digest() -> str:
     """A hash of every s2sad source file: any change to the generator makes every saved module stale."""
@@ -220,8 +233,6 @@ def _load(path: Path, top: types.FunctionType):
     """The saved Generated, or None when missing, damaged, not the user's alone (`read_checked`), or
     stale. The file is JSON: reading it runs nothing, and the source it holds is run only from a file
     only the user could have written."""
-    from s2sad.codegen.module import Generated
-
     text = read_checked(path)
     if text is None:
         return None

@@ -6,24 +6,13 @@ transformation, so the module is itself s2sad input: transforming `grad(f)` agai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from s2sad import ir
 from s2sad.analyze import Analysis, analyze, analyze_forward
 from s2sad.codegen.emit import Writer, header_imports
 from s2sad.codegen.forward import ForwardGen
 from s2sad.codegen.reverse import ReverseGen
 from s2sad.frontend import GENERATED_MARK
-
-
-@dataclass
-class Generated:
-    source: str
-    stem: str  # file-name friendly name of the user function
-    primal: str  # name of the primal function in `source`
-    derivative: str  # name of the vjp (reverse) or jvp (forward) function in `source`
-    wrapper: str  # name of the function with the public transformation's signature
-    fn: ir.Function
+from s2sad.gencache import Generated
 
 
 def header(fn: ir.Function, what: str) -> str:
