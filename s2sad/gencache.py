@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from s2sad import ir
+from s2sad import hidden, ir
 from s2sad.cache import OWN_PREFIX, cache_dir, read_checked, write_checked
 
 FORMAT = 2  # 2: JSON after a SHA-256 line (1 was a pickle)
@@ -159,10 +159,9 @@ def _template_digest(template: Callable | None) -> str | None:
 
 
 def _resolve(owner: types.FunctionType, path: str) -> Any:
-    from s2sad.frontend import Parsed
-
+    """What `path` names in `owner`'s scope now, found as the frontend found it (`Parsed.resolve`)."""
     first, *attrs = path.split(".")
-    obj = Parsed.resolve_in(owner, first)
+    obj = hidden.resolve_name(owner, first)
     for attr in attrs:
         obj = getattr(obj, attr)
     return obj
