@@ -112,7 +112,6 @@ def _hash_code(h, code: types.CodeType) -> None:
 
 def describe(obj: Any) -> tuple | None:
     """What generation did with `obj` depends only on this; None: nothing that can be compared later."""
-    from s2sad.custom import _Custom
     from s2sad.rules import registry
 
     if obj is None or isinstance(obj, (bool, int, float, complex, str, np.generic)):
@@ -124,7 +123,7 @@ def describe(obj: Any) -> tuple | None:
         return ("module", obj.__name__)
     if isinstance(obj, type):
         return ("type", obj.__module__, obj.__qualname__)
-    if isinstance(obj, _Custom) or hasattr(obj, "__s2sad_transform__") or hasattr(obj, "__s2sad_fun__"):
+    if isinstance(obj, registry.Custom) or hasattr(obj, "__s2sad_transform__") or hasattr(obj, "__s2sad_fun__"):
         return None
     try:
         found = registry.lookup_object(obj)

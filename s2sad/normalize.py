@@ -37,7 +37,7 @@ from s2sad.names import Names
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Record, Slice, Store, Var, While
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
-from s2sad.rules.registry import Opaque, spelling
+from s2sad.rules.registry import Custom, Opaque, spelling
 from s2sad.swaps import copy_swapped_buffers
 from s2sad.units import of_shape, pointwise, unit_axes
 
@@ -2160,9 +2160,7 @@ class Lowerer:
             return self.prim(out, "len", (value,), target=target, hint="n")
         if fn is range:  # `p[range(m), y]`: the integers as an index array
             fn = np.arange
-        from s2sad.custom import _Custom
-
-        if isinstance(fn, _Custom):
+        if isinstance(fn, Custom):
             if fn in self.plain:
                 return self.inline(node, fn.fun, leading, out, target)
             if any(a.keyword for a in node.args) or leading:
@@ -3312,9 +3310,7 @@ class Lowerer:
     @staticmethod
     def runs_as_written(fn) -> bool:
         """A callee with no rule that is not a Python function s2sad inlines: kept as a call."""
-        from s2sad.custom import _Custom
-
-        return rules.lookup_object(fn) is None and not isinstance(fn, _Custom) and callable(fn) \
+        return rules.lookup_object(fn) is None and not isinstance(fn, Custom) and callable(fn) \
             and not isinstance(unwrap(fn), types.FunctionType)
 
     def print_call(self, call: cst.Call, out):
