@@ -22,7 +22,7 @@ import sys
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 import numba
@@ -120,6 +120,28 @@ REDUCER_START = {"sum": 0, "max": -math.inf, "min": math.inf, "any": False, "all
 UNROLL_RANGE = 16  # a comprehension over a constant range up to this long is unrolled (RK stages, x/y/z)
 INT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul}
 RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
+
+
+@dataclass
+class Transformations:
+    """s2sad's own transformations, as user code calls them inside a function it lowers (`s2sad.grad(g)(x)`,
+    `s2sad.jvp(f, (x,), (dx,))`). api.py defines them and lowers functions, so it sits above this module:
+    it hands them down at import (`register_transformations`) rather than this module importing it."""
+
+    evaluated: tuple = ()  # grad, value_and_grad, vmap: called while lowering; the function they return is inlined
+    jvp: Any = None  # s2sad.jvp: the tangent function of its first argument is inlined
+    tangent: Callable | None = None  # (fn, n) -> the Generated forward module of `fn` in its first n arguments
+
+    def is_jvp(self, fn) -> bool:
+        return self.jvp is not None and fn is self.jvp
+
+
+TRANSFORMATIONS = Transformations()
+
+
+def register_transformations(evaluated: tuple, jvp: Callable, tangent: Callable) -> None:
+    """Called once by api.py, which defines them: see Transformations."""
+    TRANSFORMATIONS.evaluated, TRANSFORMATIONS.jvp, TRANSFORMATIONS.tangent = evaluated, jvp, tangent
 
 
 # Fields of libcst nodes that hold only punctuation, whitespace and comments: no walk below asks about them.
@@ -2001,9 +2023,7 @@ class Lowerer:
                 and rules.lookup_object(fn) is None and not _in_library(unwrap(fn.__func__)):  # (norm.cdf has a rule)
             owner = self.seen(StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None))
             return self.inline(node, unwrap(fn.__func__), [owner], out, target)
-        from s2sad import api
-
-        if fn is api.jvp:
+        if TRANSFORMATIONS.is_jvp(fn):
             return self.inline_jvp(node, out, target)
         if fn is _NOT_STATIC:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
@@ -2102,10 +2122,8 @@ class Lowerer:
 
     def static_transform(self, node: cst.Call):
         """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""
-        from s2sad import api
-
         fn = self.static_value(node.func)
-        if fn not in (api.grad, api.value_and_grad, api.vmap):
+        if fn not in TRANSFORMATIONS.evaluated:
             raise self.err(node, "a called expression must be a function name, `s2sad.grad(...)`, "
                                  "`s2sad.value_and_grad(...)` or `s2sad.vmap(...)`")
         try:
@@ -2131,8 +2149,6 @@ class Lowerer:
 
     def inline_jvp(self, node: cst.Call, out, target):
         """`s2sad.jvp(f, (x, ...), (dx, ...))`: inline f's generated tangent function."""
-        from s2sad import api
-
         if len(node.args) != 3 or any(a.keyword for a in node.args) or \
                 not all(isinstance(a.value, cst.Tuple) for a in node.args[1:]):
             raise self.err(node, "inside a differentiated function, write `s2sad.jvp(f, (x, ...), (dx, ...))`")
@@ -2141,8 +2157,7 @@ class Lowerer:
         if len(primals) != len(tangents):
             raise self.err(node, "jvp needs as many tangents as primals")
         n = len(primals)
-        fwd = api._forward(fn, tuple(range(n)), "python")
-        g = fwd.generated
+        g = TRANSFORMATIONS.tangent(fn, n)
         if g.fn.returns_tuple:
             raise self.err(node, "jvp of a tuple-valued function is not supported inside a differentiated function")
         tangent_fn = getattr(load_module(g.source, g.stem, "python"), g.derivative)
