@@ -22,7 +22,8 @@ from s2sad.backend import (compile_function, inferred_return_type, load_module, 
 from s2sad.codegen.module import Generated, jacobian_driver, jvp_module, primal_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
-from s2sad.normalize import Names, calls_its_call_method, normalize, unflatten
+from s2sad.names import Names
+from s2sad.normalize import calls_its_call_method, normalize, register_transformations, unflatten
 from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
 from s2sad.units import of_shape
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
@@ -1305,3 +1306,6 @@ class differentiate:
 
 
 numba_callable.install(differentiate, jvp, lambda f: _memo(("numba jvp", f), lambda: _jvp_function(f, DEFAULT_BACKEND)))
+# normalize lowers user code that calls these (`s2sad.grad(g)(x)` inside f), and sits below this module.
+register_transformations((grad, value_and_grad, vmap), jvp,
+                         lambda f, n: _forward(f, tuple(range(n)), "python").generated)

@@ -14,41 +14,24 @@ second derivative of a custom_jvp function differentiates its jvp rule, as in JA
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Callable
 
 from s2sad import ir, synthesize
-from s2sad.rules.registry import Rule, Template
+from s2sad.analyze import analyze
+from s2sad.codegen.module import primal_source, siblings_in
+from s2sad.codegen.reverse import ReverseGen
+from s2sad.normalize import normalize
+from s2sad.rules.registry import Custom, Rule, Template
 
 
-class _Custom:
-    """What custom_jvp and custom_vjp share: the primal, its parameters and the rule cache."""
-
-    def __init__(self, fun: Callable):
-        self.fun = fun
-        self.params = list(inspect.signature(fun).parameters)
-        self.name = fun.__name__
-        self._rule: Rule | None = None
-        functools.update_wrapper(self, fun)
-
-    def __call__(self, *args, **kwargs):
-        return self.fun(*args, **kwargs)
-
-    def rule(self) -> Rule:
-        if self._rule is None:
-            self._rule = self.make_rule()
-        return self._rule
+class _Custom(Custom):
+    """What custom_jvp and custom_vjp share: their rules' functions, lowered and printed as siblings."""
 
     def lower(self, fn) -> ir.Function:
         """Lower a sibling, inlining calls to this function itself as its plain primal."""
-        from s2sad.normalize import normalize
-
         return normalize(fn, plain=frozenset({self}))
 
     def primal_sibling(self) -> tuple[str, str]:
-        from s2sad.codegen.module import primal_source
-
         name = f"{self.name}_primal"
         return name, primal_source(self.lower(self.fun), name)
 
@@ -92,10 +75,6 @@ class custom_jvp(_Custom):
     def make_rule(self) -> Rule:
         if self.jvp_rule is None:
             raise TypeError(f"custom_jvp function `{self.name}` has no rule: decorate one with @{self.name}.defjvp")
-        from s2sad.analyze import analyze
-        from s2sad.codegen.module import primal_source
-        from s2sad.codegen.reverse import ReverseGen
-
         xs, dots = self.params, [p + "_dot" for p in self.params]
         call = f"rule(({', '.join(xs)},), ({', '.join(dots)},))"
         jvp_fn = synthesize.function(f"{self.name}_custom_jvp", xs + dots, [f"return {call}"],
@@ -150,8 +129,6 @@ class custom_vjp(_Custom):
     def make_rule(self) -> Rule:
         if self.fwd is None:
             raise TypeError(f"custom_vjp function `{self.name}` has no rule: call {self.name}.defvjp(fwd, bwd)")
-        from s2sad.codegen.module import primal_source
-
         xs = self.params
         fwd_fn = synthesize.function(f"{self.name}_custom_fwd", xs, [f"return fwd({', '.join(xs)})"],
                                      {"fwd": self.fwd})
@@ -171,13 +148,3 @@ class custom_vjp(_Custom):
         siblings = siblings_in(fwd_ir) + siblings_in(bwd_ir) + [
             (fwd_name, primal_source(fwd_ir, fwd_name)), (bwd_name, primal_source(bwd_ir, bwd_name))]
         return self.new_rule(adjoint, None, siblings)
-
-
-def siblings_in(fn: ir.Function) -> list[tuple[str, str]]:
-    """The sibling functions the custom rules used in `fn` need, each once, in a stable order."""
-    found: dict[str, str] = {}
-    for s, _, _ in ir.walk(fn.body):
-        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Prim):
-            for name, text in s.value.rule.siblings:
-                found.setdefault(name, text)
-    return list(found.items())

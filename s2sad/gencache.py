@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from s2sad import ir
+from s2sad import hidden, ir
 from s2sad.cache import OWN_PREFIX, cache_dir, read_checked, write_checked
 
 FORMAT = 2  # 2: JSON after a SHA-256 line (1 was a pickle)
@@ -48,6 +48,19 @@ class Summary:
     places: list = field(default_factory=list)  # the user lines' ir.Locs (numba errors point there)
     asks_types: bool = False
     fixes_unit_axes: bool = False
+
+
+@dataclass
+class Generated:
+    """A generated module and the names callers look up in it. It is defined here, below code generation,
+    because this module saves and restores it (`fn` is then a Summary) without generating anything."""
+
+    source: str
+    stem: str  # file-name friendly name of the user function
+    primal: str  # name of the primal function in `source`
+    derivative: str  # name of the vjp (reverse) or jvp (forward) function in `source`
+    wrapper: str  # name of the function with the public transformation's signature
+    fn: ir.Function | Summary
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,7 +112,6 @@ def _hash_code(h, code: types.CodeType) -> None:
 
 def describe(obj: Any) -> tuple | None:
     """What generation did with `obj` depends only on this; None: nothing that can be compared later."""
-    from s2sad.custom import _Custom
     from s2sad.rules import registry
 
     if obj is None or isinstance(obj, (bool, int, float, complex, str, np.generic)):
@@ -111,7 +123,7 @@ def describe(obj: Any) -> tuple | None:
         return ("module", obj.__name__)
     if isinstance(obj, type):
         return ("type", obj.__module__, obj.__qualname__)
-    if isinstance(obj, _Custom) or hasattr(obj, "__s2sad_transform__") or hasattr(obj, "__s2sad_fun__"):
+    if isinstance(obj, registry.Custom) or hasattr(obj, "__s2sad_transform__") or hasattr(obj, "__s2sad_fun__"):
         return None
     try:
         found = registry.lookup_object(obj)
@@ -146,10 +158,9 @@ def _template_digest(template: Callable | None) -> str | None:
 
 
 def _resolve(owner: types.FunctionType, path: str) -> Any:
-    from s2sad.frontend import Parsed
-
+    """What `path` names in `owner`'s scope now, found as the frontend found it (`Parsed.resolve`)."""
     first, *attrs = path.split(".")
-    obj = Parsed.resolve_in(owner, first)
+    obj = hidden.resolve_name(owner, first)
     for attr in attrs:
         obj = getattr(obj, attr)
     return obj
@@ -220,8 +231,6 @@ def _load(path: Path, top: types.FunctionType):
     """The saved Generated, or None when missing, damaged, not the user's alone (`read_checked`), or
     stale. The file is JSON: reading it runs nothing, and the source it holds is run only from a file
     only the user could have written."""
-    from s2sad.codegen.module import Generated
-
     text = read_checked(path)
     if text is None:
         return None
@@ -250,8 +259,6 @@ def _save(path: Path, generated, rows: list) -> None:
 def _to_json(value):
     """`value` as JSON data that says which container each was: tuples, dicts with any keys, records and
     source places are tagged objects, lists are arrays. Anything else is a TypeError."""
-    from s2sad.normalize import Record
-
     if value is None or type(value) in (bool, int, float, str):
         return value
     if type(value) is list:
@@ -260,7 +267,7 @@ def _to_json(value):
         return {"tuple": [_to_json(v) for v in value]}
     if type(value) is dict:
         return {"dict": [[_to_json(k), _to_json(v)] for k, v in value.items()]}
-    if type(value) is Record:
+    if type(value) is ir.Record:
         return {"record": [_to_json(v) for v in value], "names": _to_json(value.names)}
     if type(value) is ir.Loc:
         return {"loc": [value.filename, value.line, value.col, value.text]}
@@ -269,8 +276,6 @@ def _to_json(value):
 
 def _from_json(data):
     """The value `_to_json` wrote (a ValueError where the data is not of its making)."""
-    from s2sad.normalize import Record
-
     if not isinstance(data, (list, dict)):
         return data
     if isinstance(data, list):
@@ -281,7 +286,7 @@ def _from_json(data):
     if tag == "dict":
         return {_from_json(k): _from_json(v) for k, v in items}
     if tag == "record" and [name for name, _ in names] == ["names"]:
-        return Record([_from_json(v) for v in items], _from_json(names[0][1]))
+        return ir.Record([_from_json(v) for v in items], _from_json(names[0][1]))
     if tag == "loc":
         return ir.Loc(*items)
     raise ValueError(f"not a saved value: {tag!r}")

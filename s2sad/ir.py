@@ -140,6 +140,23 @@ class Effect:
 Stmt = Union[Assign, Store, Push, If, For, While, Effect]
 
 
+class Record(tuple):
+    """A static namedtuple / registered dataclass while lowering: items by index, and by name.
+
+    It sits here, with Function, because a Function's `output_shape` holds it, and the generation
+    cache (gencache) saves and restores that shape without lowering anything."""
+
+    def __new__(cls, items, names):
+        self = super().__new__(cls, items)
+        self.names = tuple(names) if names is not None else None
+        return self
+
+    def field(self, name: str):
+        if self.names is None or name not in self.names:
+            raise KeyError(name)
+        return self[self.names.index(name)]
+
+
 @dataclass
 class Function:
     name: str

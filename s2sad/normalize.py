@@ -15,7 +15,6 @@ import dataclasses
 import functools
 import importlib
 import inspect
-import keyword
 import math
 import operator
 import random
@@ -23,7 +22,7 @@ import sys
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 import numba
@@ -34,10 +33,11 @@ from s2sad.backend import load_module
 from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
-from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Slice, Store, Var, While
+from s2sad.names import Names
+from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Record, Slice, Store, Var, While
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
-from s2sad.rules.registry import Opaque, spelling
+from s2sad.rules.registry import Custom, Opaque, spelling
 from s2sad.swaps import copy_swapped_buffers
 from s2sad.units import of_shape, pointwise, unit_axes
 
@@ -122,24 +122,26 @@ INT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multipl
 RECURSION_DEPTH = 32  # recursion deeper than this, with constant arguments, is refused
 
 
-class Names:
-    """Fresh, deterministic, readable names that never collide with the user's."""
+@dataclass
+class Transformations:
+    """s2sad's own transformations, as user code calls them inside a function it lowers (`s2sad.grad(g)(x)`,
+    `s2sad.jvp(f, (x,), (dx,))`). api.py defines them and lowers functions, so it sits above this module:
+    it hands them down at import (`register_transformations`) rather than this module importing it."""
 
-    def __init__(self, taken=()):
-        self.taken = set(taken)
+    evaluated: tuple = ()  # grad, value_and_grad, vmap: called while lowering; the function they return is inlined
+    jvp: Any = None  # s2sad.jvp: the tangent function of its first argument is inlined
+    tangent: Callable | None = None  # (fn, n) -> the Generated forward module of `fn` in its first n arguments
 
-    def fresh(self, hint: str) -> str:
-        hint = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "t"
-        if hint[0].isdigit():
-            hint = "t" + hint
-        if keyword.iskeyword(hint):
-            hint += "_"
-        name, n = hint, 1
-        while name in self.taken:
-            n += 1
-            name = f"{hint}{n}" if not hint[-1].isdigit() else f"{hint}_{n}"
-        self.taken.add(name)
-        return name
+    def is_jvp(self, fn) -> bool:
+        return self.jvp is not None and fn is self.jvp
+
+
+TRANSFORMATIONS = Transformations()
+
+
+def register_transformations(evaluated: tuple, jvp: Callable, tangent: Callable) -> None:
+    """Called once by api.py, which defines them: see Transformations."""
+    TRANSFORMATIONS.evaluated, TRANSFORMATIONS.jvp, TRANSFORMATIONS.tangent = evaluated, jvp, tangent
 
 
 # Fields of libcst nodes that hold only punctuation, whitespace and comments: no walk below asks about them.
@@ -2021,9 +2023,7 @@ class Lowerer:
                 and rules.lookup_object(fn) is None and not _in_library(unwrap(fn.__func__)):  # (norm.cdf has a rule)
             owner = self.seen(StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None))
             return self.inline(node, unwrap(fn.__func__), [owner], out, target)
-        from s2sad import api
-
-        if fn is api.jvp:
+        if TRANSFORMATIONS.is_jvp(fn):
             return self.inline_jvp(node, out, target)
         if fn is _NOT_STATIC:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
@@ -2122,10 +2122,8 @@ class Lowerer:
 
     def static_transform(self, node: cst.Call):
         """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""
-        from s2sad import api
-
         fn = self.static_value(node.func)
-        if fn not in (api.grad, api.value_and_grad, api.vmap):
+        if fn not in TRANSFORMATIONS.evaluated:
             raise self.err(node, "a called expression must be a function name, `s2sad.grad(...)`, "
                                  "`s2sad.value_and_grad(...)` or `s2sad.vmap(...)`")
         try:
@@ -2151,8 +2149,6 @@ class Lowerer:
 
     def inline_jvp(self, node: cst.Call, out, target):
         """`s2sad.jvp(f, (x, ...), (dx, ...))`: inline f's generated tangent function."""
-        from s2sad import api
-
         if len(node.args) != 3 or any(a.keyword for a in node.args) or \
                 not all(isinstance(a.value, cst.Tuple) for a in node.args[1:]):
             raise self.err(node, "inside a differentiated function, write `s2sad.jvp(f, (x, ...), (dx, ...))`")
@@ -2161,8 +2157,7 @@ class Lowerer:
         if len(primals) != len(tangents):
             raise self.err(node, "jvp needs as many tangents as primals")
         n = len(primals)
-        fwd = api._forward(fn, tuple(range(n)), "python")
-        g = fwd.generated
+        g = TRANSFORMATIONS.tangent(fn, n)
         if g.fn.returns_tuple:
             raise self.err(node, "jvp of a tuple-valued function is not supported inside a differentiated function")
         tangent_fn = getattr(load_module(g.source, g.stem, "python"), g.derivative)
@@ -2180,9 +2175,7 @@ class Lowerer:
             return self.prim(out, "len", (value,), target=target, hint="n")
         if fn is range:  # `p[range(m), y]`: the integers as an index array
             fn = np.arange
-        from s2sad.custom import _Custom
-
-        if isinstance(fn, _Custom):
+        if isinstance(fn, Custom):
             if fn in self.plain:
                 return self.inline(node, fn.fun, leading, out, target)
             if any(a.keyword for a in node.args) or leading:
@@ -3332,9 +3325,7 @@ class Lowerer:
     @staticmethod
     def runs_as_written(fn) -> bool:
         """A callee with no rule that is not a Python function s2sad inlines: kept as a call."""
-        from s2sad.custom import _Custom
-
-        return rules.lookup_object(fn) is None and not isinstance(fn, _Custom) and callable(fn) \
+        return rules.lookup_object(fn) is None and not isinstance(fn, Custom) and callable(fn) \
             and not isinstance(unwrap(fn), types.FunctionType)
 
     def print_call(self, call: cst.Call, out):
@@ -3780,20 +3771,6 @@ class UnknownKinds(dict):
     """The argument types while lowering without them: empty, and noting whether the code asked."""
 
     asked = False
-
-
-class Record(tuple):
-    """A static namedtuple / registered dataclass while lowering: items by index, and by name."""
-
-    def __new__(cls, items, names):
-        self = super().__new__(cls, items)
-        self.names = tuple(names) if names is not None else None
-        return self
-
-    def field(self, name: str):
-        if self.names is None or name not in self.names:
-            raise KeyError(name)
-        return self[self.names.index(name)]
 
 
 def _is_number(value) -> bool:

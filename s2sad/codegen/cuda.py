@@ -31,7 +31,7 @@ from s2sad import ir
 from s2sad.codegen.emit import Writer, atom, effect_text, index_text as _index, prim_text
 from s2sad.codegen.module import Generated, header
 from s2sad.errors import UnsupportedError, located
-from s2sad.normalize import Names
+from s2sad.names import Names
 
 Shape = tuple  # () for a scalar; dims are ints, or None where not known before the call
 

@@ -12,7 +12,7 @@ from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_mapping
 from s2sad.codegen.emit import Writer, atom, effect_text, expr_text, index_text, instantiate
 from s2sad.codegen.reverse import range_text
 from s2sad.ir import Assign, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
-from s2sad.normalize import Names
+from s2sad.names import Names
 
 
 class ForwardGen:

@@ -6,24 +6,13 @@ transformation, so the module is itself s2sad input: transforming `grad(f)` agai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from s2sad import ir
 from s2sad.analyze import Analysis, analyze, analyze_forward
 from s2sad.codegen.emit import Writer, header_imports
 from s2sad.codegen.forward import ForwardGen
 from s2sad.codegen.reverse import ReverseGen
 from s2sad.frontend import GENERATED_MARK
-
-
-@dataclass
-class Generated:
-    source: str
-    stem: str  # file-name friendly name of the user function
-    primal: str  # name of the primal function in `source`
-    derivative: str  # name of the vjp (reverse) or jvp (forward) function in `source`
-    wrapper: str  # name of the function with the public transformation's signature
-    fn: ir.Function
+from s2sad.gencache import Generated
 
 
 def header(fn: ir.Function, what: str) -> str:
@@ -58,6 +47,16 @@ def third_party_imports(fn: ir.Function) -> list[str]:
     return sorted(found)
 
 
+def siblings_in(fn: ir.Function) -> list[tuple[str, str]]:
+    """The sibling functions the custom rules used in `fn` need, each once, in a stable order."""
+    found: dict[str, str] = {}
+    for s, _, _ in ir.walk(fn.body):
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Prim):
+            for name, text in s.value.rule.siblings:
+                found.setdefault(name, text)
+    return list(found.items())
+
+
 def hidden_last(fn: ir.Function, extra: list[str]) -> list[str]:
     """A wrapper's parameters: the function's own, `extra` (tangents, a cotangent), then the hidden ones
     (arrays read from outside): a transformation of the wrapper takes those as hidden parameters too."""
@@ -76,8 +75,6 @@ def _wrapper(name: str, params: list[str], call: str, results: list[str], keep: 
 def assemble(fn: ir.Function, what: str, derivative: str, derivative_name: str,
               wrapper: tuple[str, str]) -> Generated:
     # The derivative's and wrapper's names were made fresh against the user's, so `fn.name` is free.
-    from s2sad.custom import siblings_in
-
     overrides = [text for _, text in siblings_in(fn)]  # the user's custom_jvp / custom_vjp rules, lowered
     imports = "".join(line + "\n" for line in third_party_imports(fn))
     body = [*overrides, primal_source(fn, fn.name)] + [part for part in (derivative, wrapper[1]) if part]

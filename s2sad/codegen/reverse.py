@@ -18,7 +18,7 @@ from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read
                                  negate_after_summing, share_unchanged_adjoints,
                                  start_from_first_contribution)
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
-from s2sad.normalize import Names
+from s2sad.names import Names
 from s2sad.sharing import viewed_base
 from s2sad.units import pointwise
 

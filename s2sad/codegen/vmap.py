@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from s2sad import ir
 from s2sad.codegen.module import Generated, assemble
-from s2sad.normalize import Names
+from s2sad.names import Names
 
 TARGETS = ("cpu", "parallel")
 

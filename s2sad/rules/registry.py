@@ -19,6 +19,7 @@ template; other rules pass `tangent=` to `defrule`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import textwrap
 from dataclasses import dataclass, field
@@ -140,6 +141,31 @@ class Template:
 
     def differentiable_positions(self) -> list[int]:
         return [i for i, r in enumerate(self.results) if r is not None]
+
+
+class Custom:
+    """A function the user gave its own derivative rule (s2sad.custom_jvp / custom_vjp). Lowering calls it
+    as one primitive with `rule()`, made on first use by `make_rule`. The subclasses in custom.py write
+    `make_rule`: it lowers and differentiates the user's rule, so they sit above lowering and code
+    generation, which know these functions by this class alone."""
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self.params = list(inspect.signature(fun).parameters)
+        self.name = fun.__name__
+        self._rule: Rule | None = None
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+    def rule(self) -> Rule:
+        if self._rule is None:
+            self._rule = self.make_rule()
+        return self._rule
+
+    def make_rule(self) -> Rule:
+        raise NotImplementedError
 
 
 _BY_OBJECT: dict[Any, tuple[Rule, str]] = {}
