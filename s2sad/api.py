@@ -12,13 +12,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from s2sad import gencache, hidden, jacobians, rules, synthesize
+from s2sad import background, gencache, hidden, jacobians, rules, synthesize
 from s2sad import numba_callable
 from s2sad.numba_callable import attach, jitted
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
-from s2sad.backend import (compile_function, inferred_return_type, load_module, passed_check, record_check,
-                           remember_lowered)
+from s2sad.backend import (compile_function, inferred_return_type, load_module, module_name, passed_check,
+                           record_check, remember_lowered)
 from s2sad.codegen.module import Generated, jacobian_driver, jvp_module, primal_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
@@ -445,9 +445,26 @@ class _Reverse(_Transform):
         key = "scalar output for argument ranks " + ", ".join(
             str(r) if isinstance(r, int) else f"{r.__module__}.{r.__qualname__}" for r in ranks)
         if not passed_check(g.source, g.stem, key):
-            if not self.scalar_by_type(args):
+            if self.scalar_uncompiled(args):
+                pass
+            elif not self.scalar_by_type(args):
                 self.check_output(args)  # compiles and runs the primal: its value names what is wrong
             record_check(g.source, g.stem, key)
+
+    def scalar_uncompiled(self, args) -> bool:
+        """Where numba compiles in the background (s2sad.background), whether the primal run as Python
+        returns a scalar, when Python answers in time: numba's typing would cost what the worker saves.
+        Where it does not, the module's calls compile in-process, as the gradient would run slower still."""
+        if not background.enabled():
+            return False
+        g = self.generated
+        primal = compile_function(g.source, g.stem, g.primal, "python")
+        finished, out = background.run_briefly(primal, args, background.PYTHON_SECONDS)
+        if finished:
+            self.check_scalar(out[0] if self.has_aux else out)
+        else:
+            background.mark_too_slow(module_name(g.source, g.stem))
+        return finished
 
     def scalar_by_type(self, args) -> bool:
         """Whether numba's type inference alone shows the primal returns a scalar on `args`."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from numba.core import caching
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
+from s2sad import background
 from s2sad.cache import (OWN_PREFIX, CacheWarning, cache_dir, ensure_file, mark_unusable, numba_dir, read_checked,
                          read_private, replacing, trusted_numba_dir, write_atomic, write_checked)
 from s2sad.codegen import chains
@@ -247,7 +248,7 @@ def compile_function(source: str, stem: str, func: str, backend: str):
     with _LOCK:
         module = load_module(source, stem, backend)
         if backend == "numba" and module.__name__ not in _JITTED:
-            _jit_module(module)
+            _jit_module(module, source, stem)
         return getattr(module, func)
 
 
@@ -255,7 +256,7 @@ _JITTED: set[str] = set()
 _LOWERED: dict[str, object] = {}  # a generated module's name -> the ir.Function it was generated from
 
 
-def _jit_module(module: types.ModuleType) -> None:
+def _jit_module(module: types.ModuleType, source: str, stem: str) -> None:
     """Replace every function the module defines by its numba dispatcher, so they can call each other."""
     import numba
 
@@ -271,6 +272,8 @@ def _jit_module(module: types.ModuleType) -> None:
                 _enable_disk_cache(dispatcher)
             _translate_errors(dispatcher)
             _fuse_for_each_signature(dispatcher, module)
+            if on_disk:
+                _compile_in_background(dispatcher, source, stem)
             setattr(module, name, dispatcher)
     _JITTED.add(module.__name__)
 
@@ -303,6 +306,53 @@ def _fuse_for_each_signature(dispatcher, module: types.ModuleType) -> None:
             return compile_as_written(sig)  # the overload just added, or the function as written
 
     dispatcher.compile = compile
+
+
+def _compile_in_background(dispatcher, source: str, stem: str) -> None:
+    """A call from Python that finds no compiled code for its types, and none on disk, runs the python
+    backend's function while a worker process compiles, where Python answers quickly (s2sad.background)."""
+    compile_now = dispatcher._compile_for_args
+    function = dispatcher.py_func.__name__
+    module = module_name(source, stem)
+
+    def compile_or_run_uncompiled(*args, **kwargs):
+        if kwargs or not background.enabled():
+            return compile_now(*args, **kwargs)
+        try:
+            argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
+        except Exception:  # numba's compile says what it cannot type
+            return compile_now(*args)
+        key = f"compiled {function} {argtypes}"
+        job = background.job_of((module, key))
+        if job is not None:
+            if job.state == "compiling":
+                return lambda *a: background.run_while_compiling(job, dispatcher, a)
+            job.install()
+            return compile_now(*args)  # loaded (numba finds it), or failed (numba's error, raised here)
+        if background.too_slow(module) or passed_check(source, stem, key):
+            return compile_now(*args)  # Python is slow here, or the disk cache has it (loading takes less)
+
+        def new_job() -> background.CompileJob:
+            def load() -> None:
+                dispatcher.compile(argtypes)
+                record_check(source, stem, key)
+
+            return background.CompileJob(source, stem, function, argtypes, load,
+                                         lambda: getattr(load_module(source, stem, "python"), function))
+
+        return lambda *a: background.first_call((module, key), module, new_job, dispatcher, a)
+
+    dispatcher._compile_for_args = compile_or_run_uncompiled
+
+
+def serve_compiles() -> None:
+    """The background worker's main (s2sad.background): compile each job it is sent into the disk cache."""
+
+    def compile_one(source: str, stem: str, function: str, argtypes: tuple) -> None:
+        compile_function(source, stem, function, "numba").compile(argtypes)
+        record_check(source, stem, f"compiled {function} {argtypes}")
+
+    background.serve(compile_one)
 
 
 def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):

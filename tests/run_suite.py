@@ -30,7 +30,7 @@ ROOT = TESTS.parent
 PARTS = {"test_rules.py": 12, "test_runtime_layouts.py": 3, "test_real_code.py": 5}
 # Run first, being the longest, so that no long part starts last.
 FIRST = ("test_rules.py", "test_real_code.py", "test_runtime_layouts.py", "test_real_numpy.py",
-         "test_numpy_programs.py", "test_demo.py")
+         "test_numpy_programs.py", "test_demo.py", "test_background.py")
 SHARD_VARIABLE = "S2SAD_TEST_SHARD"
 
 

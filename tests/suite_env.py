@@ -13,3 +13,6 @@ os.environ.setdefault("S2SAD_CACHE_DIR", str(Path(__file__).resolve().parent.par
 os.environ.setdefault("NUMBA_OPT", "0")
 # vmap(target="cuda") runs on numba's CUDA simulator unless told otherwise (NUMBA_ENABLE_CUDASIM=0 on a GPU machine).
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+# A first call compiles in-process, as every test but test_background's expects (an error of numba's at the
+# first call, compiled code right after it); test_background runs the worker in processes of its own.
+os.environ["S2SAD_BACKGROUND_COMPILE"] = "0"

@@ -1,0 +1,298 @@
+"""numba compiles in a subprocess while the first calls run the same generated code as Python.
+
+numba takes seconds to compile a generated module (the seeds' 4 x 3 logistic regression: 4 s on two
+cores); the same readable source runs as Python in milliseconds on small inputs. So the first call for
+some argument types, with no compiled code for them in memory or in the disk cache, runs the python
+backend's function, for at most `PYTHON_SECONDS`:
+
+- if it answers in time, that is the call's result, and a worker process compiles the function into
+  the disk cache meanwhile; each later call races Python (in a thread) against the compile landing,
+  and from then on calls run compiled;
+- if it does not (a long scalar loop, slow as Python), the run is abandoned and the call compiles
+  in-process, as it would without this module: a first call costs at most `PYTHON_SECONDS` more.
+
+The generated functions never write into their arguments (normalize makes copies), so an abandoned
+run cannot disturb the call's compiled run. numba's errors (types it cannot compile) come from the
+first call after the worker gives up: that call compiles in-process and raises what numba says.
+
+Off when `S2SAD_BACKGROUND_COMPILE=0`, without a usable disk cache, at NUMBA_OPT=0 (numba cannot cache a
+function that calls another jitted one there) and under NUMBA_DISABLE_JIT. `wait_for_compiles()` blocks
+until every compile started so far has landed (benchmarks, and anyone timing steady-state calls).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+VARIABLE = "S2SAD_BACKGROUND_COMPILE"
+PYTHON_SECONDS = 0.1  # how long a first call may run as Python before it compiles in-process instead
+
+
+@dataclass(eq=False)
+class CompileJob:
+    """One function of one generated module, for one tuple of numba argument types."""
+
+    source: str
+    stem: str
+    function: str
+    argtypes: tuple
+    load: Callable[[], None]  # puts the compiled code (from the disk cache) into the dispatcher
+    uncompiled: Callable[[], Callable]  # the python backend's function
+    state: str = "compiling"  # then "ready" (in the disk cache) and "loaded", or "failed"
+    done: threading.Event = field(default_factory=threading.Event)  # the worker is done with it
+    waiters: list = field(default_factory=list)  # events of races waiting for this job
+    loading: threading.Lock = field(default_factory=threading.Lock)
+
+    def finish(self, state: str) -> None:
+        """The worker's answer: "ready" or "failed"."""
+        self.state = state
+        self.done.set()
+        with _LOCK:
+            for event in self.waiters:
+                event.set()
+            self.waiters.clear()
+
+    def install(self) -> None:
+        """Load the compiled code into the dispatcher, once, in whichever thread asks first."""
+        with self.loading:
+            if self.state == "ready":
+                try:
+                    self.load()
+                    self.state = "loaded"
+                except Exception:  # the next call compiles in-process, and says what went wrong
+                    self.state = "failed"
+
+
+_LOCK = threading.RLock()
+_JOBS: dict[tuple, CompileJob] = {}
+_SLOW: set[str] = set()  # generated modules on which Python was too slow: they compile in-process
+_worker: "_Worker | None" = None
+_failed_to_start = False
+
+
+def _forget_after_fork() -> None:
+    """A forked child has no worker and no thread reading its answers: it starts its own when it needs one."""
+    global _worker, _LOCK
+    _LOCK = threading.RLock()
+    _JOBS.clear()
+    _SLOW.clear()
+    _worker = None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def enabled() -> bool:
+    """Whether compiles may go to a worker process (see the module's docstring)."""
+    if os.environ.get(VARIABLE, "1") == "0":
+        return False
+    from numba.core import config
+
+    return not config.DISABLE_JIT and int(config.OPT) > 0
+
+
+def job_of(key: tuple) -> CompileJob | None:
+    return _JOBS.get(key)
+
+
+def too_slow(module: str) -> bool:
+    """Did Python take longer than PYTHON_SECONDS on a function of this generated module?"""
+    return module in _SLOW
+
+
+def mark_too_slow(module: str) -> None:
+    _SLOW.add(module)
+
+
+def first_call(key: tuple, module: str, make: Callable[[], CompileJob], compiled: Callable, args: tuple) -> Any:
+    """The first call for `key` (a function, argument types): Python's answer and a compile in the
+    worker, or (Python slow, failing, or no worker) `compiled(*args)`, which compiles in-process."""
+    job = make()
+    finished, value = run_briefly(job.uncompiled(), args, PYTHON_SECONDS)
+    with _LOCK:
+        worker = _worker_process() if finished else None
+        if worker is None:
+            _SLOW.add(module)
+            return compiled(*args)
+        if key not in _JOBS:
+            _JOBS[key] = job
+            worker.send(job)
+    return value
+
+
+def run_while_compiling(job: CompileJob, compiled: Callable, args: tuple) -> Any:
+    """`compiled(*args)` as soon as the compile lands, or the uncompiled function's result if it comes first."""
+    woken = threading.Event()
+    with _LOCK:
+        if job.state != "compiling":
+            return compiled(*args)
+        job.waiters.append(woken)
+    run = _UncompiledRun(job.uncompiled(), args, woken)
+    run.start()
+    woken.wait()
+    if run.finished:
+        if run.error is None:
+            return run.value
+        job.done.wait()  # numba's result, or its error, is the one to give
+    elif job.state != "failed":  # compiled: loading it here, with Python stopped, takes least
+        run.abandon()
+    else:  # the compile failed while Python still runs: its result, or its error, is the answer
+        run.join()
+        if run.error is None:
+            return run.value
+    return compiled(*args)
+
+
+def run_briefly(fn: Callable, args: tuple, seconds: float) -> tuple[bool, Any]:
+    """(True, fn(*args)) if that takes at most `seconds`, else (False, None), the run abandoned; an error
+    counts as not finished."""
+    woken = threading.Event()
+    run = _UncompiledRun(fn, args, woken)
+    run.start()
+    if woken.wait(seconds) and run.finished and run.error is None:
+        return True, run.value
+    run.abandon()
+    return False, None
+
+
+class _Abandoned(BaseException):
+    """Raised in a race's thread when the compiled code won: its result is no longer wanted."""
+
+
+class _UncompiledRun(threading.Thread):
+    """The python backend's function on one call's arguments, in a thread of its own."""
+
+    def __init__(self, fn: Callable, args: tuple, woken: threading.Event):
+        super().__init__(name=f"s2sad uncompiled {getattr(fn, '__name__', 'function')}", daemon=True)
+        self.fn, self.args, self.woken = fn, args, woken
+        self.finished, self.value, self.error = False, None, None
+        self.done = threading.Lock()  # held while the result is stored, so abandoning never cuts in
+
+    def run(self) -> None:
+        try:
+            try:
+                value = self.fn(*self.args)
+            except Exception as exc:  # given to the caller, which asks the compiled code instead
+                value, self.error = None, exc
+            with self.done:
+                self.value, self.finished = value, True
+            self.woken.set()
+        except _Abandoned:
+            pass
+
+    def abandon(self) -> None:
+        with self.done:
+            if not self.finished and self.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_Abandoned))
+
+
+def wait_for_compiles(timeout: float | None = None) -> bool:
+    """Block until every compile handed to the background worker so far has landed (or failed, so that
+    the next call compiles in-process and raises numba's error). False if `timeout` seconds pass first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _LOCK:
+        jobs = list(_JOBS.values())
+    for job in jobs:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not job.done.wait(left):
+            return False
+        job.install()
+    return True
+
+
+class _Worker:
+    """One process compiling the jobs sent to it, one after another.
+
+    Jobs go down its stdin pickled (a pipe between this process and its own child: nothing on disk is
+    unpickled); it answers `<id> ok` or `<id> failed` on a line each, and a thread here loads each
+    compile that is ok."""
+
+    def __init__(self):
+        from s2sad.cache import cache_dir
+
+        env = dict(os.environ, **{VARIABLE: "0"})
+        folder = cache_dir()
+        if folder is not None:
+            env["S2SAD_CACHE_DIR"] = str(folder)
+        paths = [p for p in sys.path if p] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from s2sad.backend import serve_compiles; serve_compiles()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.pending: dict[int, CompileJob] = {}
+        self.ids = itertools.count()
+        threading.Thread(target=self._read_answers, name="s2sad compile answers", daemon=True).start()
+
+    def send(self, job: CompileJob) -> None:
+        job_id = next(self.ids)
+        self.pending[job_id] = job
+        try:
+            pickle.dump((job_id, job.source, job.stem, job.function, job.argtypes), self.process.stdin)
+            self.process.stdin.flush()
+        except (OSError, pickle.PicklingError):
+            self.pending.pop(job_id, None)
+            job.finish("failed")
+
+    def _read_answers(self) -> None:
+        for line in self.process.stdout:
+            job_id, answer = line.decode().split()
+            job = self.pending.pop(int(job_id))
+            job.finish("ready" if answer == "ok" else "failed")
+            job.install()  # unless a call got to it first
+        for job in list(self.pending.values()):  # the worker is gone
+            job.finish("failed")
+        self.pending.clear()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()  # numba writes each cache file whole (to a temporary name, then renamed)
+            self.process.wait()
+
+
+def _worker_process() -> _Worker | None:
+    """The running worker, started if need be; None if it cannot start (calls then compile in-process)."""
+    global _worker, _failed_to_start
+    if _failed_to_start:
+        return None
+    if _worker is None or _worker.process.poll() is not None:
+        try:
+            _worker = _Worker()
+        except OSError:
+            _failed_to_start = True
+            return None
+    return _worker
+
+
+@atexit.register
+def _stop_worker() -> None:
+    """A compile still running when the program ends is not finished: no process outlives its user."""
+    if _worker is not None:
+        _worker.stop()
+
+
+def serve(compile_one: Callable[[str, str, str, tuple], None]) -> None:
+    """The worker's loop: compile each job read from stdin with `compile_one(source, stem, function,
+    argtypes)`, answering on the real stdout; anything else printed goes to stderr."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    while True:
+        try:
+            job_id, source, stem, function, argtypes = pickle.load(sys.stdin.buffer)
+        except EOFError:
+            return
+        try:
+            compile_one(source, stem, function, argtypes)
+            answer = "ok"
+        except Exception:
+            answer = "failed"
+        answers.write(f"{job_id} {answer}\n")
