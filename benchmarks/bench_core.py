@@ -126,6 +126,7 @@ def measure(fn, *args, repeat: int, min_batch_s: float = 5e-3) -> Timing:
     Each batch runs fn enough times (calibrated once) to last at least `min_batch_s`, so that
     timer resolution does not matter for fast calls.
     """
+    s2sad.wait_for_compiles()  # steady state: compiled code, not a cold call's Python (s2sad.background)
     fn(*args)  # warm-up (compilation has already happened, but caches and allocator settle)
     number = 1
     while True:

@@ -69,6 +69,7 @@ def kepler_loop(grad_fn, M, e, n):
 
 def per_call_ns(fn, args, calls: int, batches: int) -> float:
     """Median over batches of the time per call, in ns."""
+    s2sad.wait_for_compiles()  # compiled code, not a cold call's Python (s2sad.background)
     fn(*args)
     times = []
     for _ in range(batches):

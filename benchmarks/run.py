@@ -162,6 +162,7 @@ def measure_interleaved(calls: dict[str, tuple[Callable, tuple]], rounds: int, m
     that call would have counted once per batch, so a tool calibrated to 4 calls per batch paid it
     twice as often, per call, as one calibrated to 8. Steady state is what the targets ask for.
     """
+    s2sad.wait_for_compiles()  # steady state: compiled code, not a cold call's Python (s2sad.background)
     plan = {}
     for name, (fn, args) in calls.items():
         fn(*args)  # warm-up

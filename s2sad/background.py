@@ -23,8 +23,8 @@ until every compile started so far has landed (benchmarks, and anyone timing ste
 from __future__ import annotations
 
 import atexit
-import ctypes
 import itertools
+import math
 import os
 import pickle
 import subprocess
@@ -132,6 +132,9 @@ def first_call(key: tuple, module: str, make: Callable[[], CompileJob], compiled
 
 def run_while_compiling(job: CompileJob, compiled: Callable, args: tuple) -> Any:
     """`compiled(*args)` as soon as the compile lands, or the uncompiled function's result if it comes first."""
+    if sys.gettrace() is not None:  # a debugger or coverage: no run it would have to displace
+        job.done.wait()
+        return compiled(*args)
     woken = threading.Event()
     with _LOCK:
         if job.state != "compiling":
@@ -154,46 +157,74 @@ def run_while_compiling(job: CompileJob, compiled: Callable, args: tuple) -> Any
 
 
 def run_briefly(fn: Callable, args: tuple, seconds: float) -> tuple[bool, Any]:
-    """(True, fn(*args)) if that takes at most `seconds`, else (False, None), the run abandoned; an error
-    counts as not finished."""
-    woken = threading.Event()
-    run = _UncompiledRun(fn, args, woken)
-    run.start()
-    if woken.wait(seconds) and run.finished and run.error is None:
-        return True, run.value
-    run.abandon()
-    return False, None
+    """(True, fn(*args)) if that takes at most `seconds`, else (False, None): the run stops at its next
+    line past the deadline. An error counts as not finished, and so does a process under a tracer (a
+    debugger, coverage), which this would have to displace."""
+    if sys.gettrace() is not None:
+        return False, None
+    stop = _Stop(fn, deadline=time.perf_counter() + seconds)
+    sys.settrace(stop.trace_calls)
+    try:
+        return True, fn(*args)
+    except Exception:
+        return False, None
+    except _Stopped:
+        return False, None
+    finally:
+        sys.settrace(None)
 
 
-class _Abandoned(BaseException):
-    """Raised in a race's thread when the compiled code won: its result is no longer wanted."""
+class _Stopped(BaseException):
+    """Raised at a line of generated code whose run is no longer wanted."""
+
+
+class _Stop:
+    """Stops a run of a generated function at its next line once `stop()` is called or the deadline
+    passes. Only the generated module's own lines can stop: never a callee (numba compiling a helper
+    the python backend calls, numpy), whose state an exception in the middle could leave broken."""
+
+    def __init__(self, fn: Callable, deadline: float = math.inf):
+        self.filename = fn.__code__.co_filename
+        self.deadline = deadline
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def trace_calls(self, frame, event, arg):
+        return self.trace_lines if frame.f_code.co_filename == self.filename else None
+
+    def trace_lines(self, frame, event, arg):
+        if event == "line" and (self.stopped or time.perf_counter() > self.deadline):
+            raise _Stopped
+        return self.trace_lines
 
 
 class _UncompiledRun(threading.Thread):
-    """The python backend's function on one call's arguments, in a thread of its own."""
+    """The python backend's function on one call's arguments, in a thread of its own, stopped (at a line
+    of its own) by `abandon()`."""
 
     def __init__(self, fn: Callable, args: tuple, woken: threading.Event):
         super().__init__(name=f"s2sad uncompiled {getattr(fn, '__name__', 'function')}", daemon=True)
         self.fn, self.args, self.woken = fn, args, woken
         self.finished, self.value, self.error = False, None, None
-        self.done = threading.Lock()  # held while the result is stored, so abandoning never cuts in
+        self.halt = _Stop(fn)
 
     def run(self) -> None:
+        sys.settrace(self.halt.trace_calls)
         try:
-            try:
-                value = self.fn(*self.args)
-            except Exception as exc:  # given to the caller, which asks the compiled code instead
-                value, self.error = None, exc
-            with self.done:
-                self.value, self.finished = value, True
-            self.woken.set()
-        except _Abandoned:
-            pass
+            self.value = self.fn(*self.args)
+        except _Stopped:
+            return
+        except Exception as exc:  # given to the caller, which asks the compiled code instead
+            self.error = exc
+        finally:
+            sys.settrace(None)
+        self.finished = True
+        self.woken.set()
 
     def abandon(self) -> None:
-        with self.done:
-            if not self.finished and self.ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(_Abandoned))
+        self.halt.stop()
 
 
 def wait_for_compiles(timeout: float | None = None) -> bool:
