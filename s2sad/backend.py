@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.abc
 import importlib.util
 import linecache
 import os
 import pickle
+import re
 import sys
 import threading
 import types
@@ -358,8 +360,6 @@ def serve_compiles() -> None:
 def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):
     """The dispatcher of the module `_fuse_for_each_signature` compiles `dispatcher` for `args` from, or
     None where no run fuses (said in the cache too: an empty text) or numba cannot type the function."""
-    import numba
-
     function = dispatcher.py_func.__name__
     name = f"{module.__name__}_{function}_{hashlib.sha256(str(args).encode()).hexdigest()[:12]}"
     folder = cache_dir()
@@ -375,8 +375,14 @@ def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):
                 write_checked(saved, text)
             except OSError:  # an unwritable cache dir costs the typing again next time, nothing more
                 pass
-    if not text:
-        return None
+    return _load_typed(name, text, dispatcher, module) if text else None
+
+
+def _load_typed(name: str, text: str, dispatcher, module: types.ModuleType):
+    """`dispatcher`'s function compiled from `text`, the module `name` typed_module wrote for one signature."""
+    import numba
+
+    function = dispatcher.py_func.__name__
     with _LOCK:
         key = (name, "numba")
         if key not in _LOADED:
@@ -390,6 +396,44 @@ def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):
             _translate_errors(typed)
             setattr(_LOADED[key], function, typed)
         return typed
+
+
+class _TypedModuleFinder(importlib.abc.MetaPathFinder):
+    """Imports a module typed_module wrote, by name, from its text in the cache dir.
+
+    numba's cache names a callee by its module: a function whose cached code calls another generated
+    function compiled for one signature names that signature's module (`<module>_<function>_<hash>`),
+    which a later process has not made yet when it loads the caller. Its home module, imported first
+    (the caller's module imports it), has the dispatcher it was typed from."""
+
+    _NAME = re.compile(r"(s2sad_gen_\w+_[0-9a-f]{20})_(\w+)_[0-9a-f]{12}")
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        found = self._NAME.fullmatch(fullname)
+        home = sys.modules.get(found.group(1)) if found else None
+        folder = cache_dir() if home is not None else None
+        dispatcher = getattr(home, found.group(2), None) if folder is not None else None
+        text = read_checked(folder / f"{fullname}.compiled") if dispatcher is not None else None
+        if not text or not hasattr(dispatcher, "py_func"):
+            return None
+        _load_typed(fullname, text, dispatcher, home)
+        return importlib.util.spec_from_loader(fullname, _Loaded(sys.modules[fullname]))
+
+
+class _Loaded(importlib.abc.Loader):
+    """The loader of a module made already: importing it changes nothing."""
+
+    def __init__(self, module: types.ModuleType):
+        self.module = module
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+sys.meta_path.append(_TypedModuleFinder())
 
 
 def _type_by_name(typemap: dict):

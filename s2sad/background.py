@@ -6,14 +6,16 @@ some argument types, with no compiled code for them in memory or in the disk cac
 backend's function, for at most `PYTHON_SECONDS`:
 
 - if it answers in time, that is the call's result, and a worker process compiles the function into
-  the disk cache meanwhile; each later call races Python (in a thread) against the compile landing,
-  and from then on calls run compiled;
-- if it does not (a long scalar loop, slow as Python), the run is abandoned and the call compiles
-  in-process, as it would without this module: a first call costs at most `PYTHON_SECONDS` more.
+  the disk cache meanwhile; each later call runs as Python until the compile lands (then it stops and
+  runs compiled), and from then on calls run compiled;
+- if it does not (a long scalar loop, slow as Python), the run stops and the call compiles in-process,
+  as it would without this module: a first call costs at most `PYTHON_SECONDS` more.
 
-The generated functions never write into their arguments (normalize makes copies), so an abandoned
-run cannot disturb the call's compiled run. numba's errors (types it cannot compile) come from the
-first call after the worker gives up: that call compiles in-process and raises what numba says.
+A Python run stops at an alarm (SIGALRM, so only in the main thread; elsewhere calls compile or wait),
+at a line of the generated function itself. The generated functions never write into their arguments
+(normalize makes copies), so a stopped run cannot disturb the call's compiled run. numba's errors
+(types it cannot compile) come from the first call after the worker gives up: that call compiles
+in-process and raises what numba says.
 
 Off when `S2SAD_BACKGROUND_COMPILE=0`, without a usable disk cache, at NUMBA_OPT=0 (numba cannot cache a
 function that calls another jitted one there) and under NUMBA_DISABLE_JIT. `wait_for_compiles()` blocks
@@ -24,9 +26,9 @@ from __future__ import annotations
 
 import atexit
 import itertools
-import math
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -50,17 +52,12 @@ class CompileJob:
     uncompiled: Callable[[], Callable]  # the python backend's function
     state: str = "compiling"  # then "ready" (in the disk cache) and "loaded", or "failed"
     done: threading.Event = field(default_factory=threading.Event)  # the worker is done with it
-    waiters: list = field(default_factory=list)  # events of races waiting for this job
     loading: threading.Lock = field(default_factory=threading.Lock)
 
     def finish(self, state: str) -> None:
         """The worker's answer: "ready" or "failed"."""
         self.state = state
         self.done.set()
-        with _LOCK:
-            for event in self.waiters:
-                event.set()
-            self.waiters.clear()
 
     def install(self) -> None:
         """Load the compiled code into the dispatcher, once, in whichever thread asks first."""
@@ -123,108 +120,63 @@ def first_call(key: tuple, module: str, make: Callable[[], CompileJob], compiled
         worker = _worker_process() if finished else None
         if worker is None:
             _SLOW.add(module)
-            return compiled(*args)
-        if key not in _JOBS:
+        elif key not in _JOBS:
             _JOBS[key] = job
             worker.send(job)
-    return value
+    return value if worker is not None else compiled(*args)
 
 
 def run_while_compiling(job: CompileJob, compiled: Callable, args: tuple) -> Any:
-    """`compiled(*args)` as soon as the compile lands, or the uncompiled function's result if it comes first."""
-    if sys.gettrace() is not None:  # a debugger or coverage: no run it would have to displace
+    """The uncompiled function's result, or `compiled(*args)` as soon as the compile lands (the Python
+    run stops there). Off the main thread, where no alarm can stop it, the call waits for the compile."""
+    outcome, value = run_until(job.uncompiled(), args, lambda: job.state in ("ready", "loaded"), 0.01)
+    if outcome == "done":
+        return value
+    if outcome != "stopped":  # an error (numba's result, or its error, is the one to give), or no alarm
         job.done.wait()
-        return compiled(*args)
-    woken = threading.Event()
-    with _LOCK:
-        if job.state != "compiling":
-            return compiled(*args)
-        job.waiters.append(woken)
-    run = _UncompiledRun(job.uncompiled(), args, woken)
-    run.start()
-    woken.wait()
-    if run.finished:
-        if run.error is None:
-            return run.value
-        job.done.wait()  # numba's result, or its error, is the one to give
-    elif job.state != "failed":  # compiled: loading it here, with Python stopped, takes least
-        run.abandon()
-    else:  # the compile failed while Python still runs: its result, or its error, is the answer
-        run.join()
-        if run.error is None:
-            return run.value
     return compiled(*args)
 
 
 def run_briefly(fn: Callable, args: tuple, seconds: float) -> tuple[bool, Any]:
-    """(True, fn(*args)) if that takes at most `seconds`, else (False, None): the run stops at its next
-    line past the deadline. An error counts as not finished, and so does a process under a tracer (a
-    debugger, coverage), which this would have to displace."""
-    if sys.gettrace() is not None:
-        return False, None
-    stop = _Stop(fn, deadline=time.perf_counter() + seconds)
-    sys.settrace(stop.trace_calls)
-    try:
-        return True, fn(*args)
-    except Exception:
-        return False, None
-    except _Stopped:
-        return False, None
-    finally:
-        sys.settrace(None)
+    """(True, fn(*args)) if that takes at most `seconds`, else (False, None); an error counts as not finished."""
+    deadline = time.perf_counter() + seconds
+    outcome, value = run_until(fn, args, lambda: time.perf_counter() > deadline, seconds)
+    return outcome == "done", value
 
 
 class _Stopped(BaseException):
     """Raised at a line of generated code whose run is no longer wanted."""
 
 
-class _Stop:
-    """Stops a run of a generated function at its next line once `stop()` is called or the deadline
-    passes. Only the generated module's own lines can stop: never a callee (numba compiling a helper
-    the python backend calls, numpy), whose state an exception in the middle could leave broken."""
+def run_until(fn: Callable, args: tuple, give_up: Callable[[], bool], every: float) -> tuple[str, Any]:
+    """("done", fn(*args)), or ("stopped", None) once `give_up()` holds at an alarm (every `every` seconds),
+    or ("error", exception), or ("unavailable", None) where this thread cannot take alarms.
 
-    def __init__(self, fn: Callable, deadline: float = math.inf):
-        self.filename = fn.__code__.co_filename
-        self.deadline = deadline
-        self.stopped = False
+    The alarm stops the run only where it finds it in the generated function's own lines (the signal
+    handler gets the frame it interrupts): never inside a callee, such as numba compiling a helper the
+    python backend calls, whose state an exception in the middle could leave broken. So it runs in the
+    caller's thread, at full speed; only the main thread takes signals, and only one alarm can be set."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") \
+            or signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None) \
+            or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+        return "unavailable", None
+    filename = fn.__code__.co_filename
 
-    def stop(self) -> None:
-        self.stopped = True
-
-    def trace_calls(self, frame, event, arg):
-        return self.trace_lines if frame.f_code.co_filename == self.filename else None
-
-    def trace_lines(self, frame, event, arg):
-        if event == "line" and (self.stopped or time.perf_counter() > self.deadline):
+    def on_alarm(signum, frame):
+        if give_up() and frame is not None and frame.f_code.co_filename == filename:
             raise _Stopped
-        return self.trace_lines
 
-
-class _UncompiledRun(threading.Thread):
-    """The python backend's function on one call's arguments, in a thread of its own, stopped (at a line
-    of its own) by `abandon()`."""
-
-    def __init__(self, fn: Callable, args: tuple, woken: threading.Event):
-        super().__init__(name=f"s2sad uncompiled {getattr(fn, '__name__', 'function')}", daemon=True)
-        self.fn, self.args, self.woken = fn, args, woken
-        self.finished, self.value, self.error = False, None, None
-        self.halt = _Stop(fn)
-
-    def run(self) -> None:
-        sys.settrace(self.halt.trace_calls)
-        try:
-            self.value = self.fn(*self.args)
-        except _Stopped:
-            return
-        except Exception as exc:  # given to the caller, which asks the compiled code instead
-            self.error = exc
-        finally:
-            sys.settrace(None)
-        self.finished = True
-        self.woken.set()
-
-    def abandon(self) -> None:
-        self.halt.stop()
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, every, min(every, 0.002))
+    try:
+        return "done", fn(*args)
+    except _Stopped:
+        return "stopped", None
+    except Exception as exc:
+        return "error", exc
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def wait_for_compiles(timeout: float | None = None) -> bool:

@@ -147,3 +147,34 @@ def test_the_scalar_output_check_runs_the_primal_where_numba_typing_alone_is_una
     assert g.__s2sad_transform__._compiled["primal"].signatures  # checked the old way: compiled and run
     with pytest.raises(TypeError, match=r"requires a scalar output.*shape \(3,\)"):
         g(np.ones(3))
+
+
+def test_a_new_process_loads_a_caller_of_a_function_compiled_per_signature(tmp_path):
+    """hessian(f) and vmap(grad(f)) call f_grad, which numba compiles from a module of its own for its
+    signature (its runs written out as loops): numba's cached callers name that module, which a later
+    process makes from the cache when it loads them, without a warning and without compiling again."""
+    script = textwrap.dedent("""
+        import numpy as np, s2sad
+        def f(x, w):
+            return np.sum(np.tanh(x * w) ** 2) + 0.5 * np.sum(w * w)
+        x, w = np.linspace(0.0, 1.0, 5), np.ones(5)
+        X = np.linspace(-1.0, 1.0, 40).reshape(8, 5)
+        t = np.tanh(x * w)
+        value, (gx, gw) = s2sad.value_and_grad(f, (0, 1))(x, w)
+        primal_out, tangent = s2sad.jvp(f, (x, w), (np.ones(5), np.zeros(5)))
+        H = s2sad.hessian(f)(x, w)
+        expected_H = np.diag(2.0 * w * w * (1.0 - t ** 2) * (1.0 - 3.0 * t ** 2))
+        per_example = s2sad.vmap(s2sad.grad(f), in_axes=(0, None))(X, w)
+        T = np.tanh(X * w)
+        expected = 2.0 * T * (1.0 - T ** 2) * w
+        print(max(float(np.max(np.abs(H - expected_H))), float(np.max(np.abs(per_example - expected)))))
+    """)
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    path = tmp_path / "session.py"  # one file: the same function, so the second run reuses the first's code
+    path.write_text(script)
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(path)], cwd=HERE, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert "CacheWarning" not in proc.stderr
+        assert float(proc.stdout.split()[0]) < 1e-12
