@@ -459,7 +459,7 @@ class _Reverse(_Transform):
             return False
         g = self.generated
         primal = compile_function(g.source, g.stem, g.primal, "python")
-        finished, out = background.run_briefly(primal, args, background.PYTHON_SECONDS)
+        finished, out = background.run_briefly(primal, args, background.PRIMAL_SECONDS)
         if finished:
             self.check_scalar(out[0] if self.has_aux else out)
         else:

@@ -9,7 +9,8 @@ backend's function, for at most `PYTHON_SECONDS`:
   the disk cache meanwhile; each later call runs as Python until the compile lands (then it stops and
   runs compiled), and from then on calls run compiled;
 - if it does not (a long scalar loop, slow as Python), the run stops and the call compiles in-process,
-  as it would without this module: a first call costs at most `PYTHON_SECONDS` more.
+  as it would without this module: a first call costs at most `PYTHON_SECONDS` (plus `PRIMAL_SECONDS`
+  for grad's check of its output) more.
 
 A Python run stops at an alarm (SIGALRM, so only in the main thread; elsewhere calls compile or wait),
 at a line of the generated function itself. The generated functions never write into their arguments
@@ -37,7 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 VARIABLE = "S2SAD_BACKGROUND_COMPILE"
-PYTHON_SECONDS = 0.1  # how long a first call may run as Python before it compiles in-process instead
+# How long a first call may run as Python before it compiles in-process instead: less than numba takes
+# to compile the smallest gradient (0.5 s), so Python runs only where it answers first.
+PYTHON_SECONDS = 0.4
+PRIMAL_SECONDS = PYTHON_SECONDS / 4  # a gradient takes several times its primal: a slower primal says "compile"
 
 
 @dataclass(eq=False)
