@@ -325,14 +325,20 @@ def _compile_in_background(dispatcher, source: str, stem: str) -> None:
         except Exception:  # numba's compile says what it cannot type
             return compile_now(*args)
         key = f"compiled {function} {argtypes}"
+
+        def compile_here(*args):
+            compiled = compile_now(*args)
+            record_check(source, stem, key)  # a later process loads it from the disk cache, running no Python
+            return compiled
+
         job = background.job_of((module, key))
         if job is not None:
             if job.state == "compiling":
                 return lambda *a: background.run_while_compiling(job, dispatcher, a)
             job.install()
-            return compile_now(*args)  # loaded (numba finds it), or failed (numba's error, raised here)
+            return compile_here(*args)  # loaded (numba finds it), or failed (numba's error, raised here)
         if background.too_slow(module) or passed_check(source, stem, key):
-            return compile_now(*args)  # Python is slow here, or the disk cache has it (loading takes less)
+            return compile_here(*args)  # Python is slow here, or the disk cache has it (loading takes less)
 
         def new_job() -> background.CompileJob:
             def load() -> None:
