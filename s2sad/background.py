@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 VARIABLE = "S2SAD_BACKGROUND_COMPILE"
 # How long a first call may run as Python before it compiles in-process instead: less than numba takes
 # to compile the smallest gradient (0.5 s), so Python runs only where it answers first.
@@ -173,7 +175,8 @@ def run_until(fn: Callable, args: tuple, give_up: Callable[[], bool], every: flo
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, every, min(every, 0.002))
     try:
-        return "done", fn(*args)
+        with np.errstate(all="ignore"):  # as the compiled code will run: no warning for an overflow
+            return "done", fn(*args)
     except _Stopped:
         return "stopped", None
     except Exception as exc:
