@@ -445,9 +445,7 @@ class _Reverse(_Transform):
         key = "scalar output for argument ranks " + ", ".join(
             str(r) if isinstance(r, int) else f"{r.__module__}.{r.__qualname__}" for r in ranks)
         if not passed_check(g.source, g.stem, key):
-            if self.scalar_uncompiled(args):
-                pass
-            elif not self.scalar_by_type(args):
+            if not self.scalar_uncompiled(args) and not self.scalar_by_type(args):
                 self.check_output(args)  # compiles and runs the primal: its value names what is wrong
             record_check(g.source, g.stem, key)
 
@@ -459,12 +457,12 @@ class _Reverse(_Transform):
             return False
         g = self.generated
         primal = compile_function(g.source, g.stem, g.primal, "python")
-        finished, out = background.run_briefly(primal, args, background.PRIMAL_SECONDS)
-        if finished:
+        outcome, out = background.run_briefly(primal, args, background.PRIMAL_SECONDS)
+        if outcome == "done":
             self.check_scalar(out[0] if self.has_aux else out)
-        else:
-            background.mark_too_slow(module_name(g.source, g.stem))
-        return finished
+        elif outcome != "unavailable":  # off the main thread Python never ran: it says nothing of its speed
+            background.compile_in_process(module_name(g.source, g.stem))
+        return outcome == "done"
 
     def scalar_by_type(self, args) -> bool:
         """Whether numba's type inference alone shows the primal returns a scalar on `args`."""

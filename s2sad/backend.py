@@ -337,8 +337,8 @@ def _compile_in_background(dispatcher, source: str, stem: str) -> None:
                 return lambda *a: background.run_while_compiling(job, dispatcher, a)
             job.install()
             return compile_here(*args)  # loaded (numba finds it), or failed (numba's error, raised here)
-        if background.too_slow(module) or passed_check(source, stem, key):
-            return compile_here(*args)  # Python is slow here, or the disk cache has it (loading takes less)
+        if background.in_process(module) or not background.alarm_free() or passed_check(source, stem, key):
+            return compile_here(*args)  # Python is slow here, or cannot be stopped, or the disk cache has it
 
         def new_job() -> background.CompileJob:
             def load() -> None:

@@ -78,7 +78,7 @@ class CompileJob:
 
 _LOCK = threading.RLock()
 _JOBS: dict[tuple, CompileJob] = {}
-_SLOW: set[str] = set()  # generated modules on which Python was too slow: they compile in-process
+_IN_PROCESS: set[str] = set()  # generated modules whose calls compile in-process (see in_process)
 _worker: "_Worker | None" = None
 _failed_to_start = False
 
@@ -88,7 +88,7 @@ def _forget_after_fork() -> None:
     global _worker, _LOCK
     _LOCK = threading.RLock()
     _JOBS.clear()
-    _SLOW.clear()
+    _IN_PROCESS.clear()
     _worker = None
 
 
@@ -108,24 +108,26 @@ def job_of(key: tuple) -> CompileJob | None:
     return _JOBS.get(key)
 
 
-def too_slow(module: str) -> bool:
-    """Did Python take longer than PYTHON_SECONDS on a function of this generated module?"""
-    return module in _SLOW
+def in_process(module: str) -> bool:
+    """Do this generated module's functions compile in-process (Python was too slow on one of them, or
+    failed, or no worker could start)?"""
+    return module in _IN_PROCESS
 
 
-def mark_too_slow(module: str) -> None:
-    _SLOW.add(module)
+def compile_in_process(module: str) -> None:
+    _IN_PROCESS.add(module)
 
 
 def first_call(key: tuple, module: str, make: Callable[[], CompileJob], compiled: Callable, args: tuple) -> Any:
-    """The first call for `key` (a function, argument types): Python's answer and a compile in the
-    worker, or (Python slow, failing, or no worker) `compiled(*args)`, which compiles in-process."""
+    """The first call for `key` (a function, argument types), where `alarm_free()`: Python's answer and a
+    compile in the worker, or (Python slow, failing, or no worker) `compiled(*args)`, which compiles
+    in-process."""
     job = make()
-    finished, value = run_briefly(job.uncompiled(), args, PYTHON_SECONDS)
+    outcome, value = run_briefly(job.uncompiled(), args, PYTHON_SECONDS)
     with _LOCK:
-        worker = _worker_process() if finished else None
-        if worker is None:
-            _SLOW.add(module)
+        worker = _worker_process() if outcome == "done" else None
+        if worker is None:  # slow, an error (numba's result or error is the one to give), or no worker
+            compile_in_process(module)
         elif key not in _JOBS:
             _JOBS[key] = job
             worker.send(job)
@@ -143,15 +145,22 @@ def run_while_compiling(job: CompileJob, compiled: Callable, args: tuple) -> Any
     return compiled(*args)
 
 
-def run_briefly(fn: Callable, args: tuple, seconds: float) -> tuple[bool, Any]:
-    """(True, fn(*args)) if that takes at most `seconds`, else (False, None); an error counts as not finished."""
+def run_briefly(fn: Callable, args: tuple, seconds: float) -> tuple[str, Any]:
+    """`run_until` stopping fn(*args) once `seconds` have passed."""
     deadline = time.perf_counter() + seconds
-    outcome, value = run_until(fn, args, lambda: time.perf_counter() > deadline, seconds)
-    return outcome == "done", value
+    return run_until(fn, args, lambda: time.perf_counter() > deadline, seconds)
 
 
 class _Stopped(BaseException):
     """Raised at a line of generated code whose run is no longer wanted."""
+
+
+def alarm_free() -> bool:
+    """Can this thread set an alarm to stop a Python run? Only the main thread takes signals, and only
+    while the program has no alarm of its own."""
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer") \
+        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) \
+        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
 def run_until(fn: Callable, args: tuple, give_up: Callable[[], bool], every: float) -> tuple[str, Any]:
@@ -162,9 +171,7 @@ def run_until(fn: Callable, args: tuple, give_up: Callable[[], bool], every: flo
     handler gets the frame it interrupts): never inside a callee, such as numba compiling a helper the
     python backend calls, whose state an exception in the middle could leave broken. So it runs in the
     caller's thread, at full speed; only the main thread takes signals, and only one alarm can be set."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") \
-            or signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None) \
-            or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+    if not alarm_free():
         return "unavailable", None
     filename = fn.__code__.co_filename
 

@@ -22,10 +22,10 @@ from helpers import assert_close, fd_grad
 HERE = Path(__file__).resolve().parent
 
 SCRIPT = textwrap.dedent("""
-    import json, signal
+    import json, signal, threading
     import numpy as np, s2sad
     from s2sad import background
-    from background_functions import ellipk_of_length, logistic_loss, long_loop
+    from background_functions import ellipk_of_length, logistic_loss, long_loop, sum_of_squares
 
     def job(function):
         return next((j for j in background._JOBS.values() if j.function == function), None)
@@ -60,6 +60,13 @@ SCRIPT = textwrap.dedent("""
         out["ellipk_second"] = "no error"
     except s2sad.UnsupportedError as exc:
         out["ellipk_second"] = str(exc)
+    squares = s2sad.grad(sum_of_squares)
+    found = {}
+    runner = threading.Thread(target=lambda: found.update(thread=list(squares(np.array([1.0, -2.0])))))
+    runner.start()
+    runner.join()  # off the main thread no alarm can stop Python: that call compiles in-process
+    out["squares_thread"] = [found["thread"], job("sum_of_squares_grad") is None]
+    out["squares_main"] = [squares(np.array([[1.0, -2.0]])).tolist(), job("sum_of_squares_grad") is not None]
     out["worker_pid"] = background._worker.process.pid if background._worker is not None else None
     print(json.dumps(out))
 """)
@@ -150,3 +157,9 @@ def test_off_in_this_suite_and_by_its_variable(monkeypatch):
 
 def test_wait_for_compiles_with_nothing_started_returns_at_once():
     assert s2sad.wait_for_compiles(timeout=0.0)
+
+
+def test_a_first_call_off_the_main_thread_compiles_and_leaves_the_main_threads_calls_as_they_were(two_sessions):
+    first = two_sessions[0]
+    assert first["squares_thread"] == [[2.0, -4.0], True]  # compiled in-process, no job
+    assert first["squares_main"] == [[[2.0, -4.0]], True]  # a new signature from the main thread: Python first
