@@ -62,6 +62,26 @@ def _nb_adj_dtype(dtype):
     return np.dtype(np.float64)
 
 
+# An adjoint has its primal's precision: a float32 value's adjoint is float32 (an array's dtype, or a
+# NumPy scalar), a float64's or an integer's is float64 (a Python float for a scalar).
+
+def adjoint_dtype(like):
+    """The dtype of the adjoint of the value `like` (an array, a NumPy scalar or a Python number)."""
+    return _np_adj_dtype(np.result_type(like))
+
+
+def scalar_adjoint(value, like):
+    """`value` as the adjoint of the scalar `like`: np.float32 for a np.float32, a Python float otherwise."""
+    return like.dtype.type(value) if isinstance(like, np.floating) and like.dtype != np.float64 else float(value)
+
+
+def _nb_adj_scalar(t):
+    """numba: the function that makes a value the scalar adjoint of a value of type `t` (array or scalar),
+    for an overload to close over: np.float32 for float32, float (float64) otherwise."""
+    dtype = t.dtype if isinstance(t, types.Array) else t
+    return np.float32 if dtype == types.float32 else float
+
+
 def _is_scalar_type(t):
     """True for numba scalar types accepted by the helpers (number or bool)."""
     return isinstance(t, (types.Number, types.Boolean))
