@@ -27,6 +27,7 @@ from s2sad.normalize import calls_its_call_method, normalize, register_transform
 from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
 from s2sad.units import of_shape
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
+from s2sad.runtime.core import adjoint_dtype, scalar_adjoint
 
 DEFAULT_BACKEND = "numba"
 
@@ -647,7 +648,11 @@ def _behind_entry(rev: _Reverse, general: Callable) -> Callable:
 
 
 def _as_float(x):
-    return np.asarray(x, dtype=float) if np.ndim(x) else float(x)
+    """A tangent or cotangent as floats in its own precision (float32 stays float32; ints become float64)."""
+    if np.ndim(x) == 0:
+        return scalar_adjoint(x, x)
+    x = np.asarray(x)
+    return np.asarray(x, dtype=adjoint_dtype(x))
 
 
 def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_BACKEND):
@@ -875,6 +880,7 @@ class _Batched(_Transform):
         self.batched, self.target, self.what = batched, target, "vmap"
         self._kernels: dict[tuple, Callable] = {}
         self._last_shapes: tuple | None = None
+        self._last_dtype = "float64"
 
     def structured(self, defs: tuple | None, leaf_batched: tuple[bool, ...]) -> "_Batched":
         """The batch loop for arguments of structure `defs` (None: plain arrays) batched leaf by leaf."""
@@ -900,7 +906,7 @@ class _Batched(_Transform):
                 raise TypeError(f"vmap(target='cuda') of {fn_ir.name}, which reads arrays from outside its "
                                 f"arguments ({', '.join(w.spelled for _, w in fn_ir.hidden)}): pass them as "
                                 "arguments with in_axes None")
-            return kernel_module(fn_ir, list(self.batched), list(self._last_shapes))
+            return kernel_module(fn_ir, list(self.batched), list(self._last_shapes), self._last_dtype)
         from s2sad.codegen.vmap import vmap_module
 
         return vmap_module(fn_ir, list(self.batched) + [False] * len(fn_ir.hidden), self.target)
@@ -909,12 +915,20 @@ class _Batched(_Transform):
         if self.target != "cuda":
             return self.compiled("derivative")(*leaves, *self.hidden_args())
         shapes = tuple(tuple(np.shape(a)[1:] if b else np.shape(a)) for a, b in zip(leaves, self.batched))
-        kernel = self._kernels.get(shapes)
+        dtype = _kernel_dtype(leaves)
+        kernel = self._kernels.get((shapes, dtype))
         if kernel is None:  # the kernel's local arrays take their sizes from these shapes
-            self._last_shapes, self._generated = shapes, None
+            self._last_shapes, self._last_dtype, self._generated = shapes, dtype, None
             g = self.generated
-            kernel = self._kernels[shapes] = getattr(load_module(g.source, g.stem, "python"), g.derivative)
+            kernel = getattr(load_module(g.source, g.stem, "python"), g.derivative)
+            self._kernels[shapes, dtype] = kernel
         return kernel(*leaves)
+
+
+def _kernel_dtype(leaves) -> str:
+    """The precision a CUDA kernel computes in: float32 where its float arrays are all float32."""
+    floats = {a.dtype for a in leaves if getattr(a, "dtype", None) is not None and np.dtype(a.dtype).kind == "f"}
+    return "float32" if floats == {np.dtype(np.float32)} else "float64"
 
 
 def _leaf_axes(spec, value, where: str) -> list:

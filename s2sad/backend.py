@@ -22,7 +22,7 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 from s2sad import background
 from s2sad.cache import (OWN_PREFIX, CacheWarning, cache_dir, ensure_file, mark_unusable, numba_dir, read_checked,
                          read_private, replacing, trusted_numba_dir, write_atomic, write_checked)
-from s2sad.codegen import chains
+from s2sad.codegen import chains, precision
 from s2sad.codegen.compiled import compiled_text
 from s2sad.runtime import PythonTape
 
@@ -282,20 +282,22 @@ def _jit_module(module: types.ModuleType, source: str, stem: str) -> None:
 
 def _fuse_for_each_signature(dispatcher, module: types.ModuleType) -> None:
     """Compile `dispatcher` for each signature from a module of its own, in which the runs of
-    elementwise lines the signature's types allow are written out as loops (codegen.chains.typed_module):
-    numba compiles that text as printed, once. The types come from numba's type inference of the
-    function as written (which compiles the helpers both texts call); the module's text is kept in
-    the cache, so a later process loads it and numba's cached code without typing again. Where no
-    run fuses, the dispatcher compiles as written."""
+    elementwise lines the signature's types allow are written out as loops (codegen.chains.typed_module),
+    or, for float32 arguments, the float constants are float32 (codegen.precision): numba compiles that
+    text as printed, once. The types come from numba's type inference of the function as written (which
+    compiles the helpers both texts call); the module's text is kept in the cache, so a later process
+    loads it and numba's cached code without typing again. Where neither applies, the dispatcher
+    compiles as written."""
     from numba.core import sigutils
     from numba.core.compiler_lock import global_compiler_lock
 
     compile_as_written = dispatcher.compile
-    if not chains.has_runs(module.__dict__[_TEXT], dispatcher.py_func.__name__):
-        return
+    runs = chains.has_runs(module.__dict__[_TEXT], dispatcher.py_func.__name__)
 
     def compile(sig):
         args = tuple(sigutils.normalize_signature(sig)[0])
+        if not runs and not precision.single_precision(args):
+            return compile_as_written(sig)
         with global_compiler_lock:
             if args not in dispatcher.overloads:
                 typed = _typed_dispatcher(dispatcher, module, args)
@@ -372,16 +374,27 @@ def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):
     saved = None if folder is None else folder / f"{name}.compiled"
     text = None if saved is None else read_checked(saved)
     if text is None:
-        found = inferred_types(dispatcher, args)
-        if found is None:
+        text = _typed_text(dispatcher, module, args)
+        if text is None:
             return None
-        text = chains.typed_module(module.__dict__[_TEXT], function, _type_by_name(found[1]), module.__name__) or ""
         if saved is not None:
             try:
                 write_checked(saved, text)
             except OSError:  # an unwritable cache dir costs the typing again next time, nothing more
                 pass
     return _load_typed(name, text, dispatcher, module) if text else None
+
+
+def _typed_text(dispatcher, module: types.ModuleType, args: tuple) -> str | None:
+    """The text of the module `dispatcher`'s function compiles from for `args` ("": as written), or None
+    where numba cannot type the function."""
+    function, text = dispatcher.py_func.__name__, module.__dict__[_TEXT]
+    if precision.single_precision(args):
+        return precision.single_precision_module(text, function, module.__name__) or ""
+    found = inferred_types(dispatcher, args)
+    if found is None:
+        return None
+    return chains.typed_module(text, function, _type_by_name(found[1]), module.__name__) or ""
 
 
 def _load_typed(name: str, text: str, dispatcher, module: types.ModuleType):

@@ -149,7 +149,7 @@ def test_cuda_batches_of_vectors_travel_column_major():
         host = got.copy_to_host() if hasattr(got, "copy_to_host") else got
         assert host.shape == (70, 40) and host.flags.f_contiguous
         assert_close(host, want, rtol=1e-12)
-    assert "launch(" in s2sad.source(per_example) and "(True,))" in s2sad.source(per_example)
+    assert "launch(" in s2sad.source(per_example) and "(True,), np.float64)" in s2sad.source(per_example)
 
 
 def test_cuda_kernel_shares_buffers_it_can_and_copies_those_it_must():

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from s2sad import ir
 from s2sad.codegen.emit import Writer, atom, effect_text, index_text as _index, prim_text
 from s2sad.codegen.module import Generated, header
+from s2sad.codegen.precision import single_precision_text
 from s2sad.errors import UnsupportedError, located
 from s2sad.names import Names
 
@@ -86,8 +87,8 @@ def _unsupported(stmt, why: str, hint: str) -> UnsupportedError:
 class KernelWriter:
     """Writes the kernel body statement by statement, tracking the static shape of every variable."""
 
-    def __init__(self, fn: ir.Function, shapes: dict[str, Shape], names: Names):
-        self.fn, self.names = fn, names
+    def __init__(self, fn: ir.Function, shapes: dict[str, Shape], names: Names, dtype: str = "float64"):
+        self.fn, self.names, self.dtype = fn, names, dtype
         self.shape: dict[str, Shape | ShapeTuple] = dict(shapes)
         self.local: set[str] = set()  # variables holding a buffer this thread allocated
         self.uses_range_last = False
@@ -285,7 +286,7 @@ class KernelWriter:
 
     def allocate(self, s, target: str, shape: Shape):
         self.known(s, shape)
-        self.w.line(f"{target} = cuda.local.array({shape if len(shape) > 1 else shape[0]}, np.float64)")
+        self.w.line(f"{target} = cuda.local.array({shape if len(shape) > 1 else shape[0]}, np.{self.dtype})")
         self.shape[target] = shape
         self.local.add(target)
 
@@ -375,14 +376,15 @@ def _scalar_call(p: ir.Prim, args: list[str]) -> str:
     return f"{MATH[name]}({', '.join(args)})"
 
 
-def kernel_module(fn: ir.Function, batched: list[bool], shapes: list[Shape]) -> Generated:
-    """`<name>_kernel` (the body for one example per thread) and `<name>_batched`, which launches it."""
+def kernel_module(fn: ir.Function, batched: list[bool], shapes: list[Shape], dtype: str = "float64") -> Generated:
+    """`<name>_kernel` (the body for one example per thread) and `<name>_batched`, which launches it; for
+    float32 arguments (`dtype`), its arrays, results and constants are float32 (codegen.precision)."""
     names = Names(fn.user_names | fn.temps | {"cuda", "launch", "range_last"})
     params = list(fn.params)
     outer = [names.fresh(p + "_batch") if is_b else p for p, is_b in zip(params, batched)]
     outs = [names.fresh("out") for _ in fn.outputs]
     b = names.fresh("b")
-    body = KernelWriter(fn, dict(zip(params, shapes)), names)
+    body = KernelWriter(fn, dict(zip(params, shapes)), names, dtype)
     for p, o, is_b in zip(params, outer, batched):
         if is_b:
             body.w.line(f"{p} = {o}[{b}]")
@@ -403,12 +405,14 @@ def kernel_module(fn: ir.Function, batched: list[bool], shapes: list[Shape]) -> 
              f"    if {b} < {outs[0]}.shape[0]:", *body.w.lines, "", "",
              f"def {batch}({', '.join(params)}):",
              f"    return launch({kernel}, len({first}), ({', '.join(params)},), {tuple(out_shapes)!r}, "
-             f"{fn.returns_tuple}, {tuple(batched)!r})"]
+             f"{fn.returns_tuple}, {tuple(batched)!r}, np.{dtype})"]
     sizes = ", ".join(f"{p}: {s}" for p, s in zip(params, shapes))
     what = f"CUDA kernel (one thread per example along axis 0 of " \
            f"{', '.join(p for p, is_b in zip(params, batched) if is_b)}; per-example shapes {sizes})"
     helpers = ["@cuda.jit(device=True)\n" + inspect.getsource(_range_last())] if body.uses_range_last else []
     code = "\n\n".join([*helpers, "\n".join(lines) + "\n"])
+    if dtype == "float32":
+        code = single_precision_text(code, kernel)
     top = header(fn, what) + "import math\nimport numpy as np\nfrom numba import cuda\n\n" \
         "from s2sad.runtime.cuda import launch\n"
     return Generated(top + "\n\n" + code, fn.name + "_cuda", kernel, batch, batch, fn)

@@ -16,8 +16,10 @@ def on_device(a) -> bool:
     return hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")  # numba's (or the simulator's), CuPy, ...
 
 
-def launch(kernel, n: int, args: tuple, out_shapes: tuple, returns_tuple: bool, batched: tuple | None = None):
-    """Run `kernel[grid, block](*args, *outs)` with one thread per example; outs have shape (n,) + out_shape.
+def launch(kernel, n: int, args: tuple, out_shapes: tuple, returns_tuple: bool, batched: tuple | None = None,
+           dtype=np.float64):
+    """Run `kernel[grid, block](*args, *outs)` with one thread per example; outs have shape (n,) + out_shape
+    and `dtype`.
 
     Arrays already on the device are used as they are and the results then stay on the device; host
     arrays are copied over and the results copied back. A batch of vectors (an (n, m) float array
@@ -30,7 +32,7 @@ def launch(kernel, n: int, args: tuple, out_shapes: tuple, returns_tuple: bool, 
     batched = batched or (False,) * len(args)
     moved = tuple(_column_major(a) if is_b and _is_vector_batch(a) else _to_device(a)
                   for a, is_b in zip(args, batched))
-    outs = [cuda.device_array((n, *shape), dtype=np.float64, order="F" if len(shape) == 1 else "C")
+    outs = [cuda.device_array((n, *shape), dtype=dtype, order="F" if len(shape) == 1 else "C")
             for shape in out_shapes]
     if n > 0:
         blocks = (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
@@ -44,11 +46,11 @@ def _to_device(a):
 
 
 def _is_vector_batch(a) -> bool:
-    return len(getattr(a, "shape", ())) == 2 and getattr(a, "dtype", None) == np.float64
+    return len(getattr(a, "shape", ())) == 2 and getattr(a, "dtype", None) in (np.float64, np.float32)
 
 
 def _column_major(a):
-    """An (n, m) float64 array on the device in column-major (Fortran) order, with a's values."""
+    """An (n, m) float array on the device in column-major (Fortran) order, with a's values."""
     if isinstance(a, np.ndarray) and a.flags.f_contiguous:
         return cuda.to_device(a)
     if isinstance(a, np.ndarray):
@@ -57,7 +59,7 @@ def _column_major(a):
         rows = a if hasattr(a, "is_f_contiguous") else cuda.as_cuda_array(a)
     if rows.is_f_contiguous():
         return rows
-    out = cuda.device_array(rows.shape, dtype=np.float64, order="F")
+    out = cuda.device_array(rows.shape, dtype=rows.dtype, order="F")
     n, m = rows.shape
     if n and m:
         _relayout[((n + TILE - 1) // TILE, (m + TILE - 1) // TILE), (TILE, TILE_ROWS)](rows, out)

@@ -1,0 +1,129 @@
+"""float32 in, float32 out: gradients keep their arguments' precision on both backends, computed in it."""
+
+import numpy as np
+import pytest
+from numba.core import types
+
+import s2sad
+from s2sad.codegen.precision import single_precision, single_precision_module
+
+R = np.random.default_rng(3)
+X = R.normal(size=6)
+W = R.normal(size=(4, 3))
+
+
+def tanh_weighted(x):
+    return np.sum(np.tanh(x) * x)
+
+
+def rosenbrock_loop(x):
+    s = 0.0
+    for i in range(x.shape[0] - 1):
+        s += 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+    return s
+
+
+def layer(W, x):
+    h = np.tanh(W @ x + 0.5)
+    return np.mean(h ** 2) + 0.1 * np.max(h)
+
+
+def axis_stats(m):
+    return np.sum(np.mean(m, axis=0) ** 2) - np.sum(np.sum(m, axis=1)) * 0.25
+
+
+def mixed(w, x):
+    return np.sum(w * x) + 2.0 * np.sum(x * x)
+
+
+FUNCTIONS = [(tanh_weighted, (X,)), (rosenbrock_loop, (X,)), (layer, (W, X[:3])), (axis_stats, (W,))]
+
+
+def _fd(f, args, i, eps=1e-6):
+    """Central differences of `f` in float64 with respect to argument i."""
+    x = np.array(args[i], dtype=np.float64)
+    g = np.zeros_like(x)
+    for k in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[k] += eps
+        down[k] -= eps
+        g[k] = (f(*args[:i], up, *args[i + 1:]) - f(*args[:i], down, *args[i + 1:])) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("f, args", FUNCTIONS, ids=[f.__name__ for f, _ in FUNCTIONS])
+def test_float32_arguments_give_float32_gradients(f, args, backend):
+    single = tuple(a.astype(np.float32) for a in args)
+    argnums = tuple(range(len(args)))
+    grads = s2sad.grad(f, argnums=argnums, backend=backend)(*single)
+    for i, g in enumerate(grads):
+        assert g.dtype == np.float32, f"gradient {i} is {g.dtype}"
+        np.testing.assert_allclose(g, _fd(f, [np.float64(a) if np.ndim(a) == 0 else a for a in args], i),
+                                   rtol=2e-3, atol=2e-3)
+
+
+def test_float64_arguments_stay_float64(backend):
+    g = s2sad.grad(layer, argnums=(0, 1), backend=backend)(W, X[:3])
+    assert [a.dtype for a in g] == [np.float64, np.float64]
+    np.testing.assert_allclose(g[0], _fd(layer, (W, X[:3]), 0), rtol=1e-6, atol=1e-8)
+
+
+def test_each_gradient_has_its_arguments_precision(backend):
+    w, x = X.astype(np.float32), X.copy()
+    gw, gx = s2sad.grad(mixed, argnums=(0, 1), backend=backend)(w, x)
+    assert (gw.dtype, gx.dtype) == (np.float32, np.float64)
+    np.testing.assert_allclose(gx, w.astype(np.float64) + 4.0 * x, rtol=1e-6)
+    np.testing.assert_allclose(gw, x, rtol=1e-6)
+
+
+def test_vmap_of_grad_and_jvp_keep_float32(backend):
+    batch = R.normal(size=(5, 4)).astype(np.float32)
+    g = s2sad.vmap(s2sad.grad(tanh_weighted, backend=backend), backend=backend)(batch)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, np.tanh(batch) + batch * (1 - np.tanh(batch) ** 2), rtol=1e-5, atol=1e-6)
+    x = X.astype(np.float32)
+    _, t = s2sad.jvp(lambda v: np.tanh(v) * 2.0, (x,), (np.ones_like(x),), backend=backend)
+    assert t.dtype == np.float32
+    np.testing.assert_allclose(t, 2.0 * (1 - np.tanh(x) ** 2), rtol=1e-5)
+
+
+def test_float32_signatures_write_float32_constants():
+    text = ("import numpy as np\nimport math\n\n\ndef helper(x):\n    return x * 2.0\n\n\n"
+            "def f(x, n):\n    y = 1.0 - x * math.pi\n    z = np.full(n, 0.0) + np.array([1.0, -2.0])\n"
+            "    return y * float(n) + z[0] + x ** 2\n")
+    module = single_precision_module(text, "f", "home")
+    assert "np.float32(1.0) - x * np.float32(math.pi)" in module
+    assert "np.full(n, 0.0) + np.array([1.0, -2.0])" in module  # NumPy gives these arrays float64
+    assert "np.float32(n)" in module and "x ** 2\n" in module  # ints stay ints
+    assert "from home import helper" in module and "def helper" not in module
+    assert single_precision_module("def f(x):\n    return x * 2\n", "f", "home") is None
+
+
+def test_which_signatures_take_float32_constants():
+    f32, f64 = types.float32[:], types.float64[:]
+    assert single_precision((f32, types.int64, types.float64))  # a Python float is weak in NumPy too
+    assert single_precision((types.float32,))
+    assert not single_precision((f64,)) and not single_precision((f32, f64))
+
+
+def wave(w, x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(w[i] * x[i]) * w[i] + 0.5 * x[i] ** 2
+    return s
+
+
+def test_cuda_kernels_compute_float32_in_float32():
+    """On numba's CUDA simulator in CI, on a GPU where one is lent."""
+    w, xs = X[:4].astype(np.float32), R.normal(size=(7, 4)).astype(np.float32)
+    per_example = s2sad.vmap(s2sad.grad(wave, argnums=(0, 1)), in_axes=(None, 0), target="cuda")
+    gw, gx = per_example(w, xs)
+    assert (gw.dtype, gx.dtype) == (np.float32, np.float32)
+    for i in (0, 6):
+        np.testing.assert_allclose(gx[i], _fd(wave, (w.astype(np.float64), xs[i].astype(np.float64)), 1), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(gw[i], _fd(wave, (w.astype(np.float64), xs[i].astype(np.float64)), 0), rtol=1e-3, atol=1e-4)
+    text = s2sad.source(per_example)
+    assert "np.float64" not in text.split("@cuda.jit")[-1] and "np.float32(0.5)" in text
+    g64 = per_example(w.astype(np.float64), xs.astype(np.float64))  # float64 arguments: a kernel of their own
+    assert g64[0].dtype == np.float64
+    np.testing.assert_allclose(g64[1], gx, rtol=1e-4, atol=1e-5)
