@@ -127,3 +127,23 @@ def test_cuda_kernels_compute_float32_in_float32():
     g64 = per_example(w.astype(np.float64), xs.astype(np.float64))  # float64 arguments: a kernel of their own
     assert g64[0].dtype == np.float64
     np.testing.assert_allclose(g64[1], gx, rtol=1e-4, atol=1e-5)
+
+
+def ridge(w, lam):
+    return np.sum((np.tanh(w) - 0.5) ** 2) + lam * np.sum(w * w)
+
+
+def test_python_floats_beside_float32_arrays_are_weak(backend):
+    """NumPy keeps `lam * w` float32 for a Python float `lam`; compiled code takes `lam` as float32 too."""
+    w = X.astype(np.float32)
+    value, g = s2sad.value_and_grad(ridge, backend=backend)(w, 0.25)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(value, ridge(X, 0.25), rtol=1e-5)
+    np.testing.assert_allclose(g, _fd(ridge, (X, 0.25), 0), rtol=2e-3, atol=2e-3)
+    gl = s2sad.grad(ridge, argnums=1, backend=backend)(w, 0.25)
+    np.testing.assert_allclose(gl, np.sum(X * X), rtol=1e-5)
+
+
+def test_python_float_parameters_become_float32_on_entry():
+    module = single_precision_module("import numpy as np\n\n\ndef f(x, lam):\n    return x * lam\n", "f", "home", (1,))
+    assert "def f(x, lam_float64):\n    lam = np.float32(lam_float64)\n    return x * lam" in module

@@ -4,7 +4,8 @@ NumPy reads a Python float as "weak" (NEP 50): `x * 0.5`, `1.0 - x` and `x[i] + 
 float32. numba types the constant float64 and promotes the result, so a float32 function would compute,
 and return its gradients, in float64. For a signature whose floating arguments are float32, the backend
 compiles the function from a module of its own in which each float constant the user or a rule wrote is
-`np.float32(c)`, and `float(v)` is `np.float32(v)`:
+`np.float32(c)`, `float(v)` is `np.float32(v)`, and a Python float argument (float64 to numba, weak to
+NumPy) is made float32 on entry:
 
     sum2_bar = 1.0                              sum2_bar = np.float32(1.0)
     x_bar = mul_bar * (1.0 - tanh2 * tanh2)  -> x_bar = mul_bar * (np.float32(1.0) - tanh2 * tanh2)
@@ -34,10 +35,10 @@ def single_precision(argtypes: tuple) -> bool:
     return types.float32 in dtypes and not wide
 
 
-def single_precision_module(text: str, function: str, home: str) -> str | None:
-    """A module for `function` of the module `text` (imported as `home`) with its float constants in float32;
-    None if it has none."""
-    changed_text = single_precision_text(text, function)
+def single_precision_module(text: str, function: str, home: str, floats: tuple = ()) -> str | None:
+    """A module for `function` of the module `text` (imported as `home`) with its float constants, and its
+    parameters at the positions `floats` (Python floats), in float32; None if there are none."""
+    changed_text = single_precision_text(text, function, floats)
     if changed_text == text:
         return None
     tree = ast.parse(changed_text)
@@ -46,9 +47,9 @@ def single_precision_module(text: str, function: str, home: str) -> str | None:
     return module_of(tree, lines, function, lines[fn.lineno - 1:fn.end_lineno], home)
 
 
-def single_precision_text(text: str, function: str) -> str:
-    """The module `text` with the float constants of `function` in float32."""
-    rewrite = _Single(function)
+def single_precision_text(text: str, function: str, floats: tuple = ()) -> str:
+    """The module `text` with the float constants of `function` (and its parameters at `floats`) in float32."""
+    rewrite = _Single(function, floats, text)
     changed = cst.parse_module(text).visit(rewrite)
     return changed.code if rewrite.count else text
 
@@ -60,8 +61,8 @@ def _float32(value: cst.BaseExpression) -> cst.Call:
 class _Single(cst.CSTTransformer):
     """Float constants, `math.pi`-like names and `float(v)` in one function, as float32."""
 
-    def __init__(self, function: str):
-        self.function = function
+    def __init__(self, function: str, floats: tuple = (), text: str = ""):
+        self.function, self.floats, self.text = function, floats, text
         self.inside = 0
         self.kept: set[int] = set()  # ids of constants whose float64 sets an array's dtype
         self.count = 0
@@ -71,8 +72,22 @@ class _Single(cst.CSTTransformer):
         return True
 
     def leave_FunctionDef(self, original, updated):
-        self.inside -= original.name.value == self.function
-        return updated
+        if original.name.value != self.function:
+            return updated
+        self.inside -= 1
+        params, entry = list(updated.params.params), []
+        for k in self.floats:
+            name = params[k].name.value
+            given = name + "_float64"
+            while given in self.text:
+                given += "_"
+            params[k] = params[k].with_changes(name=cst.Name(given))
+            entry.append(cst.parse_statement(f"{name} = np.float32({given})"))
+            self.count += 1
+        if not entry:
+            return updated
+        body = updated.body.with_changes(body=[*entry, *updated.body.body])
+        return updated.with_changes(params=updated.params.with_changes(params=params), body=body)
 
     def visit_Parameters(self, node):
         return False  # defaults stay as written
