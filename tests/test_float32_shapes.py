@@ -9,12 +9,12 @@ from numba.core import types
 from numba.np.numpy_support import as_dtype
 
 import s2sad
-from s2sad.runtime import (add_at, as_float, concat_embed, concat_part, concatenate2, diag_adjoint, einsum_into, einsum_op,
-                           expand_dims_any, flip_any, inner_op, logabsdet, matrix_t, norm_cdf, norm_logpdf, norm_pdf,
-                           pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any, slogdet_sign,
-                           sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gammaln, sp_logit, sp_logsumexp, sp_polygamma,
-                           sp_xlogy, square_block, squeeze_any, sum_expand, sym_lower, tensordot_op, tile_adjoint,
-                           tile_any, tril_half, unbroadcast, unit_like, unpad, untranspose, vdot_flat)
+from s2sad.runtime import (add_at, as_float, concat_embed, concat_part, concatenate2, diag_adjoint, einsum_into,
+                           einsum_op, expand_dims_any, flip_any, inner_op, logabsdet, matrix_t, norm_cdf, norm_logpdf,
+                           norm_pdf, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any,
+                           slogdet_sign, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gammaln, sp_logit, sp_logsumexp,
+                           sp_polygamma, sp_xlogy, square_block, squeeze_any, sum_expand, sym_lower, tensordot_op,
+                           tile_adjoint, tile_any, tril_half, unbroadcast, unit_like, unpad, untranspose, vdot_flat)
 
 R = np.random.default_rng(32)
 
