@@ -9,12 +9,12 @@ from numba.core import types
 from numba.np.numpy_support import as_dtype
 
 import s2sad
-from s2sad.runtime import (add_at, as_float, concat_embed, concat_part, concatenate2, diag_adjoint, einsum_into,
+from s2sad.runtime import (as_float, concat_embed, concat_part, concatenate2, diag_adjoint, einsum_into,
                            einsum_op, expand_dims_any, flip_any, inner_op, logabsdet, matrix_t, norm_cdf, norm_logpdf,
                            norm_pdf, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any,
                            slogdet_sign, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gammaln, sp_logit, sp_logsumexp,
-                           sp_polygamma, sp_xlogy, square_block, squeeze_any, sum_expand, sym_lower, tensordot_op,
-                           tile_adjoint, tile_any, tril_half, unbroadcast, unit_like, unpad, untranspose, vdot_flat)
+                           sp_polygamma, sp_xlogy, square_block, squeeze_any, sym_lower, tensordot_op,
+                           tile_adjoint, tile_any, tril_half, unit_like, unpad, untranspose, vdot_flat)
 
 R = np.random.default_rng(32)
 
@@ -191,23 +191,6 @@ def test_as_float_is_float64():
 # ---------------------------------------------------------------------------------------------------
 # end to end, python backend: float32 in, float32 gradients out, the float64 function's derivatives
 
-def _follows_the_operand():
-    """Whether sum_expand (runtime/reductions.py) keeps float32, or unbroadcast (core.py) gives a float64
-    adjoint a float32 operand's precision: a gradient needs one of them where no helper of this module's
-    comes last (matmul, solve, triu)."""
-    like = np.ones((2, 3), np.float32)
-    return sum_expand(1.0, like).dtype == np.float32 or unbroadcast(np.ones((2, 3)), like).dtype == np.float32
-
-
-def _add_at_keeps_float32():
-    """Whether add_at (core.py), a gather's adjoint, keeps a float32 operand's precision."""
-    return add_at(np.zeros(3, np.float32), np.array([0, 0]), np.ones(2)).dtype == np.float32
-
-
-def _upstream(ok, what):
-    return pytest.mark.xfail(not ok, strict=True, reason=f"{what} does not keep float32 yet")
-
-
 X, W = _m(3, 4) - 1.0, _m(4, 2) - 1.0
 A, B = _m(2, 3), _m(3, 4)
 V, Y = _m(5), _m(3)
@@ -249,14 +232,12 @@ def stacked(v, y):
     return np.sum(np.stack([v[:3], y]) ** 2)
 
 
-def _case(f, args, *marks):
-    return pytest.param(f, args, marks=marks, id=f.__name__)
+def _case(f, args):
+    return pytest.param(f, args, id=f.__name__)
 
 
-THROUGH_CORE = _upstream(_follows_the_operand(), "sum_expand or unbroadcast")
-E2E = [_case(tanh_of_product, (W,), THROUGH_CORE), _case(squared_einsum, (A, B)),
-       _case(summed_solve, (SPD, Y), THROUGH_CORE), _case(gathered, (V,), _upstream(_add_at_keeps_float32(), "add_at")),
-       _case(concatenated, (V, Y)), _case(upper_triangle, (SPD,), THROUGH_CORE), _case(tiled, (V,)),
+E2E = [_case(tanh_of_product, (W,)), _case(squared_einsum, (A, B)), _case(summed_solve, (SPD, Y)),
+       _case(gathered, (V,)), _case(concatenated, (V, Y)), _case(upper_triangle, (SPD,)), _case(tiled, (V,)),
        _case(tensordot_product, (A, B)), _case(stacked, (V, Y))]
 
 
