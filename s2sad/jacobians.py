@@ -10,19 +10,28 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from s2sad.runtime.core import adjoint_dtype, scalar_adjoint
+
 
 def basis(x, k: int):
-    """The k-th unit vector in the shape of `x` (1.0 for a scalar)."""
-    e = np.zeros(np.shape(x))
+    """The k-th unit vector in the shape and precision of `x` (1.0 for a scalar)."""
+    if np.ndim(x) == 0:
+        return scalar_adjoint(1.0, x)
+    e = np.zeros(np.shape(x), adjoint_dtype(x))
     e.flat[k] = 1.0
-    return e if np.ndim(x) else 1.0
+    return e
+
+
+def _block_dtype(out, x):
+    """A Jacobian block's dtype: float32 where the output and the argument are, else float64."""
+    return np.result_type(adjoint_dtype(out), adjoint_dtype(x))
 
 
 def stacked_columns(columns: list, out, x) -> np.ndarray:
     """J @ e_k, one per element of `x`, as an array of shape out.shape + x.shape (0-d for scalars)."""
     if np.ndim(x) == 0:
-        return np.asarray(columns[0], dtype=float)
-    stacked = np.array(columns, dtype=float).reshape((np.size(x),) + np.shape(out))
+        return np.asarray(columns[0], dtype=_block_dtype(out, x))
+    stacked = np.array(columns, dtype=_block_dtype(out, x)).reshape((np.size(x),) + np.shape(out))
     return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x))
 
 
@@ -32,7 +41,7 @@ def by_jvps(primal: Callable, jvp: Callable, args: Sequence, wrt: Sequence[int],
     `jvp(*args, *tangents)` returns the outputs, then their tangents; `tuple_out` says that `primal`
     returns a tuple. The outputs come from the first jvp: `primal` runs (and compiles) only where
     there is no element to take a jvp along."""
-    zeros = [np.zeros(np.shape(args[i])) if np.ndim(args[i]) else 0.0 for i in wrt]
+    zeros = [np.zeros(np.shape(args[i]), adjoint_dtype(args[i])) if np.ndim(args[i]) else 0.0 for i in wrt]
     outs, columns = None, [[] for _ in wrt]
     for pos, i in enumerate(wrt):
         for k in range(np.size(args[i])):
@@ -55,7 +64,7 @@ def by_vjps(primal: Callable, vjp: Callable, args: Sequence, wrt: Sequence[int])
     `vjp(*args, cotangent)` returns the output, then the cotangent of each `args[i]`, i in wrt."""
     out = primal(*args)
     rows = [vjp(*args, basis(out, j))[1:] for j in range(np.size(out))]
-    return [np.array([r[pos] for r in rows], dtype=float).reshape(np.shape(out) + np.shape(args[i]))
+    return [np.array([r[pos] for r in rows], dtype=_block_dtype(out, args[i])).reshape(np.shape(out) + np.shape(args[i]))
             for pos, i in enumerate(wrt)]
 
 

@@ -147,3 +147,20 @@ def test_python_floats_beside_float32_arrays_are_weak(backend):
 def test_python_float_parameters_become_float32_on_entry():
     module = single_precision_module("import numpy as np\n\n\ndef f(x, lam):\n    return x * lam\n", "f", "home", (1,))
     assert "def f(x, lam_float64):\n    lam = np.float32(lam_float64)\n    return x * lam" in module
+
+
+def log_sum_exp(x):
+    return np.log(np.sum(np.exp(x))) + 0.5 * np.sum(x * x)
+
+
+def test_hessians_and_jacobians_of_float32_are_float32(backend):
+    x = X[:4]
+    h = s2sad.hessian(log_sum_exp, backend=backend)(x.astype(np.float32))
+    p = np.exp(x) / np.sum(np.exp(x))
+    assert h.dtype == np.float32
+    np.testing.assert_allclose(h, np.diag(p) - np.outer(p, p) + np.eye(4), rtol=1e-5, atol=1e-6)
+    jf = s2sad.jacfwd(np.tanh, backend=backend)(x.astype(np.float32))
+    jr = s2sad.jacrev(np.tanh, backend=backend)(x.astype(np.float32))
+    assert jf.dtype == jr.dtype == np.float32
+    np.testing.assert_allclose(jf, np.diag(1 - np.tanh(x) ** 2), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(jr, jf, rtol=1e-6)
