@@ -393,7 +393,9 @@ def _typed_text(dispatcher, module: types.ModuleType, args: tuple) -> str | None
     function, text = dispatcher.py_func.__name__, module.__dict__[_TEXT]
     if precision.single_precision(args):
         floats = tuple(k for k, t in enumerate(args) if t == numba_types.float64)
-        return precision.single_precision_module(text, function, module.__name__, floats) or ""
+        found = inferred_types(dispatcher, args)
+        types_of = _type_by_name(found[1]) if found is not None else (lambda name: None)
+        return precision.single_precision_module(text, function, module.__name__, floats, types_of) or ""
     found = inferred_types(dispatcher, args)
     if found is None:
         return None

@@ -164,3 +164,10 @@ def test_hessians_and_jacobians_of_float32_are_float32(backend):
     assert jf.dtype == jr.dtype == np.float32
     np.testing.assert_allclose(jf, np.diag(1 - np.tanh(x) ** 2), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(jr, jf, rtol=1e-6)
+
+
+def test_integers_beside_float_variables_become_float32():
+    text = "import numpy as np\n\n\ndef f(g, x, i):\n    a = g * 2 * x\n    b = x[i + 1] ** 2\n    return a + b / 3\n"
+    kinds = {"g": types.float32, "x": types.float32[:], "i": types.int64, "a": types.float32[:], "b": types.float32}
+    module = single_precision_module(text, "f", "home", (), kinds.get)
+    assert "a = g * np.float32(2) * x" in module and "x[i + 1] ** 2" in module and "b / np.float32(3)" in module

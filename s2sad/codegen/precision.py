@@ -5,7 +5,8 @@ float32. numba types the constant float64 and promotes the result, so a float32 
 and return its gradients, in float64. For a signature whose floating arguments are float32, the backend
 compiles the function from a module of its own in which each float constant the user or a rule wrote is
 `np.float32(c)`, `float(v)` is `np.float32(v)`, and a Python float argument (float64 to numba, weak to
-NumPy) is made float32 on entry:
+NumPy) is made float32 on entry. An integer constant beside a float variable (`g * 2 * x`, numba's float32
+times int64 being float64) is a float32 too; an exponent stays an integer:
 
     sum2_bar = 1.0                              sum2_bar = np.float32(1.0)
     x_bar = mul_bar * (1.0 - tanh2 * tanh2)  -> x_bar = mul_bar * (np.float32(1.0) - tanh2 * tanh2)
@@ -25,6 +26,7 @@ from s2sad.codegen.chains import module_of
 
 CREATORS = {"full", "array", "asarray", "linspace", "arange", "logspace", "geomspace"}  # dtype from their values
 CONSTANTS = {"pi", "e", "tau", "inf", "nan"}  # math.pi, np.inf, ...
+ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 
 
 def single_precision(argtypes: tuple) -> bool:
@@ -35,10 +37,12 @@ def single_precision(argtypes: tuple) -> bool:
     return types.float32 in dtypes and not wide
 
 
-def single_precision_module(text: str, function: str, home: str, floats: tuple = ()) -> str | None:
+def single_precision_module(text: str, function: str, home: str, floats: tuple = (),
+                            types_of=lambda name: None) -> str | None:
     """A module for `function` of the module `text` (imported as `home`) with its float constants, and its
-    parameters at the positions `floats` (Python floats), in float32; None if there are none."""
-    changed_text = single_precision_text(text, function, floats)
+    parameters at the positions `floats` (Python floats), in float32; None if there are none. `types_of(name)`
+    is numba's type of a variable as written (None: unknown), which tells a float's neighbour."""
+    changed_text = single_precision_text(text, function, floats, types_of)
     if changed_text == text:
         return None
     tree = ast.parse(changed_text)
@@ -47,9 +51,9 @@ def single_precision_module(text: str, function: str, home: str, floats: tuple =
     return module_of(tree, lines, function, lines[fn.lineno - 1:fn.end_lineno], home)
 
 
-def single_precision_text(text: str, function: str, floats: tuple = ()) -> str:
+def single_precision_text(text: str, function: str, floats: tuple = (), types_of=lambda name: None) -> str:
     """The module `text` with the float constants of `function` (and its parameters at `floats`) in float32."""
-    rewrite = _Single(function, floats, text)
+    rewrite = _Single(function, floats, text, types_of)
     changed = cst.parse_module(text).visit(rewrite)
     return changed.code if rewrite.count else text
 
@@ -61,8 +65,8 @@ def _float32(value: cst.BaseExpression) -> cst.Call:
 class _Single(cst.CSTTransformer):
     """Float constants, `math.pi`-like names and `float(v)` in one function, as float32."""
 
-    def __init__(self, function: str, floats: tuple = (), text: str = ""):
-        self.function, self.floats, self.text = function, floats, text
+    def __init__(self, function: str, floats: tuple = (), text: str = "", types_of=lambda name: None):
+        self.function, self.floats, self.text, self.types_of = function, floats, text, types_of
         self.inside = 0
         self.kept: set[int] = set()  # ids of constants whose float64 sets an array's dtype
         self.count = 0
@@ -117,6 +121,24 @@ class _Single(cst.CSTTransformer):
             self.count += 1
             return updated.with_changes(func=cst.Attribute(cst.Name("np"), cst.Name("float32")))
         return updated
+
+    def leave_BinaryOperation(self, original, updated):
+        if not self.inside or not isinstance(original.operator, ARITHMETIC):
+            return updated
+        left, right = updated.left, updated.right
+        if isinstance(left, cst.Integer) and self._is_float(original.right):
+            left = self._single(original.left, left)
+        elif isinstance(right, cst.Integer) and self._is_float(original.left):
+            right = self._single(original.right, right)
+        return updated.with_changes(left=left, right=right)
+
+    def _is_float(self, node) -> bool:
+        """A float variable as written, or an arithmetic expression on one (`g * 2` of `g * 2 * x`)."""
+        if isinstance(node, cst.Name):
+            return isinstance(self.types_of(node.value), types.Float)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, ARITHMETIC):
+            return self._is_float(node.left) or self._is_float(node.right)
+        return False
 
     def _single(self, original, updated):
         if not self.inside or id(original) in self.kept:
