@@ -11,11 +11,12 @@ from numba import njit, types
 from numba.core.errors import TypingError
 from llvmlite import ir
 from numba.extending import intrinsic, overload
-from numba.np.numpy_support import as_dtype
+from numba.np.numpy_support import as_dtype, from_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from s2sad.runtime.core import (_gather, _is_none_type, _is_scalar_type, _scatter_add, block_offsets, merged_axes,
-                               run_sum, sum_all, unbroadcast)
+from s2sad.runtime.core import (_gather, _is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar, _scatter_add,
+                               adjoint_dtype, block_offsets, merged_axes, run_sum, scalar_adjoint, sum_all,
+                               unbroadcast)
 
 __all__ = [
     "sum_reduce",
@@ -67,6 +68,19 @@ def _kept_shape(x, axis):
     """x's shape with the reduced axes set to 1 (the `keepdims=True` shape)."""
     red = _axes(x.ndim, axis)
     return tuple(1 if i in red else n for i, n in enumerate(x.shape))
+
+
+def _adj_scalar(value, like):
+    """`value` as a scalar in the adjoint precision of `like` (an array or a scalar): np.float32 for
+    float32, a Python float otherwise; `_nb_adj_scalar`'s cast in Python."""
+    return np.float32(value) if adjoint_dtype(like) == np.float32 else float(value)
+
+
+def _ones_where(cond, like):
+    """1.0 where `cond`, 0.0 elsewhere, in the adjoint precision of `like`."""
+    if isinstance(cond, np.ndarray):
+        return cond.astype(adjoint_dtype(like))
+    return _adj_scalar(cond, like)
 
 
 def _red_flags(n, axis):
@@ -431,17 +445,21 @@ def _lone_zero(xf, grp, n):
 
 
 @njit
-def _moments(xf, grp, n, ddof, root):
-    """Per group: the centred entries (flat, like xf) and the variance (or, root, the standard deviation)."""
-    total = np.zeros(n)
-    count = np.zeros(n)
+def _moments(xf, grp, n, ddof, root, dt):
+    """Per group: the centred entries (flat, like xf) and the variance (or, root, the standard deviation),
+    computed in the float dtype `dt`, as NumPy computes np.var in x's precision. The counts are integers:
+    a float32 count stops at 2**24."""
+    mean = np.zeros(n, dt)
+    count = np.zeros(n, np.int64)
     for k in range(xf.size):
-        total[grp[k]] += xf[k]
-        count[grp[k]] += 1.0
-    c = np.empty(xf.size)
-    ss = np.zeros(n)
+        mean[grp[k]] += xf[k]
+        count[grp[k]] += 1
+    for j in range(n):
+        mean[j] /= count[j]
+    c = np.empty(xf.size, dt)
+    ss = np.zeros(n, dt)
     for k in range(xf.size):
-        c[k] = xf[k] - total[grp[k]] / count[grp[k]]
+        c[k] = xf[k] - mean[grp[k]]
         ss[grp[k]] += c[k] * c[k]
     for j in range(n):
         ss[j] /= count[j] - ddof
@@ -490,7 +508,10 @@ def sum_reduce(x, axis=None, keepdims=False):
 def _ol_sum_reduce(x, axis=None, keepdims=False):
     if isinstance(x, types.Array) and x.ndim > 0 and not _literal_bool(keepdims, "sum_reduce: keepdims"):
         if _is_none_type(axis):
-            return lambda x, axis=None, keepdims=False: sum_all(x)
+            # sum_all's partial sums of float32 entries are float64 (`0 * total` in core.run_sum): the sum
+            # comes back to x's precision, as NumPy's
+            total = _reduce_dtype(x.dtype, SUM).type
+            return lambda x, axis=None, keepdims=False: total(sum_all(x))
         if isinstance(axis, types.Integer) and x.ndim == 1:
             return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
         last = isinstance(axis, types.IntegerLiteral) and axis.literal_value in (-1, x.ndim - 1)
@@ -522,13 +543,15 @@ def sum_expand(g, x, axis=None, keepdims=False):
 @overload(sum_expand)
 def _ol_sum_expand(g, x, axis=None, keepdims=False):
     if _is_scalar_type(x):
+        cast = _nb_adj_scalar(x)
         if _is_scalar_type(g):
-            return lambda g, x, axis=None, keepdims=False: np.float64(g)
-        return lambda g, x, axis=None, keepdims=False: np.float64(np.sum(g))
+            return lambda g, x, axis=None, keepdims=False: cast(g)
+        return lambda g, x, axis=None, keepdims=False: cast(np.sum(g))
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"sum_expand: unsupported type {x}")
+    dt = _nb_adj_dtype(x.dtype)
     if _is_scalar_type(g):
-        return lambda g, x, axis=None, keepdims=False: np.full(x.shape, np.float64(g))
+        return lambda g, x, axis=None, keepdims=False: np.full(x.shape, dt.type(g))
     if not isinstance(g, types.Array):
         raise TypingError(f"sum_expand: unsupported type {g}")
     N = x.ndim
@@ -544,7 +567,7 @@ def _ol_sum_expand(g, x, axis=None, keepdims=False):
                 s *= shape[i]
         if s != g.size:
             raise ValueError("sum_expand: g does not have the reduced shape")
-        out = np.empty(x.size, np.float64)
+        out = np.empty(x.size, dt)
         _gather(out, np.ascontiguousarray(g).reshape(g.size), shape, sstr)  # converts as it copies
         return out.reshape(x.shape)
     return impl
@@ -554,8 +577,8 @@ def sum_expand_view(g, x, axis=None, keepdims=False):
     """`sum_expand`'s values as a read-only view shaped like `x`, stride 0 along the summed axes: for
     a value only read (codegen.views), nothing is copied. A float for scalar `x`, as sum_expand."""
     if not isinstance(x, np.ndarray):
-        return float(np.sum(g))
-    g = np.reshape(np.asarray(g, dtype=np.float64), _kept_shape(x, axis))
+        return scalar_adjoint(np.sum(g), x)
+    g = np.reshape(np.asarray(g, dtype=adjoint_dtype(x)), _kept_shape(x, axis))
     return np.broadcast_to(g, x.shape)
 
 
@@ -563,9 +586,10 @@ def sum_expand_view(g, x, axis=None, keepdims=False):
 def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
     if _is_scalar_type(x) or not (isinstance(x, types.Array) and x.ndim > 0):
         return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
+    dt = _nb_adj_dtype(x.dtype)
     if _is_scalar_type(g):
-        return lambda g, x, axis=None, keepdims=False: np.broadcast_to(np.float64(g), x.shape)
-    if not (isinstance(g, types.Array) and g.dtype == types.float64):
+        return lambda g, x, axis=None, keepdims=False: np.broadcast_to(dt.type(g), x.shape)
+    if not (isinstance(g, types.Array) and g.dtype == from_dtype(dt)):  # a view of g only in x's adjoint dtype
         return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
     N = x.ndim
 
@@ -582,16 +606,18 @@ def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
 
 
 def reduce_count(x, axis=None):
-    """How many entries of `x` each result of a reduction over `axis` combines, as a float."""
+    """How many entries of `x` each result of a reduction over `axis` combines, as a float in x's adjoint
+    precision (a float64 count would make a float32 mean, and its adjoint, float64 under numba)."""
     if not isinstance(x, np.ndarray):
-        return 1.0
-    return float(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]))
+        return _adj_scalar(1.0, x)
+    return _adj_scalar(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]), x)
 
 
 @overload(reduce_count)
 def _ol_reduce_count(x, axis=None):
+    cast = _nb_adj_scalar(x)
     if _is_scalar_type(x):
-        return lambda x, axis=None: 1.0
+        return lambda x, axis=None: cast(1.0)
     N = x.ndim
 
     def impl(x, axis=None):
@@ -600,7 +626,7 @@ def _ol_reduce_count(x, axis=None):
         for i in range(N):
             if red[i]:
                 n *= x.shape[i]
-        return n
+        return cast(n)
     return impl
 
 
@@ -626,42 +652,45 @@ def center(x, axis=None):
 @overload(center)
 def _ol_center(x, axis=None):
     if _is_scalar_type(x):
-        return lambda x, axis=None: 0.0
-    N = x.ndim
+        cast = _nb_adj_scalar(x)
+        return lambda x, axis=None: cast(0.0)
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
 
     def impl(x, axis=None):
         grp, n = _groups(x, _red_flags(N, axis))
-        return _moments(_flat(x), grp, n, 0, False)[0].reshape(x.shape)
+        return _moments(_flat(x), grp, n, 0, False, dt)[0].reshape(x.shape)
     return impl
 
 
 def var_reduce(x, axis=None, ddof=0, keepdims=False):
     """np.var(x, axis, ddof=..., keepdims=...)."""
     if not isinstance(x, np.ndarray):
-        return 0.0
+        return scalar_adjoint(0.0, x)
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 @njit
-def _moment(x, red, ddof, root, keep):
-    """Variance (or, root, standard deviation) of x over the `red` axes: (flat result, result shape)."""
+def _moment(x, red, ddof, root, keep, dt):
+    """Variance (or, root, standard deviation) of x over the `red` axes, in dtype dt: (flat result, result shape)."""
     grp, n = _groups(x, red)
-    return _moments(_flat(x), grp, n, ddof, root)[1], _out_shape(_shape_arr(x), red, keep)
+    return _moments(_flat(x), grp, n, ddof, root, dt)[1], _out_shape(_shape_arr(x), red, keep)
 
 
 def _moment_impl(x, axis, keepdims, root, name):
     if _is_scalar_type(x):
-        return lambda x, axis=None, ddof=0, keepdims=False: 0.0
+        cast = _nb_adj_scalar(x)
+        return lambda x, axis=None, ddof=0, keepdims=False: cast(0.0)
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"{name}: unsupported type {x}")
     keep = _literal_bool(keepdims, f"{name}: keepdims")
-    N = x.ndim
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
     M = N if keep else N - _n_reduced(axis, N)
     if M == 0:
-        return lambda x, axis=None, ddof=0, keepdims=False: _moment(x, _red_flags(N, axis), ddof, root, keep)[0][0]
+        return lambda x, axis=None, ddof=0, keepdims=False: \
+            _moment(x, _red_flags(N, axis), ddof, root, keep, dt)[0][0]
 
     def impl(x, axis=None, ddof=0, keepdims=False):
-        out, oshape = _moment(x, _red_flags(N, axis), ddof, root, keep)
+        out, oshape = _moment(x, _red_flags(N, axis), ddof, root, keep, dt)
         return out.reshape(to_fixed_tuple(oshape, M))
     return impl
 
@@ -674,7 +703,7 @@ def _ol_var_reduce(x, axis=None, ddof=0, keepdims=False):
 def std_reduce(x, axis=None, ddof=0, keepdims=False):
     """np.std(x, axis, ddof=..., keepdims=...)."""
     if not isinstance(x, np.ndarray):
-        return 0.0
+        return scalar_adjoint(0.0, x)
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
