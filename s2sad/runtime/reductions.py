@@ -286,25 +286,25 @@ def _sum_block(xf, out, outer, n, inner):
 def _extremum_pick(largest: bool):
     """pick(m, v): the larger (smaller) of two values, nan if either is nan, as NumPy's max (min).
 
-    For two float64s, LLVM's `maximum`/`minimum` (also -0.0 below 0.0): as a compare and a select, a
-    running maximum stays scalar code; as this intrinsic LLVM vectorizes it, reductions included
-    (rows of 1000: 42 -> 19 us per 100 rows; of 100: 48 -> 34 us per 1000)."""
+    For two float64s (or two float32s), LLVM's `maximum`/`minimum` (also -0.0 below 0.0): as a compare
+    and a select, a running maximum stays scalar code; as this intrinsic LLVM vectorizes it, reductions
+    included (rows of 1000: 42 -> 19 us per 100 rows; of 100: 48 -> 34 us per 1000)."""
     name = "llvm.maximum" if largest else "llvm.minimum"
 
     @intrinsic
     def ieee(typingctx, m, v):
         def codegen(context, builder, signature, args):
-            double = ir.DoubleType()
-            fn = builder.module.declare_intrinsic(name, [double], ir.FunctionType(double, [double, double]))
+            real = context.get_value_type(signature.return_type)
+            fn = builder.module.declare_intrinsic(name, [real], ir.FunctionType(real, [real, real]))
             return builder.call(fn, args)
-        return types.float64(types.float64, types.float64), codegen
+        return m(m, m), codegen
 
     def pick(m, v):
         raise NotImplementedError("compiled only")
 
     @overload(pick, inline="always")
     def _ol_pick(m, v):
-        if m == types.float64 and v == types.float64:
+        if m == v and m in (types.float32, types.float64):
             return lambda m, v: ieee(m, v)
         if largest:
             return lambda m, v: v if (v > m or v != v) else m
@@ -357,7 +357,7 @@ def _extremum_share(gf, x, of, red):
         return _ext_adjoint(gf, _flat(x), of, grp, groups)
     if gf.size != outer * inner or of.size != outer * inner:
         raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-    result = np.zeros(x.size)
+    result = np.zeros(x.size, gf.dtype)
     _share_block_into(gf, _flat(x), of, result, outer, n, inner)
     return result
 
@@ -399,16 +399,16 @@ def _groups(x, red):
     return grp, s
 
 
-def _flat_of(v):
-    """numba only: v as a flat float64 array (a scalar gives one entry)."""
+def _flat_of(v, dt):
+    """numba only: v as a flat array of dtype dt (a scalar gives one entry)."""
     raise NotImplementedError
 
 
 @overload(_flat_of)
-def _ol_flat_of(v):
+def _ol_flat_of(v, dt):
     if _is_scalar_type(v):
-        return lambda v: np.full(1, np.float64(v))
-    return lambda v: np.ascontiguousarray(v).reshape(v.size).astype(np.float64)
+        return lambda v, dt: np.full(1, v, dt)
+    return lambda v, dt: np.ascontiguousarray(v).reshape(v.size).astype(dt)
 
 
 @njit
@@ -418,9 +418,9 @@ def _flat(x):
 
 @njit
 def _ext_mask(xf, of, grp, n):
-    """1/k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
-    count = np.zeros(n)
-    m = np.zeros(xf.size)
+    """1/k on the k entries of each group equal to its value in `of`, 0 elsewhere; of's dtype."""
+    count = np.zeros(n, of.dtype)
+    m = np.zeros(xf.size, of.dtype)
     for k in range(xf.size):
         if xf[k] == of[grp[k]]:
             count[grp[k]] += 1.0
@@ -432,12 +432,12 @@ def _ext_mask(xf, of, grp, n):
 
 
 @njit
-def _lone_zero(xf, grp, n):
+def _lone_zero(xf, grp, n, dt):
     count = np.zeros(n, np.int64)
     for k in range(xf.size):
         if xf[k] == 0:
             count[grp[k]] += 1
-    m = np.zeros(xf.size)
+    m = np.zeros(xf.size, dt)
     for k in range(xf.size):
         if xf[k] == 0 and count[grp[k]] == 1:
             m[k] = 1.0
@@ -730,19 +730,20 @@ def _ol_prod_reduce(x, axis=None, keepdims=False):
 
 def lone_zero(x, axis=None):
     """1.0 where an entry of `x` is the only zero among the entries a reduction over `axis` combines, else 0.0."""
-    zero = (x == 0) * 1.0
+    zero = _ones_where(x == 0, x)
     return zero * (sum_expand(sum_reduce(zero, axis), x, axis) == 1.0)
 
 
 @overload(lone_zero)
 def _ol_lone_zero(x, axis=None):
     if _is_scalar_type(x):
-        return lambda x, axis=None: 1.0 if x == 0 else 0.0
-    N = x.ndim
+        cast = _nb_adj_scalar(x)
+        return lambda x, axis=None: cast(1.0 if x == 0 else 0.0)
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
 
     def impl(x, axis=None):
         grp, n = _groups(x, _red_flags(N, axis))
-        return _lone_zero(_flat(x), grp, n).reshape(x.shape)
+        return _lone_zero(_flat(x), grp, n, dt).reshape(x.shape)
     return impl
 
 
@@ -773,25 +774,27 @@ def _ol_min_reduce(x, axis=None, keepdims=False):
 def extremum_mask(x, out, axis=None, keepdims=False):
     """d max/d x (or d min/d x) for `out` = the max (min) of `x` over `axis`: 1/k on each of the k entries
     equal to the extremum (ties share the gradient equally), 0 elsewhere."""
-    hit = (x == sum_expand(out, x, axis, keepdims)) * 1.0
+    hit = _ones_where(x == sum_expand(out, x, axis, keepdims), x)
     return hit / sum_expand(sum_reduce(hit, axis), x, axis)
 
 
 @overload(extremum_mask)
 def _ol_extremum_mask(x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
-        return lambda x, out, axis=None, keepdims=False: 1.0 if x == out else 0.0
+        cast = _nb_adj_scalar(x)
+        return lambda x, out, axis=None, keepdims=False: cast(1.0 if x == out else 0.0)
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):  # over every entry: one group of one run, none of the machinery for groups along axes
         def over_all(x, out, axis=None, keepdims=False):
-            result = np.zeros(x.size)
-            _share_block_into(np.ones(1), _flat(x), _flat_of(out), result, 1, x.size, 1)
+            result = np.zeros(x.size, dt)
+            _share_block_into(np.ones(1, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
 
     def impl(x, out, axis=None, keepdims=False):
         red = _red_flags(N, axis)
-        return _extremum_share(np.ones(_n_kept(x, red)), x, _flat_of(out), red).reshape(x.shape)
+        return _extremum_share(np.ones(_n_kept(x, red), dt), x, _flat_of(out, dt), red).reshape(x.shape)
     return impl
 
 
@@ -805,24 +808,27 @@ def extremum_adjoint(g, x, out, axis=None, keepdims=False):
 @overload(extremum_adjoint)
 def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
-        return lambda g, x, out, axis=None, keepdims=False: g if x == out else 0.0 * g
+        cast = _nb_adj_scalar(x)
+        return lambda g, x, out, axis=None, keepdims=False: cast(g if x == out else 0.0 * g)
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):
         def over_all(g, x, out, axis=None, keepdims=False):
-            result = np.zeros(x.size)
-            _share_block_into(_flat_of(g), _flat(x), _flat_of(out), result, 1, x.size, 1)
+            result = np.zeros(x.size, dt)
+            _share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
 
     def impl(g, x, out, axis=None, keepdims=False):
-        return _extremum_share(_flat_of(g), x, _flat_of(out), _red_flags(N, axis)).reshape(x.shape)
+        return _extremum_share(_flat_of(g, dt), x, _flat_of(out, dt), _red_flags(N, axis)).reshape(x.shape)
     return impl
 
 
 def extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
     """`target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)`; returns target.
     What `codegen.into` makes of that line in compiled text: compiled, each group's share is added
-    where it lands when target is a float64 array shaped like x, without the adjoint array between."""
+    where it lands when target is a float64 or float32 array shaped like x, without the adjoint array
+    between (the shares in target's dtype)."""
     target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)
     return target
 
@@ -839,13 +845,14 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         return _as_written_into(target, g, x, out, axis, keepdims)
 
     if not (isinstance(target, types.Array) and isinstance(x, types.Array) and target.ndim == x.ndim
-            and target.dtype == types.float64 and target.layout == "C"):
+            and target.dtype in (types.float64, types.float32) and target.layout == "C"):
         return as_written
+    dt = as_dtype(target.dtype)
     if _is_none_type(axis):
         def over_all(target, g, x, out, axis=None, keepdims=False):
             if target.shape != x.shape:
                 return _as_written_into(target, g, x, out, axis, keepdims)
-            _share_block_into(_flat_of(g), _flat(x), _flat_of(out), target.reshape(target.size), 1, x.size, 1)
+            _share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), target.reshape(target.size), 1, x.size, 1)
             return target
         return over_all
     N = x.ndim
@@ -855,7 +862,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         outer, n, inner = _block(_shape_arr(x), red)
         if target.shape != x.shape or n < 0:
             return _as_written_into(target, g, x, out, axis, keepdims)
-        gf, of = _flat_of(g), _flat_of(out)
+        gf, of = _flat_of(g, dt), _flat_of(out, dt)
         if gf.size != outer * inner or of.size != outer * inner:
             raise ValueError("extremum adjoint: g or out does not have the reduced shape")
         _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
@@ -865,36 +872,39 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
 
 @njit
 def _share_block_into(gf, xf, of, result, outer, n, inner):
-    """result += gf[group] / k on the k entries of each group equal to of[group] (flat, like xf)."""
+    """result += gf[group] / k on the k entries of each group equal to of[group] (flat, like xf); the
+    shares in result's dtype (the float64 share of a float32 g would make the loops convert)."""
+    real = result.dtype.type
+    zero = real(0)
     if inner == 1:  # the last axis reduced: each group is one run of memory (slices: loops from 0 vectorize)
         for o in range(outer):
             row, into, m, k = xf[o * n:(o + 1) * n], result[o * n:(o + 1) * n], of[o], 0
             for r in range(n):
                 k += row[r] == m  # an integer count: LLVM does not reorder a float sum
-            share = gf[o] / k if k > 0 else 0.0
+            share = real(gf[o]) / real(k) if k > 0 else zero
             for r in range(n):
-                into[r] += share if row[r] == m else 0.0
+                into[r] += share if row[r] == m else zero
         return
     for o in range(outer):
         base = o * n * inner
         for i in range(inner):
-            m, k = of[o * inner + i], 0.0
+            m, k = of[o * inner + i], zero
             for r in range(n):
-                k += 1.0 if xf[base + r * inner + i] == m else 0.0
-            share = gf[o * inner + i] / k if k > 0 else 0.0
+                k += real(1) if xf[base + r * inner + i] == m else zero
+            share = real(gf[o * inner + i]) / k if k > 0 else zero
             for r in range(n):
                 at = base + r * inner + i
-                result[at] += share if xf[at] == m else 0.0
+                result[at] += share if xf[at] == m else zero
 
 
 @njit
 def _ext_adjoint(gf, xf, of, grp, n):
-    """gf[group] / k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
-    count = np.zeros(n)
+    """gf[group] / k on the k entries of each group equal to its value in `of`, 0 elsewhere; gf's dtype."""
+    count = np.zeros(n, gf.dtype)
     for k in range(xf.size):
         if xf[k] == of[grp[k]]:
             count[grp[k]] += 1.0
-    result = np.zeros(xf.size)
+    result = np.zeros(xf.size, gf.dtype)
     for k in range(xf.size):
         if xf[k] == of[grp[k]]:
             result[k] = gf[grp[k]] / count[grp[k]]
@@ -996,12 +1006,12 @@ def _ol_cumprod_axis(x, axis=None):
 def first_zero(x, axis=None):
     """1.0 at the first zero along `axis` (C order for None), else 0.0; x's shape."""
     zero = x == 0
-    return (zero & (cumsum_axis(zero, axis).reshape(x.shape) == 1)) * 1.0
+    return _ones_where(zero & (cumsum_axis(zero, axis).reshape(x.shape) == 1), x)
 
 
 @njit
-def _first_zero(x3):
-    m = np.zeros(x3.shape)
+def _first_zero(x3, dt):
+    m = np.zeros(x3.shape, dt)
     for o in range(x3.shape[0]):
         for i in range(x3.shape[2]):
             for j in range(x3.shape[1]):
@@ -1013,15 +1023,16 @@ def _first_zero(x3):
 
 @overload(first_zero)
 def _ol_first_zero(x, axis=None):
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):
-        return lambda x, axis=None: _first_zero(_flat(x).reshape((1, x.size, 1))).reshape(x.shape)
+        return lambda x, axis=None: _first_zero(_flat(x).reshape((1, x.size, 1)), dt).reshape(x.shape)
     N = x.ndim
 
     def impl(x, axis=None):
         a = axis + N if axis < 0 else axis
         if a < 0 or a >= N:
             raise ValueError("axis out of range")
-        return _first_zero(np.ascontiguousarray(x).reshape(_split(_shape_arr(x), a))).reshape(x.shape)
+        return _first_zero(np.ascontiguousarray(x).reshape(_split(_shape_arr(x), a)), dt).reshape(x.shape)
     return impl
 
 
