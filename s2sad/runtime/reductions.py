@@ -975,21 +975,22 @@ def _ol_cumsum_axis(x, axis=None):
 def cumsum_adjoint(g, x, axis=None):
     """Adjoint of cumsum_axis: reverse cumulative sums of `g`, shaped like `x`."""
     flip = (lambda a: a[::-1]) if axis is None else (lambda a: np.flip(a, axis))
-    return flip(np.cumsum(flip(np.asarray(g, dtype=np.float64)), axis=axis)).reshape(x.shape)
+    return flip(np.cumsum(flip(np.asarray(g, dtype=adjoint_dtype(x))), axis=axis)).reshape(x.shape)
 
 
 @overload(cumsum_adjoint)
 def _ol_cumsum_adjoint(g, x, axis=None):
     if not isinstance(g, types.Array) or g.ndim == 0:
         raise TypingError(f"cumsum_adjoint: unsupported type {g}")
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):
         def flat(g, x, axis=None):
-            out = np.ascontiguousarray(g).reshape(g.size).astype(np.float64)
+            out = np.ascontiguousarray(g).reshape(g.size).astype(dt)
             return _cum_along(out, _shape_arr(out), 0, SUM, True).reshape(x.shape)
         return flat
 
     def along(g, x, axis=None):
-        return _cum_along(np.ascontiguousarray(g).astype(np.float64), _shape_arr(g), axis, SUM, True).reshape(x.shape)
+        return _cum_along(np.ascontiguousarray(g).astype(dt), _shape_arr(g), axis, SUM, True).reshape(x.shape)
     return along
 
 
@@ -1088,9 +1089,9 @@ def _ol_diff_axis(x, n=1, axis=-1):
 
 def diff_adjoint(g, x, n=1, axis=-1):
     """Adjoint of diff_axis(x, n, axis): the transposed difference applied n times to `g`; x's shape."""
-    g = np.moveaxis(np.asarray(g, dtype=np.float64), axis, -1)
+    g = np.moveaxis(np.asarray(g, dtype=adjoint_dtype(x)), axis, -1)
     for _ in range(n):
-        r = np.zeros(g.shape[:-1] + (g.shape[-1] + 1,))
+        r = np.zeros(g.shape[:-1] + (g.shape[-1] + 1,), g.dtype)
         r[..., :-1] -= g
         r[..., 1:] += g
         g = r
@@ -1101,21 +1102,30 @@ def diff_adjoint(g, x, n=1, axis=-1):
 def _ol_diff_adjoint(g, x, n=1, axis=-1):
     if not isinstance(g, types.Array) or g.ndim == 0:
         raise TypingError(f"diff_adjoint: unsupported type {g}")
+    dt = _nb_adj_dtype(x.dtype)
 
     def impl(g, x, n=1, axis=-1):
-        a3, shape = _diff_apply(np.ascontiguousarray(g).astype(np.float64), n, axis, True)
+        a3, shape = _diff_apply(np.ascontiguousarray(g).astype(dt), n, axis, True)
         return a3.reshape(x.shape)
     return impl
 
 
 def trace_adjoint(g, x, offset=0):
     """Adjoint of np.trace(x, offset) for 2-D x: `g` on that diagonal, zeros elsewhere."""
-    return np.eye(x.shape[0], x.shape[1], offset) * g
+    out = np.eye(x.shape[0], x.shape[1], offset, adjoint_dtype(x))
+    out *= g  # in place: x's dtype, whatever g's
+    return out
 
 
 @overload(trace_adjoint)
 def _ol_trace_adjoint(g, x, offset=0):
-    return trace_adjoint
+    dt = _nb_adj_dtype(x.dtype)
+
+    def impl(g, x, offset=0):
+        out = np.eye(x.shape[0], x.shape[1], offset, dt)
+        out *= g
+        return out
+    return impl
 
 
 # ---------------------------------------------------------------------------
