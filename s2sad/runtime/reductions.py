@@ -1184,18 +1184,19 @@ def norm_op(x, ord=None, axis=None, keepdims=False):
 
 
 @njit
-def _norm_terms(xf, kind):
-    """x*x (2-norm) or |x| (1-norm, max-norm), flat float64."""
-    out = np.empty(xf.size)
+def _norm_terms(xf, kind, dt):
+    """x*x (2-norm) or |x| (1-norm, max-norm), flat, of dtype dt."""
+    out = np.empty(xf.size, dt)
     for k in range(xf.size):
         out[k] = xf[k] * xf[k] if kind == EUCLID else abs(xf[k])
     return out
 
 
 @njit
-def _norm(x, kind, red, keep):
-    terms = _norm_terms(_flat(x), kind).reshape(x.shape)
-    out, oshape = _reduce(terms, red, MAX if kind == MAXABS else SUM, keep, np.zeros(_n_kept(x, red)))
+def _norm(x, kind, red, keep, dt):
+    """The norm of x over the `red` axes, computed in dtype dt (x's precision, as NumPy's): (flat result, shape)."""
+    terms = _norm_terms(_flat(x), kind, dt).reshape(x.shape)
+    out, oshape = _reduce(terms, red, MAX if kind == MAXABS else SUM, keep, np.zeros(_n_kept(x, red), dt))
     if kind == EUCLID:
         for j in range(out.size):
             out[j] = np.sqrt(out[j])
@@ -1207,14 +1208,14 @@ def _ol_norm_op(x, ord=None, axis=None, keepdims=False):
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"np.linalg.norm: unsupported type {x}")
     keep = _literal_bool(keepdims, "np.linalg.norm: keepdims")
-    N = x.ndim
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
     M = N if keep else N - _n_reduced(axis, N)
     if M == 0:
         return lambda x, ord=None, axis=None, keepdims=False: \
-            _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep)[0][0]
+            _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep, dt)[0][0]
 
     def impl(x, ord=None, axis=None, keepdims=False):
-        out, oshape = _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep)
+        out, oshape = _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep, dt)
         return out.reshape(to_fixed_tuple(oshape, M))
     return impl
 
@@ -1233,7 +1234,7 @@ def norm_grad(x, norm, ord=None, axis=None, keepdims=False):
 
 @njit
 def _norm_grad(xf, nf, grp, n, kind):
-    out = np.empty(xf.size)
+    out = np.empty(xf.size, nf.dtype)
     if kind == MAXABS:
         mask = _ext_mask(np.abs(xf), nf, grp, n)
     for k in range(xf.size):
@@ -1250,20 +1251,22 @@ def _norm_grad(xf, nf, grp, n, kind):
 def _ol_norm_grad(x, norm, ord=None, axis=None, keepdims=False):
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"norm_grad: unsupported type {x}")
-    N = x.ndim
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
 
     def impl(x, norm, ord=None, axis=None, keepdims=False):
         kind = _norm_kind(x, ord, axis)
         grp, n = _groups(x, _red_flags(N, axis))
-        return _norm_grad(_flat(x), _flat_of(norm), grp, n, kind).reshape(x.shape)
+        return _norm_grad(_flat(x), _flat_of(norm, dt), grp, n, kind).reshape(x.shape)
     return impl
 
 
 def norm_smooth(x, ord=None, axis=None):
-    """1.0 for the norms with a nonzero second derivative (the 2-norm and Frobenius norm), else 0.0."""
-    return 1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0
+    """1.0 for the norms with a nonzero second derivative (the 2-norm and Frobenius norm), else 0.0; in x's
+    adjoint precision, as the factor of an adjoint."""
+    return _adj_scalar(1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0, x)
 
 
 @overload(norm_smooth)
 def _ol_norm_smooth(x, ord=None, axis=None):
-    return norm_smooth
+    cast = _nb_adj_scalar(x)
+    return lambda x, ord=None, axis=None: cast(1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0)
