@@ -4,6 +4,7 @@ in Python and under numba, and float64 inputs still give float64."""
 import numba
 import numpy as np
 import pytest
+import scipy.special
 from numba import types
 from numba.np.numpy_support import as_dtype
 
@@ -344,6 +345,8 @@ FUNCTIONS = {
     "diff": lambda x: np.sum(np.diff(x, axis=0) ** 2),
     "min_cubed": lambda x: np.sum(np.min(x, axis=1) ** 3),
     "mean_keepdims": lambda x: np.sum(x * np.mean(x, axis=0, keepdims=True)),
+    "logsumexp": lambda x: np.sum(scipy.special.logsumexp(x, axis=1)),
+    "logsumexp_by_hand": lambda x: np.sum(np.log(np.sum(np.exp(x - np.max(x, axis=1, keepdims=True)), axis=1))),
 }
 
 
