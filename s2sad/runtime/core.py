@@ -354,7 +354,7 @@ def run_sum(xf, base, n, total):
     of 10). Integer sums stay exact: `total` sets the type."""
     r = 0
     if n >= LONG_RUN:
-        s1 = s2 = s3 = 0 * total
+        s1 = s2 = s3 = total * False  # a zero of total's type (numba's int 0 times a float32 is float64)
         while r + 4 <= n:
             total, s1 = total + xf[base + r], s1 + xf[base + r + 1]
             s2, s3 = s2 + xf[base + r + 2], s3 + xf[base + r + 3]

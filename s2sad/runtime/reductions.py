@@ -508,10 +508,7 @@ def sum_reduce(x, axis=None, keepdims=False):
 def _ol_sum_reduce(x, axis=None, keepdims=False):
     if isinstance(x, types.Array) and x.ndim > 0 and not _literal_bool(keepdims, "sum_reduce: keepdims"):
         if _is_none_type(axis):
-            # sum_all's partial sums of float32 entries are float64 (`0 * total` in core.run_sum): the sum
-            # comes back to x's precision, as NumPy's
-            total = _reduce_dtype(x.dtype, SUM).type
-            return lambda x, axis=None, keepdims=False: total(sum_all(x))
+            return lambda x, axis=None, keepdims=False: sum_all(x)
         if isinstance(axis, types.Integer) and x.ndim == 1:
             return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
         last = isinstance(axis, types.IntegerLiteral) and axis.literal_value in (-1, x.ndim - 1)
