@@ -71,20 +71,22 @@ def specialisable(spec: str, ndims: tuple[int, ...], into: bool) -> bool:
             and len(set(out)) == len(out) and all(c in seen for c in out))
 
 
-def kernel(spec: str, into: bool):
-    """The compiled loop nest for `spec`: kernel(x[, y]) -> result, or (into) kernel(like, x[, y])."""
-    key = (spec, into)
+def kernel(spec: str, into: bool, dtype: str = "float64"):
+    """The compiled loop nest for `spec`: kernel(x[, y]) -> result, or (into) kernel(like, x[, y]), a
+    result of NumPy dtype `dtype` (its sums start in that precision: float32 products stay float32)."""
+    key = (spec, into, dtype)
     if key not in _KERNELS:
         namespace = {"np": np}
-        exec(kernel_source(spec, into), namespace)  # noqa: S102 - our own text, built from letters
+        exec(kernel_source(spec, into, dtype), namespace)  # noqa: S102 - our own text, built from letters
         if "small" in namespace:
             namespace["small"] = njit(namespace["small"])
         _KERNELS[key] = njit(namespace["kernel"])
     return _KERNELS[key]
 
 
-def kernel_source(spec: str, into: bool) -> str:
+def kernel_source(spec: str, into: bool, dtype: str = "float64") -> str:
     operands, out = parse_spec(spec)
+    typed = _Typed(dtype)
     names = ["x", "y"][:len(operands)]
     params = ", ".join((["like"] if into else []) + names)
     sizes: list[str] = []
@@ -100,16 +102,28 @@ def kernel_source(spec: str, into: bool) -> str:
     swapped = _summed_inside(order, out)
     if swapped:  # short last axis of the output: sum into registers instead of updating it in place
         lines.append(f"    if n_{order[-1]} < {SHORT_RUN}:")
-        lines += ["    " + ln for ln in _nest(swapped, out, product, shape)]
+        lines += ["    " + ln for ln in _nest(swapped, out, product, shape, typed)]
     registers = _summed_last(order, out)
     small = []
     if registers and not swapped:  # small operands: each output element summed in registers, set once
         # a function of its own: inlined, its loops cost the other nest 2-10% (d = 10)
-        small = [f"def small({params}):", *sizes, *_nest(registers, out, product, shape, (JAM, 2)), ""]
+        small = [f"def small({params}):", *sizes, *_nest(registers, out, product, shape, typed, (JAM, 2)), ""]
         lines.append(f"    if {' + '.join(f'{n}.size' for n in names)} < {SMALL_OPERANDS}:")
         lines.append(f"        return small({params})")
-    lines += _nest(order, out, product, shape)
+    lines += _nest(order, out, product, shape, typed)
     return "\n".join(small + lines) + "\n"
+
+
+class _Typed:
+    """How the text of a kernel with results of NumPy dtype `dtype` spells a zero sum and a new array;
+    float64 as NumPy's defaults do (`0.0`, `np.zeros(shape)`)."""
+
+    def __init__(self, dtype: str):
+        self.zero = "0.0" if dtype == "float64" else f"np.{dtype}(0.0)"
+        self.dtype = "" if dtype == "float64" else f", np.{dtype}"
+
+    def new(self, allocate: str, shape: str) -> str:
+        return f"{allocate}({shape}{self.dtype})"
 
 
 JAM = 4  # output elements summed side by side (independent additions; shared loads)
@@ -148,7 +162,7 @@ def _summed_inside(order: list[str], out: str) -> list[str] | None:
     return [*order[:run], order[-1], *order[run:-1]]
 
 
-def _nest(order: list[str], out: str, product: list[tuple[str, str]], shape: str,
+def _nest(order: list[str], out: str, product: list[tuple[str, str]], shape: str, typed: _Typed,
           steps: tuple[int, ...] = (JAM,)) -> list[str]:
     """Lines that allocate `out`, run the loops in `order` and return `out` (or the sum, for a
     scalar output); `steps`: how many output elements a register sum covers side by side."""
@@ -158,15 +172,15 @@ def _nest(order: list[str], out: str, product: list[tuple[str, str]], shape: str
     # Each output element is set once when every label it lacks sums inside and none repeats (no
     # diagonal with zeros off it): no zero fill, and no read of what is there.
     once = len(set(out)) == len(out) and summed == sum(c not in out for c in order)
-    lines = [f"    out = {'np.empty' if once else 'np.zeros'}({shape})"] if out else []
+    lines = [f"    out = {typed.new('np.empty' if once else 'np.zeros', shape)}"] if out else []
     if once and summed and out:
-        return lines + _jammed(order[:-summed], order[-summed:], out, product, steps)
+        return lines + _jammed(order[:-summed], order[-summed:], out, product, typed, steps)
     target = _element("out", out)
     term = " * ".join(_element(n, s) for n, s in product)
     depth = 1
     for pos, c in enumerate(order):
         if pos == len(order) - summed:
-            lines.append("    " * depth + "acc = 0.0")
+            lines.append("    " * depth + f"acc = {typed.zero}")
         lines.append("    " * depth + f"for i_{c} in range(n_{c}):")
         depth += 1
     assign = "=" if once else "+="
@@ -183,7 +197,7 @@ def _nest(order: list[str], out: str, product: list[tuple[str, str]], shape: str
     return lines
 
 
-def _jammed(outer: list[str], summed: list[str], out: str, product: list[tuple[str, str]],
+def _jammed(outer: list[str], summed: list[str], out: str, product: list[tuple[str, str]], typed: _Typed,
             steps: tuple[int, ...]) -> list[str]:
     """Loops over `outer` (output labels; the last one steps through `steps`, e.g. 4 then 2 at a
     time) around sums over `summed`: that many accumulators side by side, then the remainder one at
@@ -197,18 +211,19 @@ def _jammed(outer: list[str], summed: list[str], out: str, product: list[tuple[s
     lines.append(f"{ind}i_{c} = 0")
     for step in steps:
         lines.append(f"{ind}while i_{c} + {step} <= n_{c}:")
-        lines += _sums(summed, c, range(step), out, product, depth + 1)
+        lines += _sums(summed, c, range(step), out, product, typed, depth + 1)
         lines.append(f"{ind}    i_{c} += {step}")
     lines.append(f"{ind}while i_{c} < n_{c}:")
-    lines += _sums(summed, c, range(1), out, product, depth + 1)
+    lines += _sums(summed, c, range(1), out, product, typed, depth + 1)
     lines.append(f"{ind}    i_{c} += 1")
     return lines + ["    return out"]
 
 
-def _sums(summed: list[str], c: str, shifts, out: str, product: list[tuple[str, str]], depth: int) -> list[str]:
+def _sums(summed: list[str], c: str, shifts, out: str, product: list[tuple[str, str]], typed: _Typed,
+          depth: int) -> list[str]:
     """acc<u> = the sum over `summed` of the product at i_c + u, stored to out, for each u in shifts."""
     ind = "    " * depth
-    lines = [f"{ind}acc{u} = 0.0" for u in shifts]
+    lines = [f"{ind}acc{u} = {typed.zero}" for u in shifts]
     for pos, s in enumerate(summed):
         lines.append("    " * (depth + pos) + f"for i_{s} in range(n_{s}):")
     inner = "    " * (depth + len(summed))

@@ -63,6 +63,26 @@ def _nb_adj_dtype(dtype):
     return np.dtype(np.float64)
 
 
+# An adjoint has its primal's precision: a float32 value's adjoint is float32 (an array's dtype, or a
+# NumPy scalar), a float64's or an integer's is float64 (a Python float for a scalar).
+
+def adjoint_dtype(like):
+    """The dtype of the adjoint of the value `like` (an array, a NumPy scalar or a Python number)."""
+    return _np_adj_dtype(np.result_type(like))
+
+
+def scalar_adjoint(value, like):
+    """`value` as the adjoint of the scalar `like`: np.float32 for a np.float32, a Python float otherwise."""
+    return like.dtype.type(value) if isinstance(like, np.floating) and like.dtype != np.float64 else float(value)
+
+
+def _nb_adj_scalar(t):
+    """numba: the function that makes a value the scalar adjoint of a value of type `t` (array or scalar),
+    for an overload to close over: np.float32 for float32, float (float64) otherwise."""
+    dtype = t.dtype if isinstance(t, types.Array) else t
+    return np.float32 if dtype == types.float32 else float
+
+
 def _is_scalar_type(t):
     """True for numba scalar types accepted by the helpers (number or bool)."""
     return isinstance(t, (types.Number, types.Boolean))
@@ -248,13 +268,14 @@ def zeros_like_adj(x):
         for e in x:
             out.append(zeros_like_adj(e))
         return out
-    return 0.0
+    return scalar_adjoint(0.0, x)
 
 
 @overload(zeros_like_adj)
 def _ol_zeros_like_adj(x):
     if _is_scalar_type(x):
-        return lambda x: 0.0
+        cast = _nb_adj_scalar(x)
+        return lambda x: cast(0.0)
     if isinstance(x, types.Array):
         dt = _nb_adj_dtype(x.dtype)
         return lambda x: np.zeros(x.shape, dt)
@@ -278,10 +299,12 @@ def unbroadcast(g, like):
     """Sum adjoint ``g`` down to the shape of ``like`` (reverse of broadcasting)."""
     g_arr, l_arr = isinstance(g, np.ndarray), isinstance(like, np.ndarray)
     if not l_arr:
-        return float(np.sum(g)) if g_arr else g
+        return scalar_adjoint(np.sum(g), like) if g_arr or isinstance(like, np.floating) else g
+    dt = _np_adj_dtype(like.dtype)
     if not g_arr:
-        return np.full(like.shape, g, dtype=np.float64)
-    dt = _np_adj_dtype(g.dtype)
+        return np.full(like.shape, g, dtype=dt)
+    if g.dtype.kind == "c":
+        dt = g.dtype
     if g.shape == like.shape:
         return g if g.dtype == dt else g.astype(dt)
     lead = g.ndim - like.ndim
@@ -299,15 +322,19 @@ def unbroadcast(g, like):
 def _ol_unbroadcast(g, like):
     g_arr, l_arr = isinstance(g, types.Array), isinstance(like, types.Array)
     if _is_scalar_type(like):
+        cast = _nb_adj_scalar(like)
         if g_arr:
-            return lambda g, like: float(sum_all(g))
+            return lambda g, like: cast(sum_all(g))
+        if like == types.float32:
+            return lambda g, like: cast(g)
         return lambda g, like: g
     if not (l_arr and (g_arr or _is_scalar_type(g))):
         raise TypingError(f"unbroadcast: unsupported types {g}, {like}")
+    dt = _nb_adj_dtype(like.dtype)
     if not g_arr:
-        return lambda g, like: np.full(like.shape, np.float64(g))
-    if not isinstance(g.dtype, (types.Float, types.Complex)):
-        return lambda g, like: unbroadcast(g.astype(np.float64), like)
+        return lambda g, like: np.full(like.shape, g, dt)
+    if as_dtype(g.dtype) != dt and not (isinstance(g.dtype, types.Complex) and dt.kind == "f"):
+        return lambda g, like: unbroadcast(g.astype(dt), like)
     if g.ndim < like.ndim:
         raise TypingError("unbroadcast: adjoint has fewer dims than target")
     if g.ndim == 1 and like.ndim == 1:  # the one broadcast there is (1,) -> (n,): no general reduction to compile
@@ -328,7 +355,7 @@ def run_sum(xf, base, n, total):
     of 10). Integer sums stay exact: `total` sets the type."""
     r = 0
     if n >= LONG_RUN:
-        s1 = s2 = s3 = 0 * total
+        s1 = s2 = s3 = total * False  # a zero of total's type (numba's int 0 times a float32 is float64)
         while r + 4 <= n:
             total, s1 = total + xf[base + r], s1 + xf[base + r + 1]
             s2, s3 = s2 + xf[base + r + 2], s3 + xf[base + r + 3]
@@ -429,35 +456,37 @@ def _norm_axis(axis, ndim):
 def sum_adjoint(g, x, axis=None):
     """Adjoint of ``np.sum(x, axis=axis)``: broadcast ``g`` back to x's shape."""
     if not isinstance(x, np.ndarray):
-        return float(g)
+        return scalar_adjoint(g, x)
     if axis is None or not isinstance(g, np.ndarray):
-        return np.full(x.shape, g, dtype=np.float64)
+        return np.full(x.shape, g, dtype=adjoint_dtype(x))
     a = _norm_axis(axis, x.ndim)
     gx = np.expand_dims(g, a)
-    return np.broadcast_to(gx, x.shape).astype(np.float64)
+    return np.broadcast_to(gx, x.shape).astype(adjoint_dtype(x))
 
 
 @overload(sum_adjoint)
 def _ol_sum_adjoint(g, x, axis=None):
+    cast = _nb_adj_scalar(x)
     if _is_scalar_type(x):
-        return lambda g, x, axis=None: float(g)
+        return lambda g, x, axis=None: cast(g)
     if not isinstance(x, types.Array):
         raise TypingError(f"sum_adjoint: unsupported type {x}")
     if isinstance(g, types.Array) and g.ndim == 0:
         return lambda g, x, axis=None: sum_adjoint(g[()], x, axis)
     if _is_none_type(axis) or _is_scalar_type(g):
-        return lambda g, x, axis=None: np.full(x.shape, np.float64(g))
+        return lambda g, x, axis=None: np.full(x.shape, cast(g))
     if not (isinstance(axis, types.Integer) and isinstance(g, types.Array)):
         raise TypingError(f"sum_adjoint: unsupported types {g}, {axis}")
     N = x.ndim
     if g.ndim != N - 1:
         raise TypingError("sum_adjoint: g must have one dim fewer than x")
+    dt = _nb_adj_dtype(x.dtype)
 
     def impl(g, x, axis=None):
         a = axis + N if axis < 0 else axis
         if a < 0 or a >= N:
             raise ValueError("axis out of range")
-        out = np.empty(x.shape, np.float64)
+        out = np.empty(x.shape, dt)
         shape = np.empty(N, np.int64)
         sstr = np.zeros(N, np.int64)
         s = 1
@@ -477,19 +506,20 @@ def _ol_sum_adjoint(g, x, axis=None):
 def mean_adjoint(g, x, axis=None):
     """Adjoint of ``np.mean(x, axis=axis)``: sum_adjoint divided by the count."""
     if not isinstance(x, np.ndarray):
-        return float(g)
+        return scalar_adjoint(g, x)
     n = x.size if axis is None else x.shape[_norm_axis(axis, x.ndim)]
-    return sum_adjoint(g, x, axis) / n
+    return sum_adjoint(g, x, axis) / adjoint_dtype(x).type(n)
 
 
 @overload(mean_adjoint)
 def _ol_mean_adjoint(g, x, axis=None):
+    cast = _nb_adj_scalar(x)
     if _is_scalar_type(x):
-        return lambda g, x, axis=None: float(g)
+        return lambda g, x, axis=None: cast(g)
     if not isinstance(x, types.Array):
         raise TypingError(f"mean_adjoint: unsupported type {x}")
     if _is_none_type(axis):
-        return lambda g, x, axis=None: sum_adjoint(g, x) / x.size
+        return lambda g, x, axis=None: sum_adjoint(g, x) / cast(x.size)
     if not isinstance(axis, types.Integer):
         raise TypingError(f"mean_adjoint: unsupported axis type {axis}")
     N = x.ndim
@@ -498,7 +528,7 @@ def _ol_mean_adjoint(g, x, axis=None):
         a = axis + N if axis < 0 else axis
         if a < 0 or a >= N:
             raise ValueError("axis out of range")
-        return sum_adjoint(g, x, axis) / x.shape[a]
+        return sum_adjoint(g, x, axis) / cast(x.shape[a])
     return impl
 
 
@@ -868,7 +898,7 @@ def broadcast_like(t, like):
     """`t` broadcast to the shape of `like`, as a new float array (scalars stay scalars)."""
     if not isinstance(like, np.ndarray):
         return t
-    out = np.zeros(like.shape, np.float64)
+    out = np.zeros(like.shape, adjoint_dtype(like))
     out += t
     return out
 
@@ -877,17 +907,18 @@ def broadcast_like(t, like):
 def _ol_broadcast_like(t, like):
     if _is_scalar_type(like):
         return lambda t, like: t
+    dt = _nb_adj_dtype(like.dtype)
     if isinstance(t, types.Array) and t.ndim == like.ndim:
         def same_rank(t, like):
             if t.shape == like.shape:
                 return t
-            out = np.zeros(like.shape, np.float64)
+            out = np.zeros(like.shape, dt)
             out += t
             return out
         return same_rank
 
     def impl(t, like):
-        out = np.zeros(like.shape, np.float64)
+        out = np.zeros(like.shape, dt)
         out += t
         return out
     return impl
@@ -912,7 +943,7 @@ def add_at(a, idx, v):
 
     The adjoint of a read `x[idx]` with an integer-array `idx` (np.add.at, which numba lacks).
     """
-    out = np.array(a, dtype=np.float64)
+    out = np.array(a, dtype=adjoint_dtype(a))
     np.add.at(out, idx, v)
     return out
 
@@ -962,6 +993,7 @@ def _same_position(idx, j, k):
 
 @overload(add_at)
 def _ol_add_at(a, idx, v):
+    dt = _nb_adj_dtype(a.dtype)
     if _index_arrays(idx):
         axes = idx.count
 
@@ -971,13 +1003,13 @@ def _ol_add_at(a, idx, v):
         return positions
     if isinstance(idx, types.Integer) or _int_items(idx):
         def one(a, idx, v):
-            out = a.astype(np.float64)
+            out = a.astype(dt)
             out[idx] += v
             return out
         return one
     if isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean):
         def masked(a, idx, v):  # a mask picks each entry at most once
-            out = a.astype(np.float64)
+            out = a.astype(dt)
             out[idx] += v
             return out
         return masked
@@ -985,14 +1017,14 @@ def _ol_add_at(a, idx, v):
         raise TypingError(f"add_at: index must be an int, a 1-D int array or a boolean mask, got {idx}")
     if isinstance(v, types.Array):
         def many(a, idx, v):
-            out = a.astype(np.float64)
+            out = a.astype(dt)
             for k in range(idx.shape[0]):
                 out[idx[k]] += v[k]
             return out
         return many
 
     def broadcast_value(a, idx, v):
-        out = a.astype(np.float64)
+        out = a.astype(dt)
         for k in range(idx.shape[0]):
             out[idx[k]] += v
         return out
@@ -1061,15 +1093,17 @@ def _ol_hstack_axis(x):
 
 
 def batch_empty(n, like):
-    """An uninitialised float array of shape (n,) + shape(like): the output of a vmap loop."""
-    return np.empty((n,) + np.shape(like))
+    """An uninitialised float array of shape (n,) + shape(like), in like's precision: the output of a vmap
+    loop whose first result is `like`."""
+    return np.empty((n,) + np.shape(like), adjoint_dtype(like))
 
 
 @overload(batch_empty)
 def _ol_batch_empty(n, like):
+    dt = _nb_adj_dtype(like.dtype if isinstance(like, types.Array) else like)
     if _is_scalar_type(like):
-        return lambda n, like: np.empty(n)
-    return lambda n, like: np.empty((n,) + like.shape)
+        return lambda n, like: np.empty(n, dt)
+    return lambda n, like: np.empty((n,) + like.shape, dt)
 
 
 def mask_last(g, idx):
@@ -1087,7 +1121,7 @@ def mask_last(g, idx):
     lead = np.broadcast_shapes(*[np.shape(i) for i in chosen])
     # the positions' axes of `g`: where the advanced indices stand when they are adjacent, else first
     first = at[0] if at == list(range(at[0], at[0] + len(at))) else 0
-    out = np.array(g, dtype=np.float64)
+    out = np.array(g, dtype=adjoint_dtype(g))
     rows = np.moveaxis(out, list(range(first, first + len(lead))), list(range(len(lead))))  # a view of `out`
     keys = list(zip(*[np.ravel(np.broadcast_to(i, lead)).tolist() for i in chosen]))
     seen = set()
@@ -1109,9 +1143,10 @@ def _ol_mask_last(g, idx):
         raise TypingError(f"mask_last: index must be an int, a 1-D int array (or a tuple of them and ints) or a "
                           f"mask, got {idx}")
     n_of = next(k for k, t in enumerate(idx.types) if isinstance(t, types.Array))
+    dt = _nb_adj_dtype(g.dtype)
 
     def positions(g, idx):  # position k is (idx[0][k], idx[1][k], ...), an int standing for itself
-        out = g.astype(np.float64)
+        out = g.astype(dt)
         n = idx[n_of].shape[0]
         for k in range(n):
             for j in range(k + 1, n):

@@ -17,8 +17,10 @@ from numba.extending import overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from . import contract
-from .core import _is_none_type, _is_scalar_type
+from .core import (_is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar, adjoint_dtype,
+                                scalar_adjoint)
 from .reductions import _int_tuple_values, _shape_arr
+from .shapes import _in_dtype
 
 __all__ = [
     "logabsdet",
@@ -54,12 +56,15 @@ def _ol_matrix_t(x):
 
 def tril_half(x):
     """The lower triangle of a 2-D array with its diagonal halved. Elementwise, so its own adjoint."""
-    return x * (np.tril(np.ones(x.shape)) - 0.5 * np.eye(x.shape[0], x.shape[1]))
+    dt = adjoint_dtype(x)
+    return x * (np.tril(np.ones(x.shape, dt)) - 0.5 * np.eye(x.shape[0], x.shape[1], dtype=dt))
 
 
 @overload(tril_half)
 def _ol_tril_half(x):
-    return tril_half
+    dt = _nb_adj_dtype(x.dtype)
+    half = dt.type(0.5)  # numba makes a float32 array times a float (float64) float64
+    return lambda x: x * (np.tril(np.ones(x.shape, dt)) - half * np.eye(x.shape[0], x.shape[1], 0, dt))
 
 
 def sym_lower(x):
@@ -178,7 +183,7 @@ def _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known):
     for d in range(no - 1, -1, -1):
         st[2, labels[2, d]] += s
         s *= osh[d]
-    out = np.zeros(s, np.float64)
+    out = np.zeros(s, xf.dtype)
     used = np.empty(NLABELS, np.int64)
     n_used, total = 0, 1
     for lab in range(NLABELS):
@@ -210,25 +215,49 @@ def _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known):
     return out, osh
 
 
-def _flat(x):
-    """(flat float64 copy, shape as an int64 array) of an operand; None stands for a missing operand."""
+def _compute_dtype(x, y=None):
+    """The dtype a contraction of the operands x[, y] computes in (Python): float32 when every operand is
+    float32, as NumPy's result would be, else float64."""
+    dtypes = [np.asarray(v).dtype for v in (x, y) if v is not None]
+    return np.dtype(np.float32 if all(d == np.float32 for d in dtypes) else np.float64)
+
+
+def _nb_compute_dtype(*operands):
+    """`_compute_dtype` for numba types (typing time); an omitted operand is None or types.none."""
+    dtypes = [None if _is_none_type(t) else t.dtype if isinstance(t, types.Array) else t for t in operands]
+    return np.dtype(np.float32 if all(d is None or d == types.float32 for d in dtypes) else np.float64)
+
+
+def _flat(x, dtype):
+    """(flat copy in `dtype`, shape as an int64 array) of an operand; None stands for a missing operand."""
     if x is None:
-        return np.ones(1), np.zeros(0, np.int64)
-    a = np.asarray(x, dtype=np.float64)
+        return np.ones(1, dtype), np.zeros(0, np.int64)
+    a = np.asarray(x, dtype=dtype)
     return np.ascontiguousarray(a).reshape(a.size), np.array(a.shape, dtype=np.int64)
 
 
 @overload(_flat)
-def _ol_flat(x):
+def _ol_flat(x, dtype):
     if _is_none_type(x):
-        return lambda x: (np.ones(1), np.zeros(0, np.int64))
+        return lambda x, dtype: (np.ones(1, dtype), np.zeros(0, np.int64))
     if _is_scalar_type(x):
-        return lambda x: (np.full(1, np.float64(x)), np.zeros(0, np.int64))
+        return lambda x, dtype: (np.full(1, x, dtype), np.zeros(0, np.int64))
     if isinstance(x, types.Array) and x.ndim == 0:
-        return lambda x: (np.full(1, np.float64(np.sum(x))), np.zeros(0, np.int64))
+        return lambda x, dtype: (np.full(1, np.sum(x), dtype), np.zeros(0, np.int64))
     if isinstance(x, types.Array):
-        return lambda x: (np.ascontiguousarray(x).reshape(x.size).astype(np.float64), _shape_arr(x))
+        return lambda x, dtype: (np.ascontiguousarray(x).reshape(x.size).astype(dtype), _shape_arr(x))
     raise TypingError(f"einsum: unsupported operand type {x}")
+
+
+def _operands_dtype(x, y):
+    """numba only: the np.dtype a contraction of x and y (y may be None) computes in."""
+    raise NotImplementedError
+
+
+@overload(_operands_dtype)
+def _ol_operands_dtype(x, y):
+    dt = _nb_compute_dtype(x, y)
+    return lambda x, y: dt
 
 
 @njit
@@ -283,14 +312,16 @@ def _einsum(spec, x, y, osh, out_known, numpy_rules):
     labels, counts, nops = _parse(spec)
     if numpy_rules:
         _check_numpy_output(labels, counts)
-    xf, xsh = _flat(x)
-    yf, ysh = _flat(y)
+    dtype = _operands_dtype(x, y)
+    xf, xsh = _flat(x, dtype)
+    yf, ysh = _flat(y, dtype)
     return _contract(labels, counts, nops, xf, xsh, yf, ysh, osh, out_known)
 
 
 def _specialised(spec, operands, like=None):
     """The loop-nest kernel for constant subscripts `spec` (contract.py), or None: the generic kernel
-    then runs (other operand types, or subscripts it rejects with NumPy's errors)."""
+    then runs (other operand types, or subscripts it rejects with NumPy's errors). Its result has
+    `like`'s adjoint dtype, or without `like` the dtype the operands compute in."""
     arrays = [t for t in operands if not _is_none_type(t)]
     if like is not None:
         arrays.append(like)
@@ -299,7 +330,8 @@ def _specialised(spec, operands, like=None):
         return None
     if not contract.specialisable(spec.literal_value, tuple(t.ndim for t in arrays), like is not None):
         return None
-    return contract.kernel(spec.literal_value, like is not None)
+    dt = _nb_compute_dtype(*operands) if like is None else _nb_adj_dtype(like.dtype)
+    return contract.kernel(spec.literal_value, like is not None, dt.name)
 
 
 @overload(einsum_op, prefer_literal=True)
@@ -322,13 +354,17 @@ def _ol_einsum_op(subscripts, x, y=None):
 
 
 def einsum_into(spec, like, x, y=None):
-    """einsum(spec, x[, y]) shaped like `like`: output subscripts may repeat (the result is zero off that
-    diagonal) or appear in no operand (the result is broadcast along them)."""
+    """einsum(spec, x[, y]) shaped like `like`, and in its adjoint's precision (`like` is the operand whose
+    adjoint this is): output subscripts may repeat (the result is zero off that diagonal) or appear in no
+    operand (the result is broadcast along them)."""
     labels, counts, nops = _parse(spec)
-    xf, xsh = _flat(x)
-    yf, ysh = _flat(y)
+    dtype = _compute_dtype(x, y)
+    xf, xsh = _flat(x, dtype)
+    yf, ysh = _flat(y, dtype)
     out, _ = _contract(labels, counts, nops, xf, xsh, yf, ysh, np.array(np.shape(like), dtype=np.int64), True)
-    return out.reshape(like.shape) if isinstance(like, np.ndarray) else float(out[0])
+    if isinstance(like, np.ndarray):
+        return _in_dtype(out.reshape(like.shape), adjoint_dtype(like))
+    return scalar_adjoint(out[0], like)
 
 
 @overload(einsum_into, prefer_literal=True)
@@ -339,9 +375,12 @@ def _ol_einsum_into(spec, like, x, y=None):
             return lambda spec, like, x, y=None: kern(like, x)
         return lambda spec, like, x, y=None: kern(like, x, y)
     if isinstance(like, types.Array) and like.ndim > 0:
-        return lambda spec, like, x, y=None: _einsum(spec, x, y, _shape_arr(like), True, False)[0].reshape(like.shape)
+        dt = _nb_adj_dtype(like.dtype)
+        return lambda spec, like, x, y=None: _in_dtype(
+            _einsum(spec, x, y, _shape_arr(like), True, False)[0], dt).reshape(like.shape)
     if _is_scalar_type(like) or isinstance(like, types.Array):
-        return lambda spec, like, x, y=None: _einsum(spec, x, y, np.zeros(0, np.int64), True, False)[0][0]
+        cast = _nb_adj_scalar(like)
+        return lambda spec, like, x, y=None: cast(_einsum(spec, x, y, np.zeros(0, np.int64), True, False)[0][0])
     raise TypingError(f"einsum_into: unsupported type {like}")
 
 
@@ -503,9 +542,12 @@ def logabsdet(a):
     return np.linalg.slogdet(a)[1]
 
 
+# numba's slogdet of a float32 matrix is float64, NumPy's float32
+
 @overload(logabsdet)
 def _ol_logabsdet(a):
-    return lambda a: np.linalg.slogdet(a)[1]
+    cast = _nb_adj_scalar(a)
+    return lambda a: cast(np.linalg.slogdet(a)[1])
 
 
 def slogdet_sign(a):
@@ -515,4 +557,5 @@ def slogdet_sign(a):
 
 @overload(slogdet_sign)
 def _ol_slogdet_sign(a):
-    return lambda a: np.linalg.slogdet(a)[0]
+    cast = _nb_adj_scalar(a)
+    return lambda a: cast(np.linalg.slogdet(a)[0])

@@ -12,11 +12,12 @@ from numba import njit, types
 from numba.core.errors import TypingError
 from llvmlite import ir
 from numba.extending import intrinsic, overload
-from numba.np.numpy_support import as_dtype
+from numba.np.numpy_support import as_dtype, from_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from .core import (_gather, _is_none_type, _is_scalar_type, _scatter_add, block_offsets, merged_axes,
-                               run_sum, sum_all, unbroadcast)
+from .core import (_gather, _is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar, _scatter_add,
+                               adjoint_dtype, block_offsets, merged_axes, run_sum, scalar_adjoint, sum_all,
+                               unbroadcast)
 
 __all__ = [
     "sum_reduce",
@@ -68,6 +69,19 @@ def _kept_shape(x, axis):
     """x's shape with the reduced axes set to 1 (the `keepdims=True` shape)."""
     red = _axes(x.ndim, axis)
     return tuple(1 if i in red else n for i, n in enumerate(x.shape))
+
+
+def _adj_scalar(value, like):
+    """`value` as a scalar in the adjoint precision of `like` (an array or a scalar): np.float32 for
+    float32, a Python float otherwise; `_nb_adj_scalar`'s cast in Python."""
+    return np.float32(value) if adjoint_dtype(like) == np.float32 else float(value)
+
+
+def _ones_where(cond, like):
+    """1.0 where `cond`, 0.0 elsewhere, in the adjoint precision of `like`."""
+    if isinstance(cond, np.ndarray):
+        return cond.astype(adjoint_dtype(like))
+    return _adj_scalar(cond, like)
 
 
 def _red_flags(n, axis):
@@ -273,25 +287,25 @@ def _sum_block(xf, out, outer, n, inner):
 def _extremum_pick(largest: bool):
     """pick(m, v): the larger (smaller) of two values, nan if either is nan, as NumPy's max (min).
 
-    For two float64s, LLVM's `maximum`/`minimum` (also -0.0 below 0.0): as a compare and a select, a
-    running maximum stays scalar code; as this intrinsic LLVM vectorizes it, reductions included
-    (rows of 1000: 42 -> 19 us per 100 rows; of 100: 48 -> 34 us per 1000)."""
+    For two float64s (or two float32s), LLVM's `maximum`/`minimum` (also -0.0 below 0.0): as a compare
+    and a select, a running maximum stays scalar code; as this intrinsic LLVM vectorizes it, reductions
+    included (rows of 1000: 42 -> 19 us per 100 rows; of 100: 48 -> 34 us per 1000)."""
     name = "llvm.maximum" if largest else "llvm.minimum"
 
     @intrinsic
     def ieee(typingctx, m, v):
         def codegen(context, builder, signature, args):
-            double = ir.DoubleType()
-            fn = builder.module.declare_intrinsic(name, [double], ir.FunctionType(double, [double, double]))
+            real = context.get_value_type(signature.return_type)
+            fn = builder.module.declare_intrinsic(name, [real], ir.FunctionType(real, [real, real]))
             return builder.call(fn, args)
-        return types.float64(types.float64, types.float64), codegen
+        return m(m, m), codegen
 
     def pick(m, v):
         raise NotImplementedError("compiled only")
 
     @overload(pick, inline="always")
     def _ol_pick(m, v):
-        if m == types.float64 and v == types.float64:
+        if m == v and m in (types.float32, types.float64):
             return lambda m, v: ieee(m, v)
         if largest:
             return lambda m, v: v if (v > m or v != v) else m
@@ -344,7 +358,7 @@ def _extremum_share(gf, x, of, red):
         return _ext_adjoint(gf, _flat(x), of, grp, groups)
     if gf.size != outer * inner or of.size != outer * inner:
         raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-    result = np.zeros(x.size)
+    result = np.zeros(x.size, gf.dtype)
     _share_block_into(gf, _flat(x), of, result, outer, n, inner)
     return result
 
@@ -386,16 +400,16 @@ def _groups(x, red):
     return grp, s
 
 
-def _flat_of(v):
-    """numba only: v as a flat float64 array (a scalar gives one entry)."""
+def _flat_of(v, dt):
+    """numba only: v as a flat array of dtype dt (a scalar gives one entry)."""
     raise NotImplementedError
 
 
 @overload(_flat_of)
-def _ol_flat_of(v):
+def _ol_flat_of(v, dt):
     if _is_scalar_type(v):
-        return lambda v: np.full(1, np.float64(v))
-    return lambda v: np.ascontiguousarray(v).reshape(v.size).astype(np.float64)
+        return lambda v, dt: np.full(1, v, dt)
+    return lambda v, dt: np.ascontiguousarray(v).reshape(v.size).astype(dt)
 
 
 @njit
@@ -405,9 +419,9 @@ def _flat(x):
 
 @njit
 def _ext_mask(xf, of, grp, n):
-    """1/k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
-    count = np.zeros(n)
-    m = np.zeros(xf.size)
+    """1/k on the k entries of each group equal to its value in `of`, 0 elsewhere; of's dtype."""
+    count = np.zeros(n, of.dtype)
+    m = np.zeros(xf.size, of.dtype)
     for k in range(xf.size):
         if xf[k] == of[grp[k]]:
             count[grp[k]] += 1.0
@@ -419,12 +433,12 @@ def _ext_mask(xf, of, grp, n):
 
 
 @njit
-def _lone_zero(xf, grp, n):
+def _lone_zero(xf, grp, n, dt):
     count = np.zeros(n, np.int64)
     for k in range(xf.size):
         if xf[k] == 0:
             count[grp[k]] += 1
-    m = np.zeros(xf.size)
+    m = np.zeros(xf.size, dt)
     for k in range(xf.size):
         if xf[k] == 0 and count[grp[k]] == 1:
             m[k] = 1.0
@@ -432,17 +446,21 @@ def _lone_zero(xf, grp, n):
 
 
 @njit
-def _moments(xf, grp, n, ddof, root):
-    """Per group: the centred entries (flat, like xf) and the variance (or, root, the standard deviation)."""
-    total = np.zeros(n)
-    count = np.zeros(n)
+def _moments(xf, grp, n, ddof, root, dt):
+    """Per group: the centred entries (flat, like xf) and the variance (or, root, the standard deviation),
+    computed in the float dtype `dt`, as NumPy computes np.var in x's precision. The counts are integers:
+    a float32 count stops at 2**24."""
+    mean = np.zeros(n, dt)
+    count = np.zeros(n, np.int64)
     for k in range(xf.size):
-        total[grp[k]] += xf[k]
-        count[grp[k]] += 1.0
-    c = np.empty(xf.size)
-    ss = np.zeros(n)
+        mean[grp[k]] += xf[k]
+        count[grp[k]] += 1
+    for j in range(n):
+        mean[j] /= count[j]
+    c = np.empty(xf.size, dt)
+    ss = np.zeros(n, dt)
     for k in range(xf.size):
-        c[k] = xf[k] - total[grp[k]] / count[grp[k]]
+        c[k] = xf[k] - mean[grp[k]]
         ss[grp[k]] += c[k] * c[k]
     for j in range(n):
         ss[j] /= count[j] - ddof
@@ -523,13 +541,15 @@ def sum_expand(g, x, axis=None, keepdims=False):
 @overload(sum_expand)
 def _ol_sum_expand(g, x, axis=None, keepdims=False):
     if _is_scalar_type(x):
+        cast = _nb_adj_scalar(x)
         if _is_scalar_type(g):
-            return lambda g, x, axis=None, keepdims=False: np.float64(g)
-        return lambda g, x, axis=None, keepdims=False: np.float64(np.sum(g))
+            return lambda g, x, axis=None, keepdims=False: cast(g)
+        return lambda g, x, axis=None, keepdims=False: cast(np.sum(g))
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"sum_expand: unsupported type {x}")
+    dt = _nb_adj_dtype(x.dtype)
     if _is_scalar_type(g):
-        return lambda g, x, axis=None, keepdims=False: np.full(x.shape, np.float64(g))
+        return lambda g, x, axis=None, keepdims=False: np.full(x.shape, dt.type(g))
     if not isinstance(g, types.Array):
         raise TypingError(f"sum_expand: unsupported type {g}")
     N = x.ndim
@@ -545,7 +565,7 @@ def _ol_sum_expand(g, x, axis=None, keepdims=False):
                 s *= shape[i]
         if s != g.size:
             raise ValueError("sum_expand: g does not have the reduced shape")
-        out = np.empty(x.size, np.float64)
+        out = np.empty(x.size, dt)
         _gather(out, np.ascontiguousarray(g).reshape(g.size), shape, sstr)  # converts as it copies
         return out.reshape(x.shape)
     return impl
@@ -555,8 +575,8 @@ def sum_expand_view(g, x, axis=None, keepdims=False):
     """`sum_expand`'s values as a read-only view shaped like `x`, stride 0 along the summed axes: for
     a value only read (codegen.views), nothing is copied. A float for scalar `x`, as sum_expand."""
     if not isinstance(x, np.ndarray):
-        return float(np.sum(g))
-    g = np.reshape(np.asarray(g, dtype=np.float64), _kept_shape(x, axis))
+        return scalar_adjoint(np.sum(g), x)
+    g = np.reshape(np.asarray(g, dtype=adjoint_dtype(x)), _kept_shape(x, axis))
     return np.broadcast_to(g, x.shape)
 
 
@@ -564,9 +584,10 @@ def sum_expand_view(g, x, axis=None, keepdims=False):
 def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
     if _is_scalar_type(x) or not (isinstance(x, types.Array) and x.ndim > 0):
         return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
+    dt = _nb_adj_dtype(x.dtype)
     if _is_scalar_type(g):
-        return lambda g, x, axis=None, keepdims=False: np.broadcast_to(np.float64(g), x.shape)
-    if not (isinstance(g, types.Array) and g.dtype == types.float64):
+        return lambda g, x, axis=None, keepdims=False: np.broadcast_to(dt.type(g), x.shape)
+    if not (isinstance(g, types.Array) and g.dtype == from_dtype(dt)):  # a view of g only in x's adjoint dtype
         return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
     N = x.ndim
 
@@ -583,16 +604,18 @@ def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
 
 
 def reduce_count(x, axis=None):
-    """How many entries of `x` each result of a reduction over `axis` combines, as a float."""
+    """How many entries of `x` each result of a reduction over `axis` combines, as a float in x's adjoint
+    precision (a float64 count would make a float32 mean, and its adjoint, float64 under numba)."""
     if not isinstance(x, np.ndarray):
-        return 1.0
-    return float(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]))
+        return _adj_scalar(1.0, x)
+    return _adj_scalar(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]), x)
 
 
 @overload(reduce_count)
 def _ol_reduce_count(x, axis=None):
+    cast = _nb_adj_scalar(x)
     if _is_scalar_type(x):
-        return lambda x, axis=None: 1.0
+        return lambda x, axis=None: cast(1.0)
     N = x.ndim
 
     def impl(x, axis=None):
@@ -601,7 +624,7 @@ def _ol_reduce_count(x, axis=None):
         for i in range(N):
             if red[i]:
                 n *= x.shape[i]
-        return n
+        return cast(n)
     return impl
 
 
@@ -627,42 +650,45 @@ def center(x, axis=None):
 @overload(center)
 def _ol_center(x, axis=None):
     if _is_scalar_type(x):
-        return lambda x, axis=None: 0.0
-    N = x.ndim
+        cast = _nb_adj_scalar(x)
+        return lambda x, axis=None: cast(0.0)
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
 
     def impl(x, axis=None):
         grp, n = _groups(x, _red_flags(N, axis))
-        return _moments(_flat(x), grp, n, 0, False)[0].reshape(x.shape)
+        return _moments(_flat(x), grp, n, 0, False, dt)[0].reshape(x.shape)
     return impl
 
 
 def var_reduce(x, axis=None, ddof=0, keepdims=False):
     """np.var(x, axis, ddof=..., keepdims=...)."""
     if not isinstance(x, np.ndarray):
-        return 0.0
+        return scalar_adjoint(0.0, x)
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 @njit
-def _moment(x, red, ddof, root, keep):
-    """Variance (or, root, standard deviation) of x over the `red` axes: (flat result, result shape)."""
+def _moment(x, red, ddof, root, keep, dt):
+    """Variance (or, root, standard deviation) of x over the `red` axes, in dtype dt: (flat result, result shape)."""
     grp, n = _groups(x, red)
-    return _moments(_flat(x), grp, n, ddof, root)[1], _out_shape(_shape_arr(x), red, keep)
+    return _moments(_flat(x), grp, n, ddof, root, dt)[1], _out_shape(_shape_arr(x), red, keep)
 
 
 def _moment_impl(x, axis, keepdims, root, name):
     if _is_scalar_type(x):
-        return lambda x, axis=None, ddof=0, keepdims=False: 0.0
+        cast = _nb_adj_scalar(x)
+        return lambda x, axis=None, ddof=0, keepdims=False: cast(0.0)
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"{name}: unsupported type {x}")
     keep = _literal_bool(keepdims, f"{name}: keepdims")
-    N = x.ndim
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
     M = N if keep else N - _n_reduced(axis, N)
     if M == 0:
-        return lambda x, axis=None, ddof=0, keepdims=False: _moment(x, _red_flags(N, axis), ddof, root, keep)[0][0]
+        return lambda x, axis=None, ddof=0, keepdims=False: \
+            _moment(x, _red_flags(N, axis), ddof, root, keep, dt)[0][0]
 
     def impl(x, axis=None, ddof=0, keepdims=False):
-        out, oshape = _moment(x, _red_flags(N, axis), ddof, root, keep)
+        out, oshape = _moment(x, _red_flags(N, axis), ddof, root, keep, dt)
         return out.reshape(to_fixed_tuple(oshape, M))
     return impl
 
@@ -675,7 +701,7 @@ def _ol_var_reduce(x, axis=None, ddof=0, keepdims=False):
 def std_reduce(x, axis=None, ddof=0, keepdims=False):
     """np.std(x, axis, ddof=..., keepdims=...)."""
     if not isinstance(x, np.ndarray):
-        return 0.0
+        return scalar_adjoint(0.0, x)
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
@@ -702,19 +728,20 @@ def _ol_prod_reduce(x, axis=None, keepdims=False):
 
 def lone_zero(x, axis=None):
     """1.0 where an entry of `x` is the only zero among the entries a reduction over `axis` combines, else 0.0."""
-    zero = (x == 0) * 1.0
+    zero = _ones_where(x == 0, x)
     return zero * (sum_expand(sum_reduce(zero, axis), x, axis) == 1.0)
 
 
 @overload(lone_zero)
 def _ol_lone_zero(x, axis=None):
     if _is_scalar_type(x):
-        return lambda x, axis=None: 1.0 if x == 0 else 0.0
-    N = x.ndim
+        cast = _nb_adj_scalar(x)
+        return lambda x, axis=None: cast(1.0 if x == 0 else 0.0)
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
 
     def impl(x, axis=None):
         grp, n = _groups(x, _red_flags(N, axis))
-        return _lone_zero(_flat(x), grp, n).reshape(x.shape)
+        return _lone_zero(_flat(x), grp, n, dt).reshape(x.shape)
     return impl
 
 
@@ -745,25 +772,27 @@ def _ol_min_reduce(x, axis=None, keepdims=False):
 def extremum_mask(x, out, axis=None, keepdims=False):
     """d max/d x (or d min/d x) for `out` = the max (min) of `x` over `axis`: 1/k on each of the k entries
     equal to the extremum (ties share the gradient equally), 0 elsewhere."""
-    hit = (x == sum_expand(out, x, axis, keepdims)) * 1.0
+    hit = _ones_where(x == sum_expand(out, x, axis, keepdims), x)
     return hit / sum_expand(sum_reduce(hit, axis), x, axis)
 
 
 @overload(extremum_mask)
 def _ol_extremum_mask(x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
-        return lambda x, out, axis=None, keepdims=False: 1.0 if x == out else 0.0
+        cast = _nb_adj_scalar(x)
+        return lambda x, out, axis=None, keepdims=False: cast(1.0 if x == out else 0.0)
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):  # over every entry: one group of one run, none of the machinery for groups along axes
         def over_all(x, out, axis=None, keepdims=False):
-            result = np.zeros(x.size)
-            _share_block_into(np.ones(1), _flat(x), _flat_of(out), result, 1, x.size, 1)
+            result = np.zeros(x.size, dt)
+            _share_block_into(np.ones(1, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
 
     def impl(x, out, axis=None, keepdims=False):
         red = _red_flags(N, axis)
-        return _extremum_share(np.ones(_n_kept(x, red)), x, _flat_of(out), red).reshape(x.shape)
+        return _extremum_share(np.ones(_n_kept(x, red), dt), x, _flat_of(out, dt), red).reshape(x.shape)
     return impl
 
 
@@ -777,24 +806,27 @@ def extremum_adjoint(g, x, out, axis=None, keepdims=False):
 @overload(extremum_adjoint)
 def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
-        return lambda g, x, out, axis=None, keepdims=False: g if x == out else 0.0 * g
+        cast = _nb_adj_scalar(x)
+        return lambda g, x, out, axis=None, keepdims=False: cast(g if x == out else 0.0 * g)
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):
         def over_all(g, x, out, axis=None, keepdims=False):
-            result = np.zeros(x.size)
-            _share_block_into(_flat_of(g), _flat(x), _flat_of(out), result, 1, x.size, 1)
+            result = np.zeros(x.size, dt)
+            _share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
 
     def impl(g, x, out, axis=None, keepdims=False):
-        return _extremum_share(_flat_of(g), x, _flat_of(out), _red_flags(N, axis)).reshape(x.shape)
+        return _extremum_share(_flat_of(g, dt), x, _flat_of(out, dt), _red_flags(N, axis)).reshape(x.shape)
     return impl
 
 
 def extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
     """`target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)`; returns target.
     What `codegen.into` makes of that line in compiled text: compiled, each group's share is added
-    where it lands when target is a float64 array shaped like x, without the adjoint array between."""
+    where it lands when target is a float64 or float32 array shaped like x, without the adjoint array
+    between (the shares in target's dtype)."""
     target += unbroadcast(extremum_adjoint(g, x, out, axis, keepdims), target)
     return target
 
@@ -811,13 +843,14 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         return _as_written_into(target, g, x, out, axis, keepdims)
 
     if not (isinstance(target, types.Array) and isinstance(x, types.Array) and target.ndim == x.ndim
-            and target.dtype == types.float64 and target.layout == "C"):
+            and target.dtype in (types.float64, types.float32) and target.layout == "C"):
         return as_written
+    dt = as_dtype(target.dtype)
     if _is_none_type(axis):
         def over_all(target, g, x, out, axis=None, keepdims=False):
             if target.shape != x.shape:
                 return _as_written_into(target, g, x, out, axis, keepdims)
-            _share_block_into(_flat_of(g), _flat(x), _flat_of(out), target.reshape(target.size), 1, x.size, 1)
+            _share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), target.reshape(target.size), 1, x.size, 1)
             return target
         return over_all
     N = x.ndim
@@ -827,7 +860,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         outer, n, inner = _block(_shape_arr(x), red)
         if target.shape != x.shape or n < 0:
             return _as_written_into(target, g, x, out, axis, keepdims)
-        gf, of = _flat_of(g), _flat_of(out)
+        gf, of = _flat_of(g, dt), _flat_of(out, dt)
         if gf.size != outer * inner or of.size != outer * inner:
             raise ValueError("extremum adjoint: g or out does not have the reduced shape")
         _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
@@ -837,36 +870,39 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
 
 @njit
 def _share_block_into(gf, xf, of, result, outer, n, inner):
-    """result += gf[group] / k on the k entries of each group equal to of[group] (flat, like xf)."""
+    """result += gf[group] / k on the k entries of each group equal to of[group] (flat, like xf); the
+    shares in result's dtype (the float64 share of a float32 g would make the loops convert)."""
+    real = result.dtype.type
+    zero = real(0)
     if inner == 1:  # the last axis reduced: each group is one run of memory (slices: loops from 0 vectorize)
         for o in range(outer):
             row, into, m, k = xf[o * n:(o + 1) * n], result[o * n:(o + 1) * n], of[o], 0
             for r in range(n):
                 k += row[r] == m  # an integer count: LLVM does not reorder a float sum
-            share = gf[o] / k if k > 0 else 0.0
+            share = real(gf[o]) / real(k) if k > 0 else zero
             for r in range(n):
-                into[r] += share if row[r] == m else 0.0
+                into[r] += share if row[r] == m else zero
         return
     for o in range(outer):
         base = o * n * inner
         for i in range(inner):
-            m, k = of[o * inner + i], 0.0
+            m, k = of[o * inner + i], zero
             for r in range(n):
-                k += 1.0 if xf[base + r * inner + i] == m else 0.0
-            share = gf[o * inner + i] / k if k > 0 else 0.0
+                k += real(1) if xf[base + r * inner + i] == m else zero
+            share = real(gf[o * inner + i]) / k if k > 0 else zero
             for r in range(n):
                 at = base + r * inner + i
-                result[at] += share if xf[at] == m else 0.0
+                result[at] += share if xf[at] == m else zero
 
 
 @njit
 def _ext_adjoint(gf, xf, of, grp, n):
-    """gf[group] / k on the k entries of each group equal to its value in `of`, 0 elsewhere."""
-    count = np.zeros(n)
+    """gf[group] / k on the k entries of each group equal to its value in `of`, 0 elsewhere; gf's dtype."""
+    count = np.zeros(n, gf.dtype)
     for k in range(xf.size):
         if xf[k] == of[grp[k]]:
             count[grp[k]] += 1.0
-    result = np.zeros(xf.size)
+    result = np.zeros(xf.size, gf.dtype)
     for k in range(xf.size):
         if xf[k] == of[grp[k]]:
             result[k] = gf[grp[k]] / count[grp[k]]
@@ -937,21 +973,22 @@ def _ol_cumsum_axis(x, axis=None):
 def cumsum_adjoint(g, x, axis=None):
     """Adjoint of cumsum_axis: reverse cumulative sums of `g`, shaped like `x`."""
     flip = (lambda a: a[::-1]) if axis is None else (lambda a: np.flip(a, axis))
-    return flip(np.cumsum(flip(np.asarray(g, dtype=np.float64)), axis=axis)).reshape(x.shape)
+    return flip(np.cumsum(flip(np.asarray(g, dtype=adjoint_dtype(x))), axis=axis)).reshape(x.shape)
 
 
 @overload(cumsum_adjoint)
 def _ol_cumsum_adjoint(g, x, axis=None):
     if not isinstance(g, types.Array) or g.ndim == 0:
         raise TypingError(f"cumsum_adjoint: unsupported type {g}")
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):
         def flat(g, x, axis=None):
-            out = np.ascontiguousarray(g).reshape(g.size).astype(np.float64)
+            out = np.ascontiguousarray(g).reshape(g.size).astype(dt)
             return _cum_along(out, _shape_arr(out), 0, SUM, True).reshape(x.shape)
         return flat
 
     def along(g, x, axis=None):
-        return _cum_along(np.ascontiguousarray(g).astype(np.float64), _shape_arr(g), axis, SUM, True).reshape(x.shape)
+        return _cum_along(np.ascontiguousarray(g).astype(dt), _shape_arr(g), axis, SUM, True).reshape(x.shape)
     return along
 
 
@@ -968,12 +1005,12 @@ def _ol_cumprod_axis(x, axis=None):
 def first_zero(x, axis=None):
     """1.0 at the first zero along `axis` (C order for None), else 0.0; x's shape."""
     zero = x == 0
-    return (zero & (cumsum_axis(zero, axis).reshape(x.shape) == 1)) * 1.0
+    return _ones_where(zero & (cumsum_axis(zero, axis).reshape(x.shape) == 1), x)
 
 
 @njit
-def _first_zero(x3):
-    m = np.zeros(x3.shape)
+def _first_zero(x3, dt):
+    m = np.zeros(x3.shape, dt)
     for o in range(x3.shape[0]):
         for i in range(x3.shape[2]):
             for j in range(x3.shape[1]):
@@ -985,15 +1022,16 @@ def _first_zero(x3):
 
 @overload(first_zero)
 def _ol_first_zero(x, axis=None):
+    dt = _nb_adj_dtype(x.dtype)
     if _is_none_type(axis):
-        return lambda x, axis=None: _first_zero(_flat(x).reshape((1, x.size, 1))).reshape(x.shape)
+        return lambda x, axis=None: _first_zero(_flat(x).reshape((1, x.size, 1)), dt).reshape(x.shape)
     N = x.ndim
 
     def impl(x, axis=None):
         a = axis + N if axis < 0 else axis
         if a < 0 or a >= N:
             raise ValueError("axis out of range")
-        return _first_zero(np.ascontiguousarray(x).reshape(_split(_shape_arr(x), a))).reshape(x.shape)
+        return _first_zero(np.ascontiguousarray(x).reshape(_split(_shape_arr(x), a)), dt).reshape(x.shape)
     return impl
 
 
@@ -1049,9 +1087,9 @@ def _ol_diff_axis(x, n=1, axis=-1):
 
 def diff_adjoint(g, x, n=1, axis=-1):
     """Adjoint of diff_axis(x, n, axis): the transposed difference applied n times to `g`; x's shape."""
-    g = np.moveaxis(np.asarray(g, dtype=np.float64), axis, -1)
+    g = np.moveaxis(np.asarray(g, dtype=adjoint_dtype(x)), axis, -1)
     for _ in range(n):
-        r = np.zeros(g.shape[:-1] + (g.shape[-1] + 1,))
+        r = np.zeros(g.shape[:-1] + (g.shape[-1] + 1,), g.dtype)
         r[..., :-1] -= g
         r[..., 1:] += g
         g = r
@@ -1062,21 +1100,30 @@ def diff_adjoint(g, x, n=1, axis=-1):
 def _ol_diff_adjoint(g, x, n=1, axis=-1):
     if not isinstance(g, types.Array) or g.ndim == 0:
         raise TypingError(f"diff_adjoint: unsupported type {g}")
+    dt = _nb_adj_dtype(x.dtype)
 
     def impl(g, x, n=1, axis=-1):
-        a3, shape = _diff_apply(np.ascontiguousarray(g).astype(np.float64), n, axis, True)
+        a3, shape = _diff_apply(np.ascontiguousarray(g).astype(dt), n, axis, True)
         return a3.reshape(x.shape)
     return impl
 
 
 def trace_adjoint(g, x, offset=0):
     """Adjoint of np.trace(x, offset) for 2-D x: `g` on that diagonal, zeros elsewhere."""
-    return np.eye(x.shape[0], x.shape[1], offset) * g
+    out = np.eye(x.shape[0], x.shape[1], offset, adjoint_dtype(x))
+    out *= g  # in place: x's dtype, whatever g's
+    return out
 
 
 @overload(trace_adjoint)
 def _ol_trace_adjoint(g, x, offset=0):
-    return trace_adjoint
+    dt = _nb_adj_dtype(x.dtype)
+
+    def impl(g, x, offset=0):
+        out = np.eye(x.shape[0], x.shape[1], offset, dt)
+        out *= g
+        return out
+    return impl
 
 
 # ---------------------------------------------------------------------------
@@ -1135,18 +1182,19 @@ def norm_op(x, ord=None, axis=None, keepdims=False):
 
 
 @njit
-def _norm_terms(xf, kind):
-    """x*x (2-norm) or |x| (1-norm, max-norm), flat float64."""
-    out = np.empty(xf.size)
+def _norm_terms(xf, kind, dt):
+    """x*x (2-norm) or |x| (1-norm, max-norm), flat, of dtype dt."""
+    out = np.empty(xf.size, dt)
     for k in range(xf.size):
         out[k] = xf[k] * xf[k] if kind == EUCLID else abs(xf[k])
     return out
 
 
 @njit
-def _norm(x, kind, red, keep):
-    terms = _norm_terms(_flat(x), kind).reshape(x.shape)
-    out, oshape = _reduce(terms, red, MAX if kind == MAXABS else SUM, keep, np.zeros(_n_kept(x, red)))
+def _norm(x, kind, red, keep, dt):
+    """The norm of x over the `red` axes, computed in dtype dt (x's precision, as NumPy's): (flat result, shape)."""
+    terms = _norm_terms(_flat(x), kind, dt).reshape(x.shape)
+    out, oshape = _reduce(terms, red, MAX if kind == MAXABS else SUM, keep, np.zeros(_n_kept(x, red), dt))
     if kind == EUCLID:
         for j in range(out.size):
             out[j] = np.sqrt(out[j])
@@ -1158,14 +1206,14 @@ def _ol_norm_op(x, ord=None, axis=None, keepdims=False):
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"np.linalg.norm: unsupported type {x}")
     keep = _literal_bool(keepdims, "np.linalg.norm: keepdims")
-    N = x.ndim
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
     M = N if keep else N - _n_reduced(axis, N)
     if M == 0:
         return lambda x, ord=None, axis=None, keepdims=False: \
-            _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep)[0][0]
+            _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep, dt)[0][0]
 
     def impl(x, ord=None, axis=None, keepdims=False):
-        out, oshape = _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep)
+        out, oshape = _norm(x, _norm_kind(x, ord, axis), _red_flags(N, axis), keep, dt)
         return out.reshape(to_fixed_tuple(oshape, M))
     return impl
 
@@ -1184,7 +1232,7 @@ def norm_grad(x, norm, ord=None, axis=None, keepdims=False):
 
 @njit
 def _norm_grad(xf, nf, grp, n, kind):
-    out = np.empty(xf.size)
+    out = np.empty(xf.size, nf.dtype)
     if kind == MAXABS:
         mask = _ext_mask(np.abs(xf), nf, grp, n)
     for k in range(xf.size):
@@ -1201,20 +1249,22 @@ def _norm_grad(xf, nf, grp, n, kind):
 def _ol_norm_grad(x, norm, ord=None, axis=None, keepdims=False):
     if not isinstance(x, types.Array) or x.ndim == 0:
         raise TypingError(f"norm_grad: unsupported type {x}")
-    N = x.ndim
+    N, dt = x.ndim, _nb_adj_dtype(x.dtype)
 
     def impl(x, norm, ord=None, axis=None, keepdims=False):
         kind = _norm_kind(x, ord, axis)
         grp, n = _groups(x, _red_flags(N, axis))
-        return _norm_grad(_flat(x), _flat_of(norm), grp, n, kind).reshape(x.shape)
+        return _norm_grad(_flat(x), _flat_of(norm, dt), grp, n, kind).reshape(x.shape)
     return impl
 
 
 def norm_smooth(x, ord=None, axis=None):
-    """1.0 for the norms with a nonzero second derivative (the 2-norm and Frobenius norm), else 0.0."""
-    return 1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0
+    """1.0 for the norms with a nonzero second derivative (the 2-norm and Frobenius norm), else 0.0; in x's
+    adjoint precision, as the factor of an adjoint."""
+    return _adj_scalar(1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0, x)
 
 
 @overload(norm_smooth)
 def _ol_norm_smooth(x, ord=None, axis=None):
-    return norm_smooth
+    cast = _nb_adj_scalar(x)
+    return lambda x, ord=None, axis=None: cast(1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0)

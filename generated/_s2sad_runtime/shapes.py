@@ -12,7 +12,8 @@ from numba.core.errors import TypingError
 from numba.extending import overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from .core import _is_none_type, _is_scalar_type
+from .core import (_is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar, _np_adj_dtype,
+                                adjoint_dtype, scalar_adjoint)
 
 __all__ = [
     "same_shape",
@@ -56,6 +57,28 @@ def _is_int_tuple(t):
 def _require_array(name, x):
     if not isinstance(x, types.Array):
         raise TypingError(f"{name}: an array is required, got {x}")
+
+
+def _nb_adj(t):
+    """numba: the adjoint dtype (np.dtype) of a value of type `t`, an array or a scalar."""
+    return _nb_adj_dtype(t.dtype if isinstance(t, types.Array) else t)
+
+
+def _in_dtype(a, dtype):
+    """Array `a` in `dtype`: `a` itself when it has it already, else a converted copy (Python and numba;
+    under numba the copy is C-contiguous, so it reshapes)."""
+    return a if a.dtype == dtype else a.astype(dtype)
+
+
+@overload(_in_dtype)
+def _ol_in_dtype(a, dtype):
+    _require_array("_in_dtype", a)
+    target = dtype.dtype if isinstance(dtype, (types.DType, types.NumberClass)) else None
+    if target is None:
+        raise TypingError(f"_in_dtype: a dtype is required, got {dtype}")
+    if a.dtype == target:
+        return lambda a, dtype: a
+    return lambda a, dtype: np.ascontiguousarray(a.astype(dtype))
 
 
 @njit
@@ -155,31 +178,34 @@ def _ol_reshape_any(x, shape):
 
 
 def reshape_like(t, like):
-    """`t` reshaped to the shape of `like`: a float when `like` is a scalar (the transpose of any reshape)."""
+    """`t` reshaped to the shape of `like`, as `like`'s adjoint: in its precision, a scalar when `like` is
+    one (the transpose of any reshape)."""
     if isinstance(like, np.ndarray):
-        return np.reshape(t, like.shape)
-    return float(np.reshape(t, ()))
+        return _in_dtype(np.reshape(t, like.shape), _np_adj_dtype(like.dtype))
+    return scalar_adjoint(np.reshape(t, ()), like)
 
 
 @overload(reshape_like)
 def _ol_reshape_like(t, like):
     if _is_scalar_type(like):
+        cast = _nb_adj_scalar(like)
         if _is_scalar_type(t):
-            return lambda t, like: t
+            return lambda t, like: cast(t)
 
         def to_scalar(t, like):
             if t.size != 1:
                 raise ValueError("reshape_like: cannot reshape an array of size > 1 to a scalar")
-            return _flat(t)[0]
+            return cast(_flat(t)[0])
         return to_scalar
     _require_array("reshape_like", like)
+    dt = _nb_adj_dtype(like.dtype)
     if _is_scalar_type(t):
         def from_scalar(t, like):
             if like.size != 1:
                 raise ValueError("reshape_like: cannot reshape a scalar to an array of size > 1")
-            return np.full(like.shape, t)
+            return np.full(like.shape, t, dt)
         return from_scalar
-    return lambda t, like: np.ascontiguousarray(t).reshape(like.shape)
+    return lambda t, like: np.ascontiguousarray(_in_dtype(t, dt)).reshape(like.shape)
 
 
 def squeeze_any(x, axis=None):
@@ -305,11 +331,12 @@ def _ol_atleast_3d(x):
 # ---------------------------------------------------------------------------
 
 def diag_adjoint(t, like, k=0):
-    """The transpose of np.diag(like, k): for a matrix `like`, zeros of its shape with `t` on diagonal k;
-    for a vector `like`, diagonal k of the matrix `t`."""
+    """The transpose of np.diag(like, k), in `like`'s precision: for a matrix `like`, zeros of its shape with
+    `t` on diagonal k; for a vector `like`, diagonal k of the matrix `t`."""
+    dt = adjoint_dtype(like)
     if np.ndim(like) == 1:
-        return np.diag(t, k).copy()
-    out = np.zeros(np.shape(like))
+        return np.diag(t, k).astype(dt)
+    out = np.zeros(np.shape(like), dt)
     _put_diagonal(out, t, k)
     return out
 
@@ -326,11 +353,12 @@ _put_diagonal_compiled = njit(_put_diagonal)
 @overload(diag_adjoint)
 def _ol_diag_adjoint(t, like, k=0):
     _require_array("diag_adjoint", like)
+    dt = _nb_adj_dtype(like.dtype)
     if like.ndim == 1:
-        return lambda t, like, k=0: np.diag(t, k)
+        return lambda t, like, k=0: _in_dtype(np.diag(t, k), dt)
 
     def embed(t, like, k=0):
-        out = np.zeros(like.shape)
+        out = np.zeros(like.shape, dt)
         _put_diagonal_compiled(out, t, k)
         return out
     return embed
@@ -531,7 +559,8 @@ def _ol_tile_any(x, reps):
 
 
 def tile_adjoint(t, x, reps):
-    """The transpose of np.tile(., reps): the tiles of `t` summed into the shape of `x` (a float for scalar x)."""
+    """The transpose of np.tile(., reps): the tiles of `t` summed into the shape and precision of `x` (a
+    scalar for scalar x)."""
     x_shape, r = _tile_shapes(np.shape(x), (reps,) if np.ndim(reps) == 0 else reps)
     split = [n for pair in zip(r, x_shape) for n in pair]  # (r0, n0, r1, n1, ...)
     s = np.reshape(t, split).sum(axis=tuple(range(0, 2 * len(r), 2)))
@@ -545,13 +574,14 @@ def _ol_tile_adjoint(t, x, reps):
         raise TypingError(f"tile_adjoint: reps must be an int or a tuple of ints, got {reps}")
     N = x.ndim if isinstance(x, types.Array) else 0
     D = max(N, 1 if isinstance(reps, types.Integer) else len(reps))
+    dt = _nb_adj(x)
 
     def impl(t, x, reps):
         x_shape = _padded(_shape_array(np.shape(x)), D)
         out_shape = x_shape * _padded(_ints(reps), D)
         if t.size != np.prod(out_shape):
             raise ValueError("tile_adjoint: t has the wrong size")
-        sums = np.zeros(np.prod(x_shape), np.float64)
+        sums = np.zeros(np.prod(x_shape), dt)
         flat_t = _flat(t)
         sources = _tile_sources(out_shape, x_shape)
         for k in range(sources.size):
@@ -594,23 +624,25 @@ def _ol_repeat_any(x, repeats, axis=None):
 
 
 def repeat_adjoint(t, x, repeats, axis=None):
-    """The transpose of np.repeat(., repeats, axis): runs of `repeats` entries of `t` summed, shaped like x."""
+    """The transpose of np.repeat(., repeats, axis): runs of `repeats` entries of `t` summed, shaped like x
+    and in its precision."""
     if axis is None:
         return reshape_like(np.reshape(t, (-1, repeats)).sum(axis=1), x)
     a = axis % np.ndim(x)
     shape = x.shape[:a] + (x.shape[a], repeats) + x.shape[a + 1:]
-    return np.reshape(t, shape).sum(axis=a + 1)
+    return _in_dtype(np.reshape(t, shape).sum(axis=a + 1), adjoint_dtype(x))
 
 
 @overload(repeat_adjoint)
 def _ol_repeat_adjoint(t, x, repeats, axis=None):
     _require_array("repeat_adjoint", t)
+    dt = _nb_adj(x)
     if _is_none_type(axis):
         def flat_impl(t, x, repeats, axis=None):
             n = np.size(x)
             if t.size != n * repeats:
                 raise ValueError("repeat_adjoint: t has the wrong size")
-            sums = np.zeros(n, np.float64)
+            sums = np.zeros(n, dt)
             flat_t = _flat(t)
             for i in range(n):
                 for r in range(repeats):
@@ -622,7 +654,7 @@ def _ol_repeat_adjoint(t, x, repeats, axis=None):
 
     def impl(t, x, repeats, axis=None):
         a = _axis(axis, N)
-        out = np.zeros(x.shape, np.float64)
+        out = np.zeros(x.shape, dt)
         src, dst = np.swapaxes(t, 0, a), np.swapaxes(out, 0, a)
         for i in range(x.shape[a]):
             for r in range(repeats):
@@ -729,14 +761,16 @@ def _part_index(big_shape, n, axis, at_end):
 
 
 def concat_part(t, like, axis, at_end):
-    """The first (at_end=0) or last (at_end=1) like.shape[axis] entries of `t` along axis (concatenate's adjoint)."""
+    """The first (at_end=0) or last (at_end=1) like.shape[axis] entries of `t` along axis, in `like`'s precision
+    (concatenate's adjoint)."""
     index = _part_index(np.shape(t), np.shape(like)[axis], axis, at_end)
-    return t[index]
+    return _in_dtype(t[index], adjoint_dtype(like))
 
 
 def concat_embed(h, like, axis, at_end):
-    """Zeros shaped like `like`, `h` at the start (at_end=0) or end (at_end=1) along axis: concat_part's transpose."""
-    out = np.zeros(np.shape(like), np.float64)
+    """Zeros shaped like `like` and in its precision, `h` at the start (at_end=0) or end (at_end=1) along axis:
+    concat_part's transpose."""
+    out = np.zeros(np.shape(like), adjoint_dtype(like))
     index = _part_index(np.shape(like), np.shape(h)[axis], axis, at_end)
     out[index] = h
     return out
@@ -760,6 +794,7 @@ def _ol_concat_part(t, like, axis, at_end):
     _require_array("concat_part", t)
     _require_array("concat_part", like)
     N = t.ndim
+    dt = _nb_adj_dtype(like.dtype)
 
     def impl(t, like, axis, at_end):
         big = _shape_array(t.shape)
@@ -767,7 +802,7 @@ def _ol_concat_part(t, like, axis, at_end):
         a = _axis(axis, N)
         small[a] = like.shape[a]
         offsets = _block_offsets(big, small, _part_start(big, small, a, at_end))
-        return _flat(t)[offsets].reshape(to_fixed_tuple(small, N))
+        return _in_dtype(_flat(t)[offsets], dt).reshape(to_fixed_tuple(small, N))
     return impl
 
 
@@ -775,21 +810,22 @@ def _ol_concat_part(t, like, axis, at_end):
 def _ol_concat_embed(h, like, axis, at_end):
     _require_array("concat_embed", h)
     _require_array("concat_embed", like)
+    dt = _nb_adj_dtype(like.dtype)
 
     def impl(h, like, axis, at_end):
         big, small = _shape_array(like.shape), _shape_array(h.shape)
-        out = np.zeros(like.shape, np.float64)
+        out = np.zeros(like.shape, dt)
         out.reshape(out.size)[_block_offsets(big, small, _part_start(big, small, axis, at_end))] = _flat(h)
         return out
     return impl
 
 
 def unit_like(x, k):
-    """The k-th unit vector in the shape of `x`, 1.0 for a scalar: the tangent a built hessian's loop
-    seeds, in code numba compiles for a float `x` as for an array."""
+    """The k-th unit vector in the shape and precision of `x`, 1.0 for a scalar: the tangent a built
+    hessian's loop seeds, in code numba compiles for a float `x` as for an array."""
     if np.ndim(x) == 0:
-        return 1.0
-    e = np.zeros(np.size(x))
+        return scalar_adjoint(1.0, x)
+    e = np.zeros(np.size(x), adjoint_dtype(x))
     e[k] = 1.0
     return e.reshape(np.shape(x))
 
@@ -797,10 +833,12 @@ def unit_like(x, k):
 @overload(unit_like)
 def _ol_unit_like(x, k):
     if _is_scalar_type(x):
-        return lambda x, k: 1.0
+        cast = _nb_adj_scalar(x)
+        return lambda x, k: cast(1.0)
+    dt = _nb_adj_dtype(x.dtype)
 
     def impl(x, k):
-        e = np.zeros(x.size)
+        e = np.zeros(x.size, dt)
         e[k] = 1.0
         return e.reshape(x.shape)
     return impl
@@ -824,13 +862,17 @@ def _ol_set_column(h, k, t):
 
 
 def square_block(h, x):
-    """The (size, size) matrix `h` of second derivatives in the shape x.shape + x.shape (a float for a
-    scalar `x`)."""
-    return h.reshape(np.shape(x) * 2) if np.ndim(x) else float(h[0, 0])
+    """The (size, size) matrix `h` of second derivatives in the shape x.shape + x.shape and the precision
+    of `x` (a scalar for a scalar `x`)."""
+    if np.ndim(x):
+        return _in_dtype(h.reshape(np.shape(x) * 2), adjoint_dtype(x))
+    return scalar_adjoint(h[0, 0], x)
 
 
 @overload(square_block)
 def _ol_square_block(h, x):
     if _is_scalar_type(x):
-        return lambda h, x: h[0, 0]
-    return lambda h, x: np.ascontiguousarray(h).reshape(x.shape + x.shape)
+        cast = _nb_adj_scalar(x)
+        return lambda h, x: cast(h[0, 0])
+    dt = _nb_adj_dtype(x.dtype)
+    return lambda h, x: np.ascontiguousarray(_in_dtype(h, dt)).reshape(x.shape + x.shape)

@@ -10,11 +10,13 @@ polygamma, from the series below.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numba.extending import overload
+from numba.np.numpy_support import as_dtype
 
-from .core import _is_scalar_type, _nb_adj_dtype
+from .core import _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar
 from .reductions import max_reduce, sum_reduce
+from .shapes import _in_dtype
 
 __all__ = ["sp_erf", "sp_erfc", "sp_expit", "sp_logit", "sp_gammaln", "sp_digamma", "sp_polygamma", "sp_xlogy",
            "sp_logsumexp", "norm_cdf", "norm_pdf", "norm_logpdf"]
@@ -29,12 +31,52 @@ def _scipy_special():
     return scipy.special
 
 
+# A value keeps float32 precision as NumPy's rules give it: it is float32 when an operand is and every
+# array operand is; other scalars adapt, as Python numbers do in NumPy (numba types a Python float as
+# float64, so a float64 scalar adapts under numba too). SciPy computes some functions (polygamma,
+# scipy.stats) in float64 whatever their operands: the Python stand-ins convert those values.
+
+def _float32_value(arrays, scalars):
+    """Whether a value of operands with these array dtypes and scalar dtypes is float32."""
+    return np.dtype(np.float32) in arrays + scalars and all(d == np.float32 for d in arrays)
+
+
+def _kept(value, *operands):
+    """SciPy's `value` in float32 where the operands make it float32 (Python)."""
+    arrays = [v.dtype for v in operands if isinstance(v, np.ndarray)]
+    scalars = [np.result_type(v) for v in operands if not isinstance(v, np.ndarray)]
+    if not _float32_value(arrays, scalars) or np.result_type(value) == np.float32:
+        return value
+    return value.astype(np.float32) if isinstance(value, np.ndarray) else np.float32(value)
+
+
+def _value_dtype(*operands):
+    """numba (typing time): the dtype of a value of operands of these types; omitted operands count not."""
+    arrays = [as_dtype(t.dtype) for t in operands if isinstance(t, types.Array)]
+    scalars = [as_dtype(types.unliteral(t)) for t in operands if _is_scalar_type(t)]
+    return np.dtype(np.float32 if _float32_value(arrays, scalars) else np.float64)
+
+
+def _as_value(v, dtype):
+    """numba only: the number or array `v` in `dtype` (`v` itself where it has it)."""
+    raise NotImplementedError
+
+
+@overload(_as_value)
+def _ol_as_value(v, dtype):
+    if _is_scalar_type(v):
+        cast = _nb_adj_scalar(dtype.dtype)
+        return lambda v, dtype: cast(v)
+    return lambda v, dtype: _in_dtype(v, dtype)
+
+
 def _elementwise(scalar):
     """An overload typer that applies the njit function `scalar` to a number or to each entry of an array."""
 
     def typer(x):
         if _is_scalar_type(x):
-            return lambda x: scalar(x)
+            cast = _nb_adj_scalar(x)
+            return lambda x: cast(scalar(x))
         dtype = _nb_adj_dtype(x.dtype)
 
         def impl(x):
@@ -52,9 +94,10 @@ def _elementwise2(scalar):
     """`_elementwise` for a function of two operands, broadcast together."""
 
     def typer(x, y):
+        dtype = _value_dtype(x, y)
         if _is_scalar_type(x) and _is_scalar_type(y):
-            return lambda x, y: scalar(x, y)
-        dtype = _nb_adj_dtype(y.dtype if not _is_scalar_type(y) else x.dtype)
+            cast = np.float32 if dtype == np.float32 else float
+            return lambda x, y: cast(scalar(x, y))
 
         def impl(x, y):
             shape = np.broadcast_shapes(np.shape(x), np.shape(y))
@@ -188,12 +231,12 @@ def sp_digamma(x):
 
 def sp_polygamma(n, x):
     """scipy.special.polygamma(n, x) for an integer n >= 0 (n = 0 is digamma)."""
-    return _scipy_special().polygamma(n, x)[()]  # SciPy returns a 0-d array for numbers
+    return _kept(_scipy_special().polygamma(n, x)[()], n, x)  # SciPy returns a 0-d array for numbers
 
 
 def sp_xlogy(x, y):
     """scipy.special.xlogy(x, y) = x * log(y), and 0 where x == 0."""
-    return _scipy_special().xlogy(x, y)
+    return _kept(_scipy_special().xlogy(x, y), x, y)
 
 
 def sp_logsumexp(a, axis=None, keepdims=False):
@@ -213,11 +256,14 @@ overload(sp_xlogy)(_elementwise2(_xlogy))
 
 @overload(sp_logsumexp)
 def _ol_sp_logsumexp(a, axis=None, keepdims=False):
+    dt = _value_dtype(a)
+    zero = dt.type(0.0)
+
     def impl(a, axis=None, keepdims=False):
         shift = max_reduce(a, axis, True)
-        shift = np.where(np.isfinite(shift), shift, 0.0)  # all -inf: log(0) = -inf, not nan
+        shift = np.where(np.isfinite(shift), shift, zero)  # all -inf: log(0) = -inf, not nan
         total = sum_reduce(np.exp(a - shift), axis, keepdims)
-        return np.log(total) + sum_reduce(shift, axis, keepdims)
+        return _as_value(np.log(total) + sum_reduce(shift, axis, keepdims), dt)
 
     return impl
 
@@ -228,44 +274,58 @@ def norm_cdf(x, loc=0.0, scale=1.0):
     """scipy.stats.norm.cdf(x, loc, scale)."""
     from scipy.stats import norm
 
-    return norm.cdf(x, loc, scale)
+    return _kept(norm.cdf(x, loc, scale), x, loc, scale)
 
 
 def norm_pdf(x, loc=0.0, scale=1.0):
     """scipy.stats.norm.pdf(x, loc, scale)."""
     from scipy.stats import norm
 
-    return norm.pdf(x, loc, scale)
+    return _kept(norm.pdf(x, loc, scale), x, loc, scale)
 
 
 def norm_logpdf(x, loc=0.0, scale=1.0):
     """scipy.stats.norm.logpdf(x, loc, scale)."""
     from scipy.stats import norm
 
-    return norm.logpdf(x, loc, scale)
+    return _kept(norm.logpdf(x, loc, scale), x, loc, scale)
 
+
+# The overloads bring the operands and constants to the value's dtype first: numba makes a float32
+# array minus a float (the default loc, 0.0) float64.
 
 @overload(norm_cdf)
 def _ol_norm_cdf(x, loc=0.0, scale=1.0):
+    dt = _value_dtype(x, loc, scale)
+    half, sqrt_2 = dt.type(0.5), dt.type(_SQRT_2)
+
     def impl(x, loc=0.0, scale=1.0):
-        return 0.5 * sp_erfc((loc - x) / (scale * _SQRT_2))
+        return half * sp_erfc((_as_value(loc, dt) - _as_value(x, dt)) / (_as_value(scale, dt) * sqrt_2))
 
     return impl
 
 
 @overload(norm_pdf)
 def _ol_norm_pdf(x, loc=0.0, scale=1.0):
+    dt = _value_dtype(x, loc, scale)
+    half, log_sqrt_2pi = dt.type(0.5), dt.type(_LOG_SQRT_2PI)
+
     def impl(x, loc=0.0, scale=1.0):
-        z = (x - loc) / scale
-        return np.exp(-0.5 * z * z - _LOG_SQRT_2PI) / scale
+        s = _as_value(scale, dt)
+        z = (_as_value(x, dt) - _as_value(loc, dt)) / s
+        return np.exp(-half * z * z - log_sqrt_2pi) / s
 
     return impl
 
 
 @overload(norm_logpdf)
 def _ol_norm_logpdf(x, loc=0.0, scale=1.0):
+    dt = _value_dtype(x, loc, scale)
+    half, log_sqrt_2pi = dt.type(0.5), dt.type(_LOG_SQRT_2PI)
+
     def impl(x, loc=0.0, scale=1.0):
-        z = (x - loc) / scale
-        return -0.5 * z * z - _LOG_SQRT_2PI - np.log(scale)
+        s = _as_value(scale, dt)
+        z = (_as_value(x, dt) - _as_value(loc, dt)) / s
+        return -half * z * z - log_sqrt_2pi - np.log(s)
 
     return impl

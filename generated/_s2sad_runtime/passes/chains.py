@@ -207,8 +207,12 @@ def typed_module(text: str, function: str, types_of, home: str) -> str | None:
     if fn is None:
         return None
     body = _fused_lines(fn, lines, types_of)
-    if body is None:
-        return None
+    return None if body is None else module_of(tree, lines, function, body, home)
+
+
+def module_of(tree: ast.Module, lines: list[str], function: str, body: list[str], home: str) -> str:
+    """A module of `function`'s lines `body`, with the imports of the module `tree` (text `lines`, imported
+    as `home`), the helpers the written-out loops call, and the module's other functions from `home`."""
     head = list(dict.fromkeys(line for stmt in tree.body if not isinstance(stmt, ast.FunctionDef)
                               for line in lines[stmt.lineno - 1:stmt.end_lineno]))  # `import a; import b`: one line
     others = [d.name for d in tree.body if isinstance(d, ast.FunctionDef) and d.name != function]
