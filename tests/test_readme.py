@@ -177,6 +177,14 @@ def check_sharing(ns, out):
     assert second.startswith("[")
 
 
+def check_float32(ns, out):
+    assert out.strip() == "float32", out
+    w = ns["w"]
+    g = ns["s2sad"].grad(ns["loss"])(w)
+    assert g.dtype == np.float32
+    assert_close(g, fd(ns["loss"], w.astype(np.float64)), rtol=1e-3, atol=1e-4)
+
+
 def check_numba(ns, out):
     import numba
 
@@ -201,6 +209,7 @@ CHECKS = {
     "Pytrees #0": check_pytrees,
     "Rules for your own functions #0": check_rules,
     "Python you can differentiate #0": check_sharing,
+    "Python you can differentiate #1": check_float32,
 }
 
 RUNNER = """
