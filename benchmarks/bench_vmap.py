@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_vmap.py            # full run, n = 100_000 (10 batches per timing)
     .venv/bin/python benchmarks/bench_vmap.py --quick    # smoke test, n = 10_000 (3 batches per timing)
     python benchmarks/bench_vmap.py --n 1000000 --cuda   # on a GPU machine: adds the CUDA target's rows
+    ... --dtype float32                                   # every input (and so every result) in float32
 
 The workload is the logistic-regression loss of one example, differentiated with respect to the
 shared parameters (W, b) and mapped over the rows of X and Y (see benchmarks/README.md,
@@ -18,7 +19,7 @@ shared parameters (W, b) and mapped over the rows of X and Y (see benchmarks/REA
   the device-array rows run on X stored row-major (NumPy's default) and column-major.
 
 Before timing, both s2sad results are checked against the NumPy closed form (rtol 1e-9,
-atol 1e-12); the script exits with status 1 on a mismatch. A fresh temporary S2SAD_CACHE_DIR is
+atol 1e-12; 1e-4 and 1e-6 in float32) and their dtype; the script exits with status 1 on a mismatch. A fresh temporary S2SAD_CACHE_DIR is
 set before s2sad is imported, so the reported first calls are code generation + numba compile.
 """
 
@@ -57,7 +58,7 @@ def numpy_grads(W, b, X, Y):
 @numba.njit(parallel=True)
 def hand_grads(W, b, X, Y):
     n, d = X.shape
-    dW, db = np.empty((n, d)), np.empty(n)
+    dW, db = np.empty((n, d), X.dtype), np.empty(n, X.dtype)
     for i in numba.prange(n):
         z = b
         for j in range(d):
@@ -75,7 +76,7 @@ def hand_cuda_kernel():
 
     def run(W, b, X, Y):
         n, d = X.shape
-        dW, db = cuda.device_array((n, d)), cuda.device_array(n)
+        dW, db = cuda.device_array((n, d), X.dtype), cuda.device_array(n, X.dtype)
         kernel[(n + 127) // 128, 128](W, b, X, Y, dW, db)
         cuda.synchronize()
         return dW, db
@@ -130,9 +131,13 @@ def jax_grads():
 
 
 def check(target: str, got, want) -> None:
-    """Exit with status 1 when a result disagrees with the NumPy closed form: a wrong gradient is not timed."""
+    """Exit with status 1 when a result disagrees with the NumPy closed form (in its dtype): a wrong gradient
+    is not timed."""
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        if np.shape(g) != np.shape(w) or not np.allclose(g, w, rtol=1e-9, atol=1e-12):
+        single = np.result_type(w) == np.float32
+        rtol, atol = (1e-4, 1e-6) if single else (1e-9, 1e-12)
+        if np.shape(g) != np.shape(w) or np.result_type(g) != np.result_type(w) \
+                or not np.allclose(g, w, rtol=rtol, atol=atol):
             err = np.max(np.abs(g - w)) if np.shape(g) == np.shape(w) else f"shape {np.shape(g)}"
             sys.exit(f"\n*** MISMATCH: s2sad vmap target={target!r}, output {k} (dW, db) disagrees with "
                      f"the NumPy closed form (max abs diff {err}). Not timing a wrong gradient. ***")
@@ -143,15 +148,17 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="n = 10_000 and 3 batches per timing (smoke test)")
     parser.add_argument("--n", type=int, help="number of examples (default 100_000, or 10_000 with --quick)")
     parser.add_argument("--cuda", action="store_true", help='add vmap(target="cuda") rows (needs a GPU)')
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="the inputs' dtype")
     args = parser.parse_args(argv)
     cache = tempfile.TemporaryDirectory(prefix="s2sad-bench-vmap-")
     os.environ["S2SAD_CACHE_DIR"] = cache.name  # read at each first call: cold caches, real first calls
     n, repeat = (10_000, 3) if args.quick else (100_000, 10)
     n = args.n or n
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((n, D))
-    W, b = 0.1 * rng.standard_normal(D), 0.1
-    Y = (rng.uniform(size=n) < 0.5).astype(np.float64)
+    dtype = np.dtype(args.dtype)
+    X = rng.standard_normal((n, D)).astype(dtype)
+    W, b = (0.1 * rng.standard_normal(D)).astype(dtype), dtype.type(0.1)
+    Y = (rng.uniform(size=n) < 0.5).astype(dtype)
     inputs = (W, b, X, Y)
     want = numpy_grads(*inputs)
 
@@ -214,7 +221,7 @@ def main(argv=None) -> None:
     if args.cuda:
         name = getattr(cuda.get_current_device(), "name", b"numba's CUDA simulator")
         print(f"GPU: {name.decode() if isinstance(name, bytes) else name}")
-    print(f"n = {n:,} examples, d = {D}; per-call times: best of {repeat} batches (median in parentheses); "
+    print(f"n = {n:,} examples, d = {D}, {dtype}; per-call times: best of {repeat} batches (median in parentheses); "
           "ratios use the best. first call = vmap(grad(...)) + its first call, empty cache "
           "(codegen + numba compile)\n")
     print("| " + " | ".join(header) + " |")

@@ -542,7 +542,7 @@ class _Forward(_Transform):
         return self.compiled("derivative")
 
 
-_LEAF_TYPES = (float, np.ndarray, int, np.float64, bool)  # arguments that need no flattening
+_LEAF_TYPES = (float, np.ndarray, int, np.float64, np.float32, bool)  # arguments that need no flattening
 _MEMO: dict[tuple, _Transform] = {}
 
 

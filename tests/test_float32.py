@@ -171,3 +171,17 @@ def test_integers_beside_float_variables_become_float32():
     kinds = {"g": types.float32, "x": types.float32[:], "i": types.int64, "a": types.float32[:], "b": types.float32}
     module = single_precision_module(text, "f", "home", (), kinds.get)
     assert "a = g * np.float32(2) * x" in module and "x[i + 1] ** 2" in module and "b / np.float32(3)" in module
+
+
+def scaled_wave(w, c, x):
+    return c * wave(w, x)
+
+
+def test_cuda_device_arrays_beside_a_numpy_float32_scalar():
+    from numba import cuda
+
+    w, xs = X[:4].astype(np.float32), R.normal(size=(5, 4)).astype(np.float32)
+    per_example = s2sad.vmap(s2sad.grad(scaled_wave), in_axes=(None, None, 0), target="cuda")
+    on_device = per_example(cuda.to_device(w), np.float32(0.5), cuda.to_device(xs)).copy_to_host()
+    assert on_device.dtype == np.float32
+    np.testing.assert_allclose(on_device, per_example(w, np.float32(0.5), xs), rtol=1e-6)
