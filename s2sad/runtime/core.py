@@ -71,15 +71,21 @@ def adjoint_dtype(like):
 
 
 def scalar_adjoint(value, like):
-    """`value` as the adjoint of the scalar `like`: np.float32 for a np.float32, a Python float otherwise."""
-    return like.dtype.type(value) if isinstance(like, np.floating) and like.dtype != np.float64 else float(value)
+    """`value` as a scalar in the adjoint precision of `like` (a scalar or an array): np.float32 for float32, a
+    Python float otherwise."""
+    dtype = adjoint_dtype(like)
+    return dtype.type(value) if dtype.kind == "f" and dtype != np.float64 else float(value)
+
+
+def _nb_adj_of(t):
+    """numba: the adjoint dtype (np.dtype) of a value of type `t`, an array or a scalar."""
+    return _nb_adj_dtype(t.dtype if isinstance(t, types.Array) else t)
 
 
 def _nb_adj_scalar(t):
     """numba: the function that makes a value the scalar adjoint of a value of type `t` (array or scalar),
     for an overload to close over: np.float32 for float32, float (float64) otherwise."""
-    dtype = t.dtype if isinstance(t, types.Array) else t
-    return np.float32 if dtype == types.float32 else float
+    return np.float32 if _nb_adj_of(t) == np.float32 else float
 
 
 def _is_scalar_type(t):
@@ -1099,7 +1105,7 @@ def batch_empty(n, like):
 
 @overload(batch_empty)
 def _ol_batch_empty(n, like):
-    dt = _nb_adj_dtype(like.dtype if isinstance(like, types.Array) else like)
+    dt = _nb_adj_of(like)
     if _is_scalar_type(like):
         return lambda n, like: np.empty(n, dt)
     return lambda n, like: np.empty((n,) + like.shape, dt)

@@ -70,17 +70,11 @@ def _kept_shape(x, axis):
     return tuple(1 if i in red else n for i, n in enumerate(x.shape))
 
 
-def _adj_scalar(value, like):
-    """`value` as a scalar in the adjoint precision of `like` (an array or a scalar): np.float32 for
-    float32, a Python float otherwise; `_nb_adj_scalar`'s cast in Python."""
-    return np.float32(value) if adjoint_dtype(like) == np.float32 else float(value)
-
-
 def _ones_where(cond, like):
     """1.0 where `cond`, 0.0 elsewhere, in the adjoint precision of `like`."""
     if isinstance(cond, np.ndarray):
         return cond.astype(adjoint_dtype(like))
-    return _adj_scalar(cond, like)
+    return scalar_adjoint(cond, like)
 
 
 def _red_flags(n, axis):
@@ -606,8 +600,8 @@ def reduce_count(x, axis=None):
     """How many entries of `x` each result of a reduction over `axis` combines, as a float in x's adjoint
     precision (a float64 count would make a float32 mean, and its adjoint, float64 under numba)."""
     if not isinstance(x, np.ndarray):
-        return _adj_scalar(1.0, x)
-    return _adj_scalar(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]), x)
+        return scalar_adjoint(1.0, x)
+    return scalar_adjoint(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]), x)
 
 
 @overload(reduce_count)
@@ -1260,7 +1254,7 @@ def _ol_norm_grad(x, norm, ord=None, axis=None, keepdims=False):
 def norm_smooth(x, ord=None, axis=None):
     """1.0 for the norms with a nonzero second derivative (the 2-norm and Frobenius norm), else 0.0; in x's
     adjoint precision, as the factor of an adjoint."""
-    return _adj_scalar(1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0, x)
+    return scalar_adjoint(1.0 if _norm_kind(x, ord, axis) == EUCLID else 0.0, x)
 
 
 @overload(norm_smooth)

@@ -11,8 +11,8 @@ from numba.core.errors import TypingError
 from numba.extending import overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from s2sad.runtime.core import (_is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar, _np_adj_dtype,
-                                adjoint_dtype, scalar_adjoint)
+from s2sad.runtime.core import (_is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_of, _nb_adj_scalar,
+                                _np_adj_dtype, adjoint_dtype, scalar_adjoint)
 
 __all__ = [
     "same_shape",
@@ -56,11 +56,6 @@ def _is_int_tuple(t):
 def _require_array(name, x):
     if not isinstance(x, types.Array):
         raise TypingError(f"{name}: an array is required, got {x}")
-
-
-def _nb_adj(t):
-    """numba: the adjoint dtype (np.dtype) of a value of type `t`, an array or a scalar."""
-    return _nb_adj_dtype(t.dtype if isinstance(t, types.Array) else t)
 
 
 def _in_dtype(a, dtype):
@@ -573,7 +568,7 @@ def _ol_tile_adjoint(t, x, reps):
         raise TypingError(f"tile_adjoint: reps must be an int or a tuple of ints, got {reps}")
     N = x.ndim if isinstance(x, types.Array) else 0
     D = max(N, 1 if isinstance(reps, types.Integer) else len(reps))
-    dt = _nb_adj(x)
+    dt = _nb_adj_of(x)
 
     def impl(t, x, reps):
         x_shape = _padded(_shape_array(np.shape(x)), D)
@@ -635,7 +630,7 @@ def repeat_adjoint(t, x, repeats, axis=None):
 @overload(repeat_adjoint)
 def _ol_repeat_adjoint(t, x, repeats, axis=None):
     _require_array("repeat_adjoint", t)
-    dt = _nb_adj(x)
+    dt = _nb_adj_of(x)
     if _is_none_type(axis):
         def flat_impl(t, x, repeats, axis=None):
             n = np.size(x)
