@@ -17,8 +17,8 @@ from s2sad import numba_callable
 from s2sad.numba_callable import attach, jitted
 from s2sad.custom import _Custom
 from s2sad.entry import entry_function
-from s2sad.backend import (compile_function, inferred_return_type, load_module, module_name, passed_check,
-                           record_check, remember_lowered)
+from s2sad.backend import (compile_function, float32_results, inferred_return_type, load_module, module_name,
+                           passed_check, record_check, remember_lowered)
 from s2sad.codegen.module import Generated, jacobian_driver, jvp_module, primal_module, vjp_module
 from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
@@ -407,7 +407,7 @@ class _Reverse(_Transform):
     def scalar_vjp(self, args):
         """(outputs..., grads...) for a scalar output seeded with 1.0; TypeError otherwise."""
         try:
-            result = self.vjp_fn(*args, 1.0)
+            result = _called(self.vjp_fn, *args, 1.0)
         except MemoryError:
             raise self.tape_error() from None  # not the generic handler: rerunning the primal could exhaust memory again
         except Exception:
@@ -432,7 +432,7 @@ class _Reverse(_Transform):
                 self.check_output_once(args, ranks)
                 checked.add(ranks)
         try:
-            result = fn(*args)
+            result = _called(fn, *args)
         except MemoryError:
             raise self.tape_error() from None
         return result if len(self.flat_argnums) + self.n_outputs() > 2 else (result,)
@@ -503,7 +503,7 @@ class _Reverse(_Transform):
         every check of `specialized`; None where the general path must run on every call."""
         if self.backend == "python" or len(args) != len(self.params):
             return None  # the python backend checks the output on every call; defaults need binding
-        key = (specialized.defs, tuple([(type(a), a.ndim) if type(a) is np.ndarray else type(a) for a in leaves]))
+        key = (specialized.defs, tuple([(type(a), a.ndim, a.dtype) if type(a) is np.ndarray else type(a) for a in leaves]))
         entries = self.__dict__.setdefault("_entries", {})
         if key not in entries:
             entries[key] = entry_function(specialized, leaves)
@@ -655,6 +655,25 @@ def _as_float(x):
     return np.asarray(x, dtype=adjoint_dtype(x))
 
 
+def _called(fn: Callable, *args):
+    """`fn(*args)` in NumPy's scalar types: numba returns a float32 scalar as a Python float, so where an
+    argument is float32 those results come back as np.float32, as NumPy (and the python backend) give."""
+    result = fn(*args)
+    for a in args:
+        if type(a) is np.float32 or (type(a) is np.ndarray and a.dtype == np.float32):
+            return as_float32_at(result, float32_results(fn, args))
+    return result
+
+
+def as_float32_at(result, positions: tuple[int, ...]):
+    """`result` (one value or a tuple) with the values at `positions` as np.float32."""
+    if not positions:
+        return result
+    if not isinstance(result, tuple):
+        return np.float32(result)
+    return tuple([np.float32(r) if k in positions else r for k, r in enumerate(result)])
+
+
 def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_BACKEND):
     """`(out, vjp_fun)` (plus `aux` with `has_aux`); `vjp_fun(cotangent)` returns one array per primal.
 
@@ -666,12 +685,12 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = DEFAULT_B
         return _tuple_vjp(fun, primals, backend)
     args += rev.hidden_args()
     rev.check(args)
-    out = rev.primal_fn(*args)
+    out = _called(rev.primal_fn, *args)
     value = out[0] if has_aux else out
 
     def vjp_fun(cotangent):
         _check_cotangent(cotangent, value)
-        return rev.regroup(rev.vjp_fn(*args, _as_float(cotangent))[rev.n_outputs():])
+        return rev.regroup(_called(rev.vjp_fn, *args, _as_float(cotangent))[rev.n_outputs():])
 
     return (value, vjp_fun, rev.aux((None,) + tuple(out[1:]))) if has_aux else (value, vjp_fun)
 
@@ -687,7 +706,7 @@ def _tuple_vjp(fun, primals, backend):
     n = len(primals)
     rev = _reverse(weighted, tuple(range(n)), False, backend, "vjp")
     fwd, leaves = _forward(fun, _float_positions(primals), backend).specialize(primals)
-    out = fwd.primal_fn(*leaves)
+    out = _called(fwd.primal_fn, *leaves)
 
     def vjp_fun(cotangent):
         if not isinstance(cotangent, tuple) or len(cotangent) != len(out):
@@ -695,7 +714,7 @@ def _tuple_vjp(fun, primals, backend):
         for c, o in zip(cotangent, out):
             _check_cotangent(c, o)
         r, args = rev.specialize(tuple(primals) + tuple(_as_float(c) for c in cotangent))
-        return tuple(r.vjp_fn(*args, 1.0)[1:n + 1])
+        return tuple(_called(r.vjp_fn, *args, 1.0)[1:n + 1])
 
     return out, vjp_fun
 
@@ -774,7 +793,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     if fwd.flat_argnums != positions:  # ints among the leaves are constants: differentiate the float ones
         fwd = fwd.with_wrt(positions)
     carried = [flat_tangents[i] for i in positions]  # the tangents of the float primals
-    result = fwd.jvp_fn(*args, *(t if type(t) is float else _as_float(t) for t in carried))
+    result = _called(fwd.jvp_fn, *args, *(t if type(t) is float else _as_float(t) for t in carried))
     fn = fwd.generated.fn
     n = len(fn.outputs)
     return unflatten(fn.output_shape, list(result[:n])), unflatten(fn.output_shape, list(result[n:]))
@@ -1254,7 +1273,7 @@ class differentiate:
         if self._compiled is None:
             self._compiled = _AsWritten(self.__s2sad_fun__, 0, self._options["backend"])
         plain, leaves = self._compiled.specialize(self._compiled.bind(args, kwargs))
-        return plain.primal_fn(*leaves)
+        return _called(plain.primal_fn, *leaves)
 
     def grad(self, *args, **kwargs):
         if self._grad is None:

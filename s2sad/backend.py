@@ -165,6 +165,26 @@ def inferred_return_type(dispatcher, args: tuple, argtypes: tuple | None = None)
     return None if found is None else found[0]
 
 
+def float32_results(dispatcher, args: tuple) -> tuple[int, ...]:
+    """Positions of the scalars that `dispatcher`'s compiled code for `args` types float32 (all of a
+    tuple result, or (0,) for a single scalar): numba returns them as Python floats, where NumPy gives
+    np.float32. Empty on the python backend and where no code is compiled for `args`."""
+    from numba.core import types as nbtypes
+
+    overloads = getattr(dispatcher, "overloads", None)
+    if not overloads:
+        return ()
+    try:
+        compiled = overloads.get(tuple(dispatcher.typeof_pyval(a) for a in args))
+    except (TypeError, ValueError):
+        return ()
+    if compiled is None:
+        return ()
+    result = compiled.signature.return_type
+    items = result.types if isinstance(result, nbtypes.BaseTuple) else (result,)
+    return tuple(k for k, t in enumerate(items) if t == nbtypes.float32)
+
+
 def inferred_types(dispatcher, argtypes: tuple) -> tuple | None:
     """(the return type, numba's type of each variable of `dispatcher`'s function) for arguments of
     `argtypes`, from type inference alone (see inferred_return_type); None where inference fails.

@@ -19,7 +19,7 @@ compiled code:
             return None
         v1 = v0.get('W', MISSING)
         ...
-        if type(v1) is not ndarray or v1.ndim != 2 or v1.dtype.kind != 'f':
+        if type(v1) is not ndarray or v1.ndim != 2 or v1.dtype.char != 'd':
             return None
         ...
         try:
@@ -39,6 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from s2sad import hidden
+from s2sad.backend import float32_results
 from s2sad.tree import LEAF, PyTreeDef, builder_expression
 
 _BY_IDENTITY = {float: "float", int: "int", bool: "bool", np.float64: "np.float64", np.float32: "np.float32",
@@ -55,19 +56,23 @@ def entry_function(transform: Any, leaves: tuple) -> Callable[[tuple], Any] | No
     every check of `transform` (a specialized _Reverse of grad or value_and_grad, its `what`); None
     where a node or a leaf needs the general path (a namedtuple, a registered class, an array
     subclass, a dict with non-string keys)."""
-    try:
-        source = "\n".join(_entry_lines(transform, leaves))
-    except _Unsupported:
-        return None
     fn = transform.compiled("wrapper") if transform.what == "grad" else transform.vjp_fn
     outside = transform.generated.fn.hidden
+    seed = (1.0,) if transform.what == "value_and_grad" else ()
+    single = float32_results(fn, tuple(leaves) + tuple(hidden.values(outside)) + seed)
+    try:
+        source = "\n".join(_entry_lines(transform, leaves, single))
+    except _Unsupported:
+        return None
     namespace = {"ndarray": np.ndarray, "np": np, "MISSING": object(), "compiled": fn,
                  "transform": transform, "outside": lambda: hidden.values(outside)}
     exec(compile(source, f"<s2sad entry for {transform.fun.__name__}>", "exec"), namespace)  # noqa: S102
     return namespace["entry"]
 
 
-def _entry_lines(transform: Any, leaves: tuple) -> list[str]:
+def _entry_lines(transform: Any, leaves: tuple, single: tuple[int, ...] = ()) -> list[str]:
+    """The entry's lines; `single`: the positions of the compiled result that numba types float32, which
+    the entry gives back as np.float32 (numba returns Python floats)."""
     defs = transform.defs or (LEAF,) * len(leaves)
     differentiated = set(transform.flat_argnums)
     params = [f"a{i}" for i in range(len(defs))]
@@ -85,15 +90,17 @@ def _entry_lines(transform: Any, leaves: tuple) -> list[str]:
         body += ["try:", f"    res = compiled({call})", "except MemoryError:",
                  "    raise transform.tape_error() from None"]
         outputs = [f"res[{k}]" for k in range(n)] if n > 1 else ["res"]
+        outputs = [f"np.float32({out})" if k in single else out for k, out in enumerate(outputs)]
     elif transform.what == "value_and_grad":
         body += ["try:", f"    res = compiled({call}, 1.0)", "except MemoryError:",
                  "    raise transform.tape_error() from None", "except Exception:",
                  f"    transform.check_output(({call},))", "    raise", "transform.check_scalar(res[0])"]
-        outputs = [f"res[{k}]" for k in range(1, n + 1)]
+        outputs = [f"np.float32(res[{k}])" if k in single else f"res[{k}]" for k in range(1, n + 1)]
     else:
         raise _Unsupported(transform.what)  # vjp, hessian, ...: the general path
     grads = _rebuilt(transform, defs, outputs)
-    body.append(f"return {grads}" if transform.what == "grad" else f"return res[0], {grads}")
+    value = "np.float32(res[0])" if 0 in single else "res[0]"
+    body.append(f"return {grads}" if transform.what == "grad" else f"return {value}, {grads}")
     return ["def entry(args):", *("    " + line for line in body)]
 
 
@@ -122,14 +129,15 @@ def _unpack(var: str, treedef: PyTreeDef, body: list[str], leaf_vars: list[str],
 
 
 def _leaf_differs(var: str, value: Any, differentiated: bool, by_shape: bool = False) -> str:
-    """A test true when `var` is not a leaf of `value`'s type (and rank) that passes the same checks;
-    `by_shape`: nor one whose axes of length one are the same (the code `np.squeeze` removes them from)."""
+    """A test true when `var` is not a leaf of `value`'s type (an array's rank and dtype too: the dtype
+    picks the compiled code, and so which results are float32) that passes the same checks; `by_shape`:
+    nor one whose axes of length one are the same (the code `np.squeeze` removes them from)."""
     kind = type(value)
     if kind is np.ndarray:
         test = f"type({var}) is not ndarray or {var}.ndim != {value.ndim}"
         if by_shape:
             test += "".join(f" or ({var}.shape[{k}] == 1) is not {n == 1}" for k, n in enumerate(value.shape))
-        return test + f" or {var}.dtype.kind != 'f'" if differentiated else test
+        return test + f" or {var}.dtype.char != {value.dtype.char!r}"
     if kind not in _BY_IDENTITY or (differentiated and kind not in _DIFFERENTIABLE):
         raise _Unsupported(kind.__name__)
     return f"type({var}) is not {_BY_IDENTITY[kind]}"

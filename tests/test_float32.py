@@ -185,3 +185,55 @@ def test_cuda_device_arrays_beside_a_numpy_float32_scalar():
     on_device = per_example(cuda.to_device(w), np.float32(0.5), cuda.to_device(xs)).copy_to_host()
     assert on_device.dtype == np.float32
     np.testing.assert_allclose(on_device, per_example(w, np.float32(0.5), xs), rtol=1e-6)
+
+
+def scaled_tanh(x, a):
+    return np.sum(np.tanh(x) * x) * a
+
+
+def test_float32_scalars_come_back_as_numpy_float32(backend):
+    """numba returns a float32 scalar as a Python float; s2sad gives NumPy's np.float32, on the first call (the
+    general path) and on later ones (the entry written for the call's structure)."""
+    x, a = X.astype(np.float32), np.float32(1.5)
+    expected = scaled_tanh(x, a)
+    assert type(expected) is np.float32
+    vg = s2sad.value_and_grad(scaled_tanh, argnums=(0, 1), backend=backend)
+    for _ in range(3):
+        value, (gx, ga) = vg(x, a)
+        assert (type(value), gx.dtype, type(ga)) == (np.float32, np.float32, np.float32)
+        np.testing.assert_allclose(value, expected, rtol=1e-6)
+        np.testing.assert_allclose(ga, _fd(scaled_tanh, (X, 1.5), 1), rtol=1e-5)
+        np.testing.assert_allclose(gx, _fd(scaled_tanh, (X, 1.5), 0), rtol=2e-3, atol=2e-3)
+    value, (gx, ga) = vg(X, 1.5)  # a float64 call beside it keeps float64
+    assert gx.dtype == np.float64 and np.asarray(value).dtype == np.float64 and np.asarray(ga).dtype == np.float64
+    square = s2sad.grad(lambda s: s * s * 3.0, backend=backend)
+    for _ in range(2):
+        g = square(np.float32(2.0))
+        assert type(g) is np.float32 and g == np.float32(12.0)
+    out, tangent = s2sad.jvp(scaled_tanh, (x, a), (np.ones_like(x), np.float32(0.0)), backend=backend)
+    assert (type(out), type(tangent)) == (np.float32, np.float32)
+    np.testing.assert_allclose(tangent, a * np.sum(_fd(tanh_weighted, (X,), 0)), rtol=2e-3)
+
+
+def ridge_solve(A, b, lam):
+    """np.eye is float64: NumPy solves this float32 system in float64, where numba's solve refuses mixed dtypes."""
+    n = A.shape[1]
+    x = np.linalg.solve(A.T @ A + lam * np.eye(n), A.T @ b)
+    r = A @ x - b
+    return r @ r + lam * (x @ x)
+
+
+def test_products_and_solves_of_two_dtypes_promote_as_numpy_does(backend):
+    A64, b64 = R.normal(size=(6, 3)), R.normal(size=6)
+    A, b = A64.astype(np.float32), b64.astype(np.float32)
+    value, (gA, gb) = s2sad.value_and_grad(ridge_solve, argnums=(0, 1), backend=backend)(A, b, 0.3)
+    assert np.asarray(value).dtype == np.asarray(ridge_solve(A, b, 0.3)).dtype == np.float64
+    assert (gA.dtype, gb.dtype) == (np.float32, np.float32)
+    # under numba the Python float `lam` is float32 on entry, and meets np.eye as its float32 rounding
+    np.testing.assert_allclose(value, ridge_solve(A, b, 0.3), rtol=1e-12 if backend == "python" else 1e-6)
+    exact = [np.float64(A), np.float64(b), 0.3]  # the float32 values, differentiated in float64
+    np.testing.assert_allclose(gA, _fd(ridge_solve, exact, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gb, _fd(ridge_solve, exact, 1), rtol=1e-4, atol=1e-4)
+    g = s2sad.grad(lambda x, M: np.sum(np.tanh(x @ M)), backend=backend)(X[:4].astype(np.float32), W)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, _fd(lambda x, M: np.sum(np.tanh(x @ M)), (X[:4], W), 0), rtol=1e-4, atol=1e-5)

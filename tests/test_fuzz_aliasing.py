@@ -2,10 +2,13 @@
 (tests/fuzz_aliasing.py) must give NumPy's value and a gradient matching finite differences, or be
 refused with a located UnsupportedError. A silent difference, or any other exception, fails.
 
-CI runs a fixed profile: seeds range(S2SAD_ALIAS_FUZZ_EXAMPLES) on the python backend (default 40)
-and range(S2SAD_ALIAS_FUZZ_NUMBA_EXAMPLES) on numba (default 8). For a long run, on demand:
+CI runs a fixed profile: S2SAD_ALIAS_FUZZ_EXAMPLES seeds on the python backend (default 40) and
+S2SAD_ALIAS_FUZZ_NUMBA_EXAMPLES on numba (default 8), from seed S2SAD_ALIAS_FUZZ_FIRST (default 0). For a
+long run, on demand, spread over the machine's cores:
 
     S2SAD_ALIAS_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest -n 0 -q tests/test_fuzz_aliasing.py -k python
+    S2SAD_ALIAS_FUZZ_FIRST=1500 S2SAD_ALIAS_FUZZ_NUMBA_EXAMPLES=8500 \
+        .venv/bin/python -m pytest -n 16 -q tests/test_fuzz_aliasing.py -k numba
 
 `python tests/fuzz_aliasing.py SEED` prints the program of a failing seed.
 """
@@ -22,6 +25,7 @@ from helpers import assert_close
 
 EXAMPLES = int(os.environ.get("S2SAD_ALIAS_FUZZ_EXAMPLES", "40"))
 NUMBA_EXAMPLES = int(os.environ.get("S2SAD_ALIAS_FUZZ_NUMBA_EXAMPLES", "8"))
+FIRST = int(os.environ.get("S2SAD_ALIAS_FUZZ_FIRST", "0"))
 
 
 def _copies(args):
@@ -83,12 +87,12 @@ def check_aliasing_program(seed: int, backend: str) -> None:
             assert_close(g, expected_g)
 
 
-@pytest.mark.parametrize("seed", range(EXAMPLES))
+@pytest.mark.parametrize("seed", range(FIRST, FIRST + EXAMPLES))
 def test_aliasing_program_python(seed):
     check_aliasing_program(seed, "python")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(NUMBA_EXAMPLES))
+@pytest.mark.parametrize("seed", range(FIRST, FIRST + NUMBA_EXAMPLES))
 def test_aliasing_program_numba(seed):
     check_aliasing_program(seed, "numba")
