@@ -10,6 +10,8 @@ sizes come from `like`, whose shape the result takes). Under numba, einsum_op's 
 tensordot_op's `axes` must be constants: they fix the result's rank.
 """
 
+import operator
+
 import numpy as np
 from numba import njit, types
 from numba.core.errors import TypingError
@@ -559,3 +561,34 @@ def slogdet_sign(a):
 def _ol_slogdet_sign(a):
     cast = _nb_adj_scalar(a)
     return lambda a: cast(np.linalg.slogdet(a)[0])
+
+
+# ---------------------------------------------------------------------------
+# products of arrays of two dtypes
+# ---------------------------------------------------------------------------
+
+# numba's BLAS-backed products and solves refuse operands of different dtypes; NumPy promotes them
+# (`A32 @ np.eye(3)` is float64). These overloads match only such mixed pairs, cast both operands to
+# NumPy's result dtype and call numba's own implementation.
+
+def _promoted_pair(a, b):
+    """NumPy's result dtype for two real arrays of different dtypes, else None (numba's own overload)."""
+    real = (types.Float, types.Integer)
+    if not (isinstance(a, types.Array) and isinstance(b, types.Array) and a.dtype != b.dtype
+            and isinstance(a.dtype, real) and isinstance(b.dtype, real)):
+        return None
+    return np.result_type(np.dtype(str(a.dtype)), np.dtype(str(b.dtype)))
+
+
+def _promote_mixed_operands(fn):
+    @overload(fn)
+    def _ol_mixed(a, b):
+        dtype = _promoted_pair(a, b)
+        if dtype is None:
+            return None
+        return lambda a, b: fn(a.astype(dtype), b.astype(dtype))
+    return _ol_mixed
+
+
+for _product in (operator.matmul, np.dot, np.vdot, np.linalg.solve, np.linalg.lstsq):
+    _promote_mixed_operands(_product)
