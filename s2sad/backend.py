@@ -340,7 +340,7 @@ def _compile_in_background(dispatcher, source: str, stem: str) -> None:
     module = module_name(source, stem)
 
     def compile_or_run_uncompiled(*args, **kwargs):
-        if kwargs or not background.enabled():
+        if kwargs:
             return compile_now(*args, **kwargs)
         try:
             argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
@@ -353,6 +353,8 @@ def _compile_in_background(dispatcher, source: str, stem: str) -> None:
             record_check(source, stem, key)  # a later process loads it from the disk cache, running no Python
             return compiled
 
+        if not background.enabled():  # (a process with it on may read this one's marker)
+            return compile_here(*args)
         job = background.job_of((module, key))
         if job is not None:
             if job.state == "compiling":

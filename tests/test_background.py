@@ -163,3 +163,27 @@ def test_a_first_call_off_the_main_thread_compiles_and_leaves_the_main_threads_c
     first = two_sessions[0]
     assert first["squares_thread"] == [[2.0, -4.0], True]  # compiled in-process, no job
     assert first["squares_main"] == [[[2.0, -4.0]], True]  # a new signature from the main thread: Python first
+
+
+def test_code_compiled_with_the_worker_off_is_loaded_by_a_later_session_with_it_on(tmp_path):
+    """A session that compiles in-process (S2SAD_BACKGROUND_COMPILE=0) marks the code as on disk, so a later
+    session with the worker on loads it instead of running Python and compiling again."""
+    script = tmp_path / "session.py"
+    script.write_text(textwrap.dedent("""
+        import json, numpy as np, s2sad
+        from s2sad import background
+        from background_functions import sum_of_squares
+        g = s2sad.grad(sum_of_squares)(np.array([1.0, -2.0]))
+        ran_python = any(j.function == "sum_of_squares_grad" for j in background._JOBS.values())
+        print(json.dumps([g.tolist(), ran_python]))
+    """))
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path / "cache"), NUMBA_OPT="1",
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env.pop("NUMBA_CACHE_DIR", None)
+    outcomes = []
+    for worker in ("0", "1"):
+        proc = subprocess.run([sys.executable, str(script)], cwd=HERE, env=dict(env, S2SAD_BACKGROUND_COMPILE=worker),
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        outcomes.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert outcomes == [[[2.0, -4.0], False], [[2.0, -4.0], False]]  # d/dx sum(x * x) = 2x
