@@ -3515,7 +3515,8 @@ class Lowerer:
         return self.emit(out, target or self.temp(hint), Prim(rule, (base,), (), attr))
 
     def astype(self, node: cst.Call, out, target):
-        """`x.astype(float)` is a differentiable copy; other dtypes are read as written, on inactive values."""
+        """`x.astype(float)` and `x.astype(np.float32)` are differentiable copies; other dtypes are read as
+        written, on inactive values."""
         if len(node.args) != 1 or node.args[0].star or node.args[0].keyword not in (None,) and \
                 node.args[0].keyword.value != "dtype":
             raise self.err(node, "write .astype(dtype) with the dtype alone", "x.astype(np.float64)")
@@ -3523,8 +3524,10 @@ class Lowerer:
         dtype = self.prim_arg(node.args[0].value, out)
         if dtype == Const(np.dtype(np.float64)):
             return self.prim(out, "as_float", (x,), target=target)
-        refusal = self.message_at(node, "`.astype` to a dtype other than float64 has no derivative here",
-                                  "differentiated values stay float64: use .astype(float)")
+        if dtype == Const(np.dtype(np.float32)):
+            return self.prim(out, "as_float32", (x,), target=target)
+        refusal = self.message_at(node, "`.astype` to a dtype other than float64 or float32 has no derivative here",
+                                  "differentiated values stay floats: use .astype(float) or .astype(np.float32)")
         rule = Opaque("astype", refusal=refusal, form="method", spelled="astype")
         hint = f"{x.name}_cast" if isinstance(x, Var) else "cast"
         return self.emit(out, target or self.temp(hint), Prim(rule, (x, dtype), (), "astype"))

@@ -237,3 +237,17 @@ def test_products_and_solves_of_two_dtypes_promote_as_numpy_does(backend):
     g = s2sad.grad(lambda x, M: np.sum(np.tanh(x @ M)), backend=backend)(X[:4].astype(np.float32), W)
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, _fd(lambda x, M: np.sum(np.tanh(x @ M)), (X[:4], W), 0), rtol=1e-4, atol=1e-5)
+
+
+def cast_then_tanh(x):
+    h = (x * 2.0).astype(np.float32)
+    return np.sum(np.tanh(h)) + np.float32(0.5) * np.sum(x)
+
+
+def test_astype_float32_is_a_differentiable_copy(backend):
+    """`.astype(np.float32)` rounds, and passes the gradient back in the precision of what it copied."""
+    for x in (X[:5], X[:5].astype(np.float32)):
+        value, g = s2sad.value_and_grad(cast_then_tanh, backend=backend)(x)
+        assert np.asarray(value).dtype == np.asarray(cast_then_tanh(x)).dtype and g.dtype == x.dtype
+        np.testing.assert_allclose(value, cast_then_tanh(x), rtol=1e-6)
+        np.testing.assert_allclose(g, 2.0 * (1.0 - np.tanh(2.0 * X[:5]) ** 2) + 0.5, rtol=1e-5)

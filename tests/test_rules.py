@@ -46,7 +46,7 @@ def test_rule_adjoint_matches_finite_differences(case, backend, tmp_path_factory
 
     for i, g in enumerate(grads):
         assert np.shape(g) == np.shape(args[i]), f"adjoint of operand {names[i]} has the wrong shape"
-        assert_close(g, fd_grad(weighted, args, i))
+        assert_close(g, fd_grad(weighted, args, i, eps=check.step))
 
 
 @pytest.mark.parametrize("backend, case", BY_BACKEND, ids=[f"{b}-{case_id(c)}" for b, c in BY_BACKEND])
@@ -59,7 +59,7 @@ def test_rule_tangent_matches_finite_differences(case, backend, tmp_path_factory
     tangents = [rng.normal(size=np.shape(a)) if np.ndim(a) else float(rng.normal()) for a in args]
     out, tangent_out = s2sad.jvp(f, args, tangents, backend=backend)
     _assert_same_value(out, f(*args))
-    eps = 1e-6
+    eps = check.step
     plus = f(*[a + eps * t for a, t in zip(args, tangents)])
     minus = f(*[a - eps * t for a, t in zip(args, tangents)])
     assert np.shape(tangent_out) == np.shape(out)

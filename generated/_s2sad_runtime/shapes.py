@@ -37,6 +37,7 @@ __all__ = [
     "atleast_2d",
     "atleast_3d",
     "as_float",
+    "as_float32",
     "diag_adjoint",
     "diagonal_2d",
     "linspace_any",
@@ -398,6 +399,19 @@ def _ol_as_float(x):
         return lambda x: float(x)
     _require_array("as_float", x)
     return lambda x: x.astype(np.float64)
+
+
+def as_float32(x):
+    """`x.astype(np.float32)`: a float32 copy of an array, np.float32(x) for a scalar."""
+    return x.astype(np.float32) if isinstance(x, np.ndarray) else np.float32(x)
+
+
+@overload(as_float32)
+def _ol_as_float32(x):
+    if _is_scalar_type(x):
+        return lambda x: np.float32(x)
+    _require_array("as_float32", x)
+    return lambda x: x.astype(np.float32)
 
 
 # ---------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def markdown() -> str:
 
     joined = ", ".join(f"np.{f.__name__}" for f in SEQUENCE_CALLS)
     rows.append(f"| Joining and splitting (lowered to the rules above) | {joined} |  |")
-    methods = ", ".join([f"x.{m}()" for m in METHODS] + ["x.astype(float)"] + [f"x.{a}" for a in ATTRIBUTES])
+    methods = ", ".join([f"x.{m}()" for m in METHODS] + ["x.astype(float)", "x.astype(np.float32)"] + [f"x.{a}" for a in ATTRIBUTES])
     rows.append(f"| Array methods and attributes (same rules as the functions) | {methods} |  |")
     own = [r for r in registry.all_rules() if r.name in FAMILY_OF]
     n = sum(r.differentiable for r in own)

@@ -48,6 +48,7 @@ class Check:
     expr: str
     domain: str = "real"  # real | positive | unit (|x| < 1) | nonzero
     shapes: tuple = ((), (3,), (2, 3))  # per case: one shape for all operands, or a tuple of shapes
+    step: float = 1e-6  # the finite differences' step: a rule rounding to float32 (linear) takes a long one
 
 
 @dataclass

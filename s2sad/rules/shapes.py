@@ -10,7 +10,7 @@ spelling (reshape_like, untranspose, tile_adjoint, ...) are runtime helpers with
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule
-from s2sad.runtime import (as_float, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2,
+from s2sad.runtime import (as_float, as_float32, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2,
                            expand_dims_any, flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like,
                            roll_any, squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
 
@@ -126,6 +126,15 @@ def as_float_tangent(g, out, x):
 @defrule(as_float, name="as_float", tangent=as_float_tangent, checks=[Check("as_float(a)")])
 def as_float_rule(g, out, x):
     return (g,)
+
+
+def as_float32_tangent(g, out, x):
+    return (as_float32(g),)
+
+
+@defrule(as_float32, name="as_float32", tangent=as_float32_tangent, checks=[Check("as_float32(a)", step=0.1)])
+def as_float32_rule(g, out, x):
+    return (unbroadcast(g, x),)  # in x's precision
 
 
 def broadcast_to_tangent(g, out, x, shape):
