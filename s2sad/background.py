@@ -1,9 +1,9 @@
 """numba compiles in a subprocess while the first calls run the same generated code as Python.
 
 numba takes seconds to compile a generated module, even a small one; the same readable source runs
-as Python in milliseconds on small inputs. So the first call for
-some argument types, with no compiled code for them in memory or in the disk cache, runs the python
-backend's function, for at most `PYTHON_SECONDS`:
+as Python in milliseconds on small inputs. So the first call for some argument types, with no
+compiled code for them in memory or in the disk cache, runs the python backend's function, for at
+most `PYTHON_SECONDS`:
 
 - if it answers in time, that is the call's result, and a worker process compiles the function into
   the disk cache meanwhile; each later call runs as Python until the compile lands (then it stops and

@@ -354,7 +354,7 @@ def _ol_unbroadcast(g, like):
 LONG_RUN = 16  # runs this long are summed in four partial sums
 
 
-@njit(inline="always")  # called per run: a call of its own cost 1.5-4x over short runs
+@njit(inline="always")  # called per run: a call of its own costs 1.5-4x over short runs
 def run_sum(xf, base, n, total):
     """total + the sum of xf[base:base + n], in a register; a long run in four partial sums side by
     side (4x faster over 10^4 entries than numba's np.sum, which adds in one chain; slower over runs
@@ -730,7 +730,7 @@ def _ol_stacked_matmul(a, b):
     """`a @ b` where an operand is a stack of matrices (3-D or more): numba's `@` takes 1-D and 2-D arrays only.
     The stacks broadcast as in np.matmul (a 1-D or 2-D operand is used for every matrix of the other); the
     product loops over the broadcast stack, one BLAS product per pair of matrices, written in place by
-    np.dot's `out` (a product then copied cost 1.3x on a stack of 20x20 matrices)."""
+    np.dot's `out` (a product then copied costs 1.3x on a stack of 20x20 matrices)."""
     if not (_ndim(a) >= 1 and _ndim(b) >= 1 and max(_ndim(a), _ndim(b)) >= 3):
         return None
 
@@ -860,7 +860,7 @@ def as_blas(x):
 @overload(as_blas)
 def _ol_as_blas(x):
     if isinstance(x, types.Array) and x.layout in "CF":
-        return lambda x: x  # a.T of a C array is Fortran-ordered: no copy (copying it cost 4x the product)
+        return lambda x: x  # a.T of a C array is Fortran-ordered: no copy (copying it costs 4x the product)
     return lambda x: np.ascontiguousarray(x)
 
 
