@@ -487,7 +487,7 @@ class _Reverse(_Transform):
 
     def check_scalar(self, value):
         if type(value) is float:
-            return  # the common case, kept cheap (an isinstance against numbers.Number costs 0.4 us)
+            return  # the common case, kept cheap (an isinstance against the numbers.Number ABC is slow)
         if not isinstance(value, (numbers.Number, np.ndarray, np.number)):
             raise TypeError(f"{self.what} requires a number as output, but {self.fun.__name__} returned "
                             f"{type(value).__name__} {value!r}")

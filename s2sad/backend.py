@@ -117,7 +117,7 @@ def _source_file(name: str, source: str, in_memory: bool = False) -> Path:
 
 def _numba_text(name: str, source: str) -> str:
     """`compiled_text(source)`, kept in the cache dir beside the module: a process that finds it skips
-    the rewrite passes (GMM: 40 ms of a 400 ms warm first call).
+    the rewrite passes, a noticeable part of a warm first call.
 
     The module's name hashes its source and every pass (toolchain_digest), so a saved text can only be
     stale if damaged; a SHA-256 first line catches that, and the text is then made and saved again. The
@@ -147,12 +147,12 @@ def inferred_return_type(dispatcher, args: tuple, argtypes: tuple | None = None)
     itself is neither lowered nor optimized (the helpers it calls are compiled, as typing needs).
     None where inference fails or numba's compiler pipeline is not the one this was written for.
 
-    `grad` checks once that the output is a scalar; compiling and running the primal for that cost
-    1.2 s of logistic regression's 12 s cold first call and 3.9 s of an MLP's 15 s.
+    `grad` checks once that the output is a scalar; compiling and running the primal for that would
+    add the primal's own compile to the cold first call.
 
     The flags are the dispatcher's own, as its compile would set them: numba keys each helper it
     compiles for typing by the caller's flags, so the gradient (compiled with the same options) reuses
-    every helper typed here instead of compiling it again (GMM: 9 s of a 70 s cold first call).
+    every helper typed here instead of compiling it again.
 
     `argtypes`: numba's types of the arguments, where they are known instead of values (numba_callable)."""
     import numba

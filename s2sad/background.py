@@ -1,9 +1,9 @@
 """numba compiles in a subprocess while the first calls run the same generated code as Python.
 
-numba takes seconds to compile a generated module (the seeds' 4 x 3 logistic regression: 4 s on two
-cores); the same readable source runs as Python in milliseconds on small inputs. So the first call for
-some argument types, with no compiled code for them in memory or in the disk cache, runs the python
-backend's function, for at most `PYTHON_SECONDS`:
+numba takes seconds to compile a generated module, even a small one; the same readable source runs
+as Python in milliseconds on small inputs. So the first call for some argument types, with no
+compiled code for them in memory or in the disk cache, runs the python backend's function, for at
+most `PYTHON_SECONDS`:
 
 - if it answers in time, that is the call's result, and a worker process compiles the function into
   the disk cache meanwhile; each later call runs as Python until the compile lands (then it stops and
@@ -41,7 +41,7 @@ import numpy as np
 
 VARIABLE = "S2SAD_BACKGROUND_COMPILE"
 # How long a first call may run as Python before it compiles in-process instead: less than numba takes
-# to compile the smallest gradient (0.5 s), so Python runs only where it answers first.
+# to compile the smallest gradient, so Python runs only where it answers first.
 PYTHON_SECONDS = 0.4
 PRIMAL_SECONDS = PYTHON_SECONDS / 4  # a gradient takes several times its primal: a slower primal says "compile"
 

@@ -2,8 +2,8 @@
 
 The general path of `grad(f)(*args)` binds the arguments, flattens pytrees, looks their structure
 up, checks every differentiated leaf and the ranks the output check has seen, calls the compiled
-code and rebuilds the gradients into the structure of the arguments: 13 us of Python for a list of
-two dicts, 1.5 us for two floats. A later call with the same containers (types, lengths, dict
+code and rebuilds the gradients into the structure of the arguments: Python work paid on every
+call, more the bigger the containers. A later call with the same containers (types, lengths, dict
 keys), the same leaf types and the same array ranks passes the same checks, so after one call has
 passed them an entry function written out for its structure only confirms that and calls the
 compiled code:

@@ -1,12 +1,12 @@
 """Generated source kept on disk with what it was made from, so a new process skips code generation.
 
-A warm process used to parse, lower and differentiate a function again only to learn the name of
-the module it had compiled the day before (GMM: 130-190 ms of a 500 ms first call). Now `generate`
-saves each generated module beside the compiled code, with everything generation read: the source
+Without it, a warm process would parse, lower and differentiate a function again only to learn the
+name of the module it compiled the day before, a large part of its first call. `generate` saves
+each generated module beside the compiled code, with everything generation read: the source
 text of the function and of every function it inlined, and what each name they use resolved to (a
 number's value, a module, a rule, another function). A later process resolves those names again and
 uses the saved module only if every answer is the same; anything it cannot describe that way (custom
-rules, transformed functions, objects) is never saved, and generation runs as before.
+rules, transformed functions, objects) is never saved, and generation runs in full each time.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from s2sad import hidden, ir
 from s2sad.cache import OWN_PREFIX, cache_dir, read_checked, write_checked
 
-FORMAT = 2  # 2: JSON after a SHA-256 line (1 was a pickle)
+FORMAT = 2  # JSON after a SHA-256 line; part of generator_digest, so files of format 1 (a pickle) are stale
 _PACKAGE_ROOT = Path(__file__).resolve().parent
 _UNREADABLE = "unreadable"
 _recording: contextvars.ContextVar[list | None] = contextvars.ContextVar("s2sad_gencache", default=None)

@@ -45,8 +45,8 @@ class PyTreeDef(NamedTuple):
     """The structure of a pytree: a node kind, static data, and the children's structures.
 
     A tuple underneath: every call of a transformation flattens its arguments and looks their
-    structure up, and a tuple is built, hashed and compared in C (a frozen dataclass took 4 us of a
-    10 us call for a list of two dicts)."""
+    structure up, and a tuple is built, hashed and compared in C, where a frozen dataclass does that
+    in Python, a large part of a call on small arguments."""
 
     kind: str  # leaf | none | str | tuple | list | dict | namedtuple | custom | static (a function argument)
     aux: Any = None  # dict keys, namedtuple class, or (class, aux) of a registered class

@@ -109,7 +109,7 @@ def merged_axes(shape, sstr):
     an index per element."""
     st = np.empty((1, shape.size), np.int64)
     for j in range(shape.size):  # a loop, not `st[0, :] = sstr`: numba's slice assignment compiles a
-        st[0, j] = sstr[j]  # shape-mismatch message through its string formatting (1 s of a cold compile)
+        st[0, j] = sstr[j]  # shape-mismatch message through its string formatting, a slow compile
     extents, strides, m = merged_axes_rows(shape, st)
     return extents[:m], strides[0, :m]
 
@@ -168,10 +168,10 @@ def block_offsets(extents, strides):
     return out
 
 
-SPLIT_ROW = 64  # rows this long sum in four partial sums ((64, 128) -> (64, 1): 4.7 -> 2.9 us); shorter
-# ones in one chain each, which the processor overlaps from row to row (rows of 25: 6.5 against 8.7 us)
+SPLIT_ROW = 64  # rows this long sum in four partial sums, which vectorize; shorter ones in one chain
+# each, which the processor overlaps from row to row
 SHORT_RUN = 4  # a broadcast last axis of 2 or 3 is looped outside the other (a loop per run of 2 costs 1.7x);
-# from 4 on, one run after the other is faster (10: 6x, 16: 5x; benchmarks/HISTORY.md, stop 17)
+# from 4 on, one run after the other is faster (10: 6x, 16: 5x)
 
 
 @njit
@@ -214,8 +214,8 @@ ROW_BLOCK = 16  # rows shorter than this are summed four at a time
 def _sum_rows(big, small, rows, inner):
     """small[j] += the sum over rows a of big[a * inner + j]: a sum down the columns (unbroadcast of
     (n, K) to (1, K)). Short rows add four rows before each update of small, where one update per
-    row waits on the last (1000 rows of 5: 4.3 -> 1.9 us); long rows add one row at a time, which
-    vectorizes (10^4 rows of 100: 465 -> 115 us against the loop over runs with a step)."""
+    row waits on the last; long rows add one row at a time, which vectorizes where the loop over runs
+    with a step does not."""
     if inner >= ROW_BLOCK:  # a loop of its own: after the blocked one below, LLVM leaves it scalar (5x)
         for a in range(rows):
             k = a * inner
@@ -354,7 +354,7 @@ def _ol_unbroadcast(g, like):
 LONG_RUN = 16  # runs this long are summed in four partial sums
 
 
-@njit(inline="always")  # called per run: a call of its own cost 1.5-4x over short runs
+@njit(inline="always")  # called per run: a call of its own costs 1.5-4x over short runs
 def run_sum(xf, base, n, total):
     """total + the sum of xf[base:base + n], in a register; a long run in four partial sums side by
     side (4x faster over 10^4 entries than numba's np.sum, which adds in one chain; slower over runs
@@ -596,8 +596,8 @@ def _drop_top(context, builder, inst, top, keep_reference: bool) -> None:
 
 @intrinsic
 def _pop_in_place(typingctx, tape):
-    """pop() on numba's own list, without the shrinking realloc of `list.pop` (the Kepler benchmark's
-    gradient: 2.31 -> 1.96 ms, most of it from its three taped floats per Newton step)."""
+    """pop() on numba's own list, without the shrinking realloc of `list.pop`: a tape is popped once per
+    taped value (in the Kepler benchmark's gradient, three floats per Newton step)."""
     if not isinstance(tape, types.List):
         return None
 
@@ -730,7 +730,7 @@ def _ol_stacked_matmul(a, b):
     """`a @ b` where an operand is a stack of matrices (3-D or more): numba's `@` takes 1-D and 2-D arrays only.
     The stacks broadcast as in np.matmul (a 1-D or 2-D operand is used for every matrix of the other); the
     product loops over the broadcast stack, one BLAS product per pair of matrices, written in place by
-    np.dot's `out` (a product then copied cost 1.3x on a stack of 20x20 matrices)."""
+    np.dot's `out` (a product then copied costs 1.3x on a stack of 20x20 matrices)."""
     if not (_ndim(a) >= 1 and _ndim(b) >= 1 and max(_ndim(a), _ndim(b)) >= 3):
         return None
 
@@ -860,7 +860,7 @@ def as_blas(x):
 @overload(as_blas)
 def _ol_as_blas(x):
     if isinstance(x, types.Array) and x.layout in "CF":
-        return lambda x: x  # a.T of a C array is Fortran-ordered: no copy (copying it cost 4x the product)
+        return lambda x: x  # a.T of a C array is Fortran-ordered: no copy (copying it costs 4x the product)
     return lambda x: np.ascontiguousarray(x)
 
 

@@ -4,7 +4,7 @@
 Generated code allocates whole arrays per operation, as NumPy code does, and numba takes that memory
 from malloc. glibc serves large blocks with fresh mmap pages and returns freed memory to the system
 beyond a small threshold, so every call of a vectorized gradient pays the kernel to zero its pages
-again: on the GMM benchmark (arrays of 20 MB) this was about half the time of a gradient call.
+again, a large part of a gradient call over large arrays (as the GMM benchmark's).
 
 `tune_malloc` raises glibc's two thresholds, once per process: blocks up to 32 MiB (glibc's maximum)
 come from the heap, and up to 256 MiB of freed memory stays there for reuse. Set the environment

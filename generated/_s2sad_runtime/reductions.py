@@ -222,8 +222,8 @@ def _reduce(x, red, op, keep, out):
 # ---------------------------------------------------------------------------
 # sums, max, min and the max's adjoint over consecutive axes (the usual case: one axis, or all): x
 # viewed as (outer, n, inner), reduced over the middle axis. The passes above, which handle any set of
-# axes (axis=(0, 2)), ran 1.3-3.5x slower over (1000, 5) and (100, 1000) arrays. The loops index flat
-# arrays: numba's 3-D indexing of a reshaped array cost 8x as much where inner loops run once or twice.
+# axes (axis=(0, 2)), run 1.3-3.5x slower over (1000, 5) and (100, 1000) arrays. The loops index flat
+# arrays: numba's 3-D indexing of a reshaped array costs 8x as much where inner loops run once or twice.
 # ---------------------------------------------------------------------------
 
 @njit
@@ -283,7 +283,7 @@ def _extremum_pick(largest: bool):
 
     For two float64s (or two float32s), LLVM's `maximum`/`minimum` (also -0.0 below 0.0): as a compare
     and a select, a running maximum stays scalar code; as this intrinsic LLVM vectorizes it, reductions
-    included (rows of 1000: 42 -> 19 us per 100 rows; of 100: 48 -> 34 us per 1000)."""
+    included."""
     name = "llvm.maximum" if largest else "llvm.minimum"
 
     @intrinsic
@@ -509,8 +509,8 @@ def _ol_sum_reduce(x, axis=None, keepdims=False):
         last = isinstance(axis, types.IntegerLiteral) and axis.literal_value in (-1, x.ndim - 1)
         if isinstance(axis, types.IntegerLiteral) and not last:
             # a constant axis (prefer_literal) compiles only the way it takes, here numba's np.sum; a
-            # constant last axis takes _reduce_impl's loops alone (GMM's every sum: numba's np.sum with an
-            # axis, compiled beside them for nothing, took 4-5 s of its cold compile)
+            # constant last axis takes _reduce_impl's loops alone (otherwise numba's np.sum with an axis
+            # would compile beside them, for nothing, for every sum of GMM's)
             return lambda x, axis=None, keepdims=False: np.sum(x, axis=axis)
         if isinstance(axis, types.Integer) and not last:
             N, M, dt = x.ndim, x.ndim - 1, _reduce_dtype(x.dtype, SUM)

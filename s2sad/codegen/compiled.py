@@ -33,9 +33,9 @@ def native_tapes(source: str) -> str:
     """Tapes compiled as numba's own lists: `t = List()` lines become `t = []` and `x = t.pop()` lines
     `x = tape_pop(t)`, line for line.
 
-    numba inlines push and pop on its reflected lists (about 7 ns each) where a numba.typed.List
-    goes through C helpers (20-100 ns), the difference between a loop adjoint at the speed of a
-    hand-written one and several times slower. `tape_pop` (runtime.core) is numba's pop without the
+    numba inlines push and pop on its reflected lists where a numba.typed.List goes through C
+    helpers: the difference between a loop adjoint at the speed of a hand-written one and several
+    times slower. `tape_pop` (runtime.core) is numba's pop without the
     realloc that shrinks the list on the way down. The source keeps `List()` and `.pop()`, which read
     (and parse back, for higher derivatives) as a tape; a tape never leaves the function that makes it."""
     tapes = {name for _, name in _TAPE_LINE.findall(source)}

@@ -5,8 +5,8 @@
 
 As written, numba builds the max's adjoint (an array the size of its operand, zero but at each
 group's extremum) and then adds it: an allocation and two passes. `runtime.reductions.
-extremum_adjoint_into` adds each group's share where it lands (the logsumexp of GMM's (1000, 5)
-`inner`: 8.5 -> 5.8 us), and runs the line as written where the target is not a float64 array
+extremum_adjoint_into` adds each group's share where it lands, with no allocation and in one
+pass, and runs the line as written where the target is not a float64 array
 shaped like the operand. Like `codegen.lower`, only the compiled text changes, line for line.
 """
 

@@ -128,7 +128,7 @@ def share_unchanged_adjoints(lines: list[str], droppable: set[str], returned: se
     The copy keeps a later `b_bar += ...` from reaching `a_bar`. A top-level line runs once, so when no
     later line changes either name, or any name that may share memory with them (anything assigned
     from an expression that mentions them, counted conservatively), the copy is a pass over memory
-    for nothing: GMM's `mul_bar = copy_adj(Lx_bar)` copied 20 MB twice per call."""
+    for nothing: GMM's `mul_bar = copy_adj(Lx_bar)` would copy 20 MB twice per call."""
     parent: dict[str, str] = {}
 
     def find(n: str) -> str:
@@ -165,7 +165,7 @@ def negate_after_summing(lines: list[str]) -> list[str]:
     """`a_bar += unbroadcast(-g, a_bar)` becomes `a_bar -= unbroadcast(g, a_bar)`, and
     `a_bar = unbroadcast(-g, a)` becomes `a_bar = -unbroadcast(g, a)`: the sum over broadcast axes is
     linear, so the sign can wait until after it. That skips a pass writing `-g` at g's (bigger) size;
-    GMM's `means` adjoint negated a 20 MB array just to sum it to (K, d). Only for a bare name `g`:
+    GMM's `means` adjoint would negate a 20 MB array just to sum it to (K, d). Only for a bare name `g`:
     the sign of a fused expression costs nothing inside it and a pass outside."""
     out = []
     for line in lines:

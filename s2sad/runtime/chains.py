@@ -4,7 +4,7 @@ writes out for a signature, and `chain`, which runs the plan when numba types a 
 
 Generated code names every intermediate and numba runs each line as its own pass over memory:
 logistic regression's adjoint is ten passes over (10^4,) arrays, where one loop reading each input
-once does the same work (36 -> 8 us for its adjoint's lines). `codegen.chains` hands such a run of
+once does the same work. `codegen.chains` hands such a run of
 lines to `chain` as the text of a function, with the names it reads and returns:
 
     add3_bar = log2_bar / add3                               add3_bar, b_bar = chain(
@@ -97,7 +97,7 @@ def _as_function(program: str):
 
 # error_model: python's checks every division for zero, which stops the vectorizer (generated code
 # compiles with NumPy's model too). Not inlined, even as written: numba types an inlined overload
-# twice, which made a cold compile of logistic regression's gradient 1.5 s slower.
+# twice, which lengthens a cold compile.
 @overload(chain, prefer_literal=True, jit_options={"error_model": "numpy"})
 def _ol_chain(program, _0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None, _8=None, _9=None,
               _10=None, _11=None, _12=None, _13=None, _14=None, _15=None):

@@ -2,7 +2,7 @@
 `Lx = Qdiags_expanded * xcentered + einsum2`.
 
 numba compiles an array expression to a loop nest that checks broadcasting per axis and element:
-over GMM's (n, K, 2) arrays that costs 4 ns an element, 8x a flat loop. Here the walk is planned
+over GMM's (n, K, 2) arrays that costs 8x a flat loop. Here the walk is planned
 once per call (`ewise_plan`: the fewest axes that step together, as `core.merged_axes` merges
 them, with one flat offset per operand) and the expression runs as one plain loop per run of
 the last axis (`ewise`).
@@ -23,8 +23,8 @@ value that `unbroadcast` would sum down.
 
 The plan depends only on the operands' types, so numba compiles it once per process and kind of
 call; only the loop is compiled per expression, and it calls nothing (a compiled callee is
-optimized again inside every caller: a plan in each expression's loop cost 0.4 s of compile
-each). Operands other than float64 arrays and real scalars, and expressions of at most 1-d
+optimized again inside every caller, so a plan in each expression's loop would add its compile
+to each). Operands other than float64 arrays and real scalars, and expressions of at most 1-d
 arrays (numba's own loop is as fast there), get the expression as written: results never
 differ from the line as written.
 """
@@ -47,7 +47,7 @@ __all__ = ["ewise", "ewise_plan", "ewise_into", "ewise_into_plan", "ewise_into_f
            "ewise_sum_plan"]
 
 MAX_OPERANDS = 8  # codegen.lower leaves an expression of more names as written
-SHORT_AXIS = 8  # a last axis shorter than this is walked outside: (1000, 5, 2) + (1000, 5, 1) 22 -> 5 us
+SHORT_AXIS = 8  # a last axis shorter than this trades places with the longest (`_merge`): each run costs a loop
 _PARAMS = ", ".join(f"_{i}=None" for i in range(MAX_OPERANDS))
 
 
@@ -98,7 +98,7 @@ def ewise_sum(template: str, plan, like, _0=None, _1=None, _2=None, _3=None, _4=
 # ---------------------------------------------------------------- compiled: plans (shared)
 
 # The plans and the finishing add are inlined into the generated function: compiled on their own,
-# each kind of call would optimize its callees (_walk, unbroadcast, ...) once more (1-2 s each).
+# each kind of call would optimize its callees (_walk, unbroadcast, ...) once more, a compile each.
 @overload(ewise_plan, inline="always")
 def _ol_ewise_plan(_0=None, _1=None, _2=None, _3=None, _4=None, _5=None, _6=None, _7=None):
     ndims = _loop_ndims(_given(_0, _1, _2, _3, _4, _5, _6, _7))
@@ -154,7 +154,7 @@ def _arrays_into(target, operands):
 def _walk_call(arrays: list, nd: int, flags: str) -> str:
     """Statements filling `walk_of`: per (name, ndim) array a row of its shape and byte strides
     (padded to nd axes) and its data address; then `_walk` on it. Rows in an array, not tuples:
-    `_walk` is compiled once per process, not once per number and rank of operands (1 s each)."""
+    `_walk` is compiled once per process, not once per number and rank of operands."""
     lines = [f"    walk_of = np.empty(({len(arrays)}, {2 * nd + 1}), np.int64)"]
     for row, (name, k) in enumerate(arrays):
         for j in range(nd):

@@ -2,7 +2,7 @@
 """The text numba compiles: each elementwise expression of a generated module as a loop call.
 
 numba turns `a * b + c` over arrays into one loop nest that checks broadcasting per axis and
-element: 4 ns an element over (n, K, 2) arrays, where `runtime.fused.ewise` runs 0.5-1 ns. This
+element, several times slower over (n, K, 2) arrays than `runtime.fused.ewise`'s plain loop. This
 pass rewrites, line for line (tracebacks, numba's cache and the frontend reading the source back
 for higher derivatives all go by line numbers):
 
@@ -40,14 +40,13 @@ def elementwise_loops(source: str) -> str:
     statements as loop calls, where it pays: expressions over arrays of 3 or more dimensions
     made by broadcasting along new axes, and additions into 2-d or larger arrays there.
 
-    Each rewritten expression compiles a loop of its own (0.2 s; 0.02 s for scalars, which gain
-    nothing). Broadcasting along a new axis (`x[:, None, :] - m[None, :, :]`) is where numba's
-    array expressions are slowest, 4-8x (short inner axes of 3-d arrays); over 1-d and 2-d arrays
-    they are within 1.3x of the loops (faster where they broadcast a column: (64, 128) * (64, 1)
-    1.9 against 4.0 us), so other expressions stay as written, compile as fast as before, and give
-    the same results either way. An addition `x += unbroadcast(E, x)` as written makes E, then adds
-    it; the loop adds in one pass (over (1000, 5) arrays 7.9 -> 3.0 us, (1000, 100) 53 -> 23 us), so
-    from 2-d arrays on. Which arrays have how many dimensions is read from the text (`rank_bounds`).
+    Each rewritten expression compiles a loop of its own (less for scalars, which gain nothing).
+    Broadcasting along a new axis (`x[:, None, :] - m[None, :, :]`) is where numba's array
+    expressions are slowest, 4-8x (short inner axes of 3-d arrays); over 1-d and 2-d arrays they are
+    within 1.3x of the loops (faster where they broadcast a column, as (64, 128) * (64, 1)), so other
+    expressions stay as written, compile no loop of their own, and give the same results either
+    way. An addition `x += unbroadcast(E, x)` as written makes E, then adds it; the loop adds in one
+    pass, which pays from 2-d arrays on. Which arrays have how many dimensions is read from the text (`rank_bounds`).
     An expression holding exp, log, log1p or tanh stays outside the loop (its arguments may not):
     `codegen.vmath`'s kernels vectorize where the loop calls the C library per element. Statements
     in loops and branches stay as written too: mostly scalars."""

@@ -5,10 +5,10 @@ functions, and whole-array sums as `runtime.core.sum_all`.
     tanh2 = np.tanh(0.5 * (matmul + b))  ->  tanh2 = vtanh(0.5 * (matmul + b))
     total = np.sum(log2)                 ->  total = sum_all(log2)
 
-numba compiles `np.tanh` over an array to a scalar C-library call per element (98 us over 10^4
-float64s, NumPy 17 us); `vtanh` is arithmetic numba's loop vectorizes (12 us), within 2 ulp of
-NumPy. numba's `np.sum(x)` adds in one chain (8.4 us over 10^4 float64s); `sum_all` keeps four
-partial sums (2.3 us). Like `codegen.lower`, this changes only what numba compiles, line for line: `s2sad show`,
+numba compiles `np.tanh` over an array to a scalar C-library call per element, which does not
+vectorize; `vtanh` is arithmetic numba's loop vectorizes, within 2 ulp of NumPy. numba's
+`np.sum(x)` adds in one chain, each addition waiting on the last; `sum_all` keeps four partial
+sums, which vectorize. Like `codegen.lower`, this changes only what numba compiles, line for line: `s2sad show`,
 the disk cache's `.py` files and `s2sad build` keep NumPy's names. Calls inside string literals
 (the templates `codegen.lower` writes) stay as written.
 """
