@@ -410,14 +410,10 @@ def _typed_dispatcher(dispatcher, module: types.ModuleType, args: tuple):
 def _typed_text(dispatcher, module: types.ModuleType, args: tuple) -> str | None:
     """The text of the module `dispatcher`'s function compiles from for `args` ("": as written), or None
     where numba cannot type the function."""
-    from numba.core import types as numba_types
 
     function, text = dispatcher.py_func.__name__, module.__dict__[_TEXT]
     if precision.single_precision(args):
-        floats = tuple(k for k, t in enumerate(args) if t == numba_types.float64)
-        found = inferred_types(dispatcher, args)
-        types_of = _type_by_name(found[1]) if found is not None else (lambda name: None)
-        return precision.single_precision_module(text, function, module.__name__, floats, types_of) or ""
+        return precision.single_precision_module(text, function, module.__name__, args) or ""
     found = inferred_types(dispatcher, args)
     if found is None:
         return None

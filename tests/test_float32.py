@@ -87,23 +87,53 @@ def test_vmap_of_grad_and_jvp_keep_float32(backend):
     np.testing.assert_allclose(t, 2.0 * (1 - np.tanh(x) ** 2), rtol=1e-5)
 
 
-def test_float32_signatures_write_float32_constants():
+def test_python_numbers_meeting_float32_values_are_written_float32():
     text = ("import numpy as np\nimport math\n\n\ndef helper(x):\n    return x * 2.0\n\n\n"
             "def f(x, n):\n    y = 1.0 - x * math.pi\n    z = np.full(n, 0.0) + np.array([1.0, -2.0])\n"
             "    return y * float(n) + z[0] + x ** 2\n")
-    module = single_precision_module(text, "f", "home")
+    module = single_precision_module(text, "f", "home", (types.float32[:], types.int64))
     assert "np.float32(1.0) - x * np.float32(math.pi)" in module
     assert "np.full(n, 0.0) + np.array([1.0, -2.0])" in module  # NumPy gives these arrays float64
-    assert "np.float32(n)" in module and "x ** 2\n" in module  # ints stay ints
+    assert "y * np.float32(float(n))" in module and "x ** 2\n" in module  # an exponent stays an integer
     assert "from home import helper" in module and "def helper" not in module
-    assert single_precision_module("def f(x):\n    return x * 2\n", "f", "home") is None
+    assert single_precision_module("def f(x):\n    return x * 2\n", "f", "home", (types.float64[:],)) is None
 
 
 def test_which_signatures_take_float32_constants():
     f32, f64 = types.float32[:], types.float64[:]
-    assert single_precision((f32, types.int64, types.float64))  # a Python float is weak in NumPy too
+    assert single_precision((f32, types.int64, types.float64)) and single_precision((f32, f64))
     assert single_precision((types.float32,))
-    assert not single_precision((f64,)) and not single_precision((f32, f64))
+    assert not single_precision((f64,)) and not single_precision((f64, types.float64))
+
+
+def test_python_numbers_follow_numpy_promotion_value_by_value():
+    """NEP 50: Python numbers among themselves compute as Python numbers, a NumPy function of one is a float64
+    that widens what it meets, a loop index or an accumulator meeting float32 values is float32."""
+    text = ("import numpy as np\n\n\ndef f(x, lam, T, w):\n    s = 0.0\n    for i in range(x.shape[0]):\n"
+            "        s += x[i] * i\n    r = np.sqrt(T) * x\n    q = lam * T * x + np.maximum(x, 0.5)\n"
+            "    return s + np.sum(r) + np.sum(q) + np.sum(w * 0.5)\n")
+    module = single_precision_module(text, "f", "home", (types.float32[:], types.float64, types.float64,
+                                                         types.float64[:]))
+    assert "s = np.float32(0.0)" in module and "s += x[i] * np.float32(i)" in module
+    assert "r = np.sqrt(T) * x" in module  # float64, as in NumPy
+    assert "q = np.float32(lam * T) * x + np.maximum(x, np.float32(0.5))" in module
+    assert "np.sum(w * 0.5)" in module  # a float64 array keeps its Python float
+
+
+def black_scholes_call(S, T, K, sigma, r):
+    d1 = (np.log(S / K) + (r + 0.5 * sigma ** 2) * T) / (sigma * np.sqrt(T))
+    d2 = d1 - sigma * np.sqrt(T)
+    return np.sum(S * np.tanh(d1) - K * np.exp(-r * T) * np.tanh(d2))
+
+
+def test_a_numpy_function_of_a_python_float_widens_float32_as_in_numpy(backend):
+    S = np.array([90.0, 100.0, 110.0], dtype=np.float32)
+    value, g = s2sad.value_and_grad(black_scholes_call, backend=backend)(S, 0.5, 100.0, 0.2, 0.03)
+    expected = black_scholes_call(S, 0.5, 100.0, 0.2, 0.03)
+    assert np.asarray(value).dtype == np.asarray(expected).dtype == np.float64 and g.dtype == np.float32
+    np.testing.assert_allclose(value, expected, rtol=1e-6)  # numba's log of S / K is within 2 float32 ulp
+    exact = (np.float64(S), 0.5, 100.0, 0.2, 0.03)
+    np.testing.assert_allclose(g, _fd(black_scholes_call, exact, 0), rtol=1e-5)
 
 
 def wave(w, x):
@@ -144,9 +174,10 @@ def test_python_floats_beside_float32_arrays_are_weak(backend):
     np.testing.assert_allclose(gl, np.sum(X * X), rtol=1e-5)
 
 
-def test_python_float_parameters_become_float32_on_entry():
-    module = single_precision_module("import numpy as np\n\n\ndef f(x, lam):\n    return x * lam\n", "f", "home", (1,))
-    assert "def f(x, lam_float64):\n    lam = np.float32(lam_float64)\n    return x * lam" in module
+def test_python_float_parameters_made_float32_are_converted_on_entry():
+    text = "import numpy as np\n\n\ndef f(x, lam):\n    for i in range(3):\n        lam = lam * x[i]\n    return lam\n"
+    module = single_precision_module(text, "f", "home", (types.float32[:], types.float64))
+    assert "def f(x, lam_float64):\n    lam = np.float32(lam_float64)\n" in module
 
 
 def log_sum_exp(x):
@@ -168,8 +199,7 @@ def test_hessians_and_jacobians_of_float32_are_float32(backend):
 
 def test_integers_beside_float_variables_become_float32():
     text = "import numpy as np\n\n\ndef f(g, x, i):\n    a = g * 2 * x\n    b = x[i + 1] ** 2\n    return a + b / 3\n"
-    kinds = {"g": types.float32, "x": types.float32[:], "i": types.int64, "a": types.float32[:], "b": types.float32}
-    module = single_precision_module(text, "f", "home", (), kinds.get)
+    module = single_precision_module(text, "f", "home", (types.float32, types.float32[:], types.int64))
     assert "a = g * np.float32(2) * x" in module and "x[i + 1] ** 2" in module and "b / np.float32(3)" in module
 
 
@@ -229,8 +259,7 @@ def test_products_and_solves_of_two_dtypes_promote_as_numpy_does(backend):
     value, (gA, gb) = s2sad.value_and_grad(ridge_solve, argnums=(0, 1), backend=backend)(A, b, 0.3)
     assert np.asarray(value).dtype == np.asarray(ridge_solve(A, b, 0.3)).dtype == np.float64
     assert (gA.dtype, gb.dtype) == (np.float32, np.float32)
-    # under numba the Python float `lam` is float32 on entry, and meets np.eye as its float32 rounding
-    np.testing.assert_allclose(value, ridge_solve(A, b, 0.3), rtol=1e-12 if backend == "python" else 1e-6)
+    np.testing.assert_allclose(value, ridge_solve(A, b, 0.3), rtol=1e-12)
     exact = [np.float64(A), np.float64(b), 0.3]  # the float32 values, differentiated in float64
     np.testing.assert_allclose(gA, _fd(ridge_solve, exact, 0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gb, _fd(ridge_solve, exact, 1), rtol=1e-4, atol=1e-4)
