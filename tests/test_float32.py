@@ -280,3 +280,25 @@ def test_astype_float32_is_a_differentiable_copy(backend):
         assert np.asarray(value).dtype == np.asarray(cast_then_tanh(x)).dtype and g.dtype == x.dtype
         np.testing.assert_allclose(value, cast_then_tanh(x), rtol=1e-6)
         np.testing.assert_allclose(g, 2.0 * (1.0 - np.tanh(2.0 * X[:5]) ** 2) + 0.5, rtol=1e-5)
+
+
+def smooth_in_float64_buffers(x):
+    """`u` is float32, then a float64 buffer: NumPy changes its dtype, numba needs one (float64 here)."""
+    n = x.shape[0]
+    u = x.copy()
+    for _ in range(2):
+        out = np.zeros(n)
+        for i in range(1, n):
+            out[i] = np.tanh(u[i] + 0.5 * u[i - 1])
+        u = out
+    return np.sum(u * u)
+
+
+def test_a_variable_rebound_from_float32_to_float64_compiles_as_numpy_computes_it(backend):
+    x = X.astype(np.float32)
+    value, g = s2sad.value_and_grad(smooth_in_float64_buffers, backend=backend)(x)
+    expected = smooth_in_float64_buffers(x)
+    assert np.asarray(value).dtype == np.asarray(expected).dtype == np.float64 and g.dtype == np.float32
+    # under numba `u` is float64 from the start: its first pass rounds as float64, NumPy's as float32
+    np.testing.assert_allclose(value, expected, rtol=1e-12 if backend == "python" else 1e-6)
+    np.testing.assert_allclose(g, _fd(smooth_in_float64_buffers, (np.float64(x),), 0), rtol=1e-5, atol=1e-6)

@@ -161,7 +161,7 @@ class Classes(cst.CSTVisitor):
     def visit_AugAssign(self, node):
         if isinstance(node.target, cst.Name):
             name, op = node.target.value, AUGMENTED.get(type(node.operator))
-            self.define(name, lambda: self.binary(self.of.get(name), op, self.classify(node.value)))
+            self.define(name, lambda: self.in_place(self.of.get(name), op, self.classify(node.value)))
 
     def visit_For(self, node):
         if isinstance(node.target, cst.Name):
@@ -229,6 +229,12 @@ class Classes(cst.CSTVisitor):
         if attr in ("T", "real", "imag", "flat"):
             return self.classify(base)
         return "other"
+
+    @classmethod
+    def in_place(cls, target, op, value) -> str | None:
+        """`target op= value`: an array keeps its dtype, a float32 scalar widens (numba unifies scalars itself)."""
+        result = cls.binary(target, op, value)
+        return "f32" if target == "f32" and result == "f64" else result
 
     @staticmethod
     def binary(left, op, right) -> str | None:
@@ -339,6 +345,9 @@ class Classes(cst.CSTVisitor):
         return joined if joined is not None else "other"
 
 
+WIDEN = "as_float"  # runtime.shapes: float64 of an array or a scalar
+WIDEN_IMPORT = "from s2sad.runtime.shapes import as_float"
+
 # NumPy functions that broadcast their operands elementwise: a weak int among them is a value, not an axis
 ELEMENTWISE = {"maximum", "minimum", "fmax", "fmin", "where", "clip", "add", "subtract", "multiply", "divide",
                "true_divide", "power", "float_power", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2",
@@ -357,6 +366,7 @@ class Weak(cst.CSTTransformer):
         self.function, self.classes, self.weak_params, self.text = function, classes, weak_params, text
         self.root = None
         self.count = 0
+        self.widened = False  # WIDEN is called: the module imports it
 
     # ------------------------------------------------------------------ scope
     def visit_FunctionDef(self, node):
@@ -426,9 +436,16 @@ class Weak(cst.CSTTransformer):
 
     def leave_Assign(self, original, updated):
         targets = original.targets
-        if len(targets) == 1 and isinstance(targets[0].target, cst.Name) \
-                and self.classes.of.get(targets[0].target.value) == "f32":
+        if len(targets) != 1 or not isinstance(targets[0].target, cst.Name):
+            return updated
+        kind = self.classes.of.get(targets[0].target.value)
+        if kind == "f32":
             return updated.with_changes(value=self._cast(original.value, updated.value))
+        if kind == "f64" and self.classes.classify(original.value) == "f32":
+            # rebound to float64 later (NumPy changes its dtype): numba needs one dtype per variable
+            self.count += 1
+            self.widened = True
+            return updated.with_changes(value=cst.Call(cst.Name(WIDEN), [cst.Arg(updated.value)]))
         return updated
 
     def leave_AugAssign(self, original, updated):
@@ -450,4 +467,8 @@ def weak_text(text: str, function: str, param_types: dict[str, object], weak_flo
     weak_params = {name: c for name, c in params.items() if c in WEAK}
     rewrite = Weak(function, classes, weak_params, text)
     changed = module.visit(rewrite)
-    return changed.code if rewrite.count else text
+    if not rewrite.count:
+        return text
+    if rewrite.widened:
+        changed = changed.with_changes(body=[cst.parse_statement(WIDEN_IMPORT), *changed.body])
+    return changed.code
