@@ -3,7 +3,8 @@
 refused with a located UnsupportedError. A silent difference, or any other exception, fails.
 
 CI runs a fixed profile: S2SAD_ALIAS_FUZZ_EXAMPLES seeds on the python backend (default 40) and
-S2SAD_ALIAS_FUZZ_NUMBA_EXAMPLES on numba (default 8), from seed S2SAD_ALIAS_FUZZ_FIRST (default 0). For a
+S2SAD_ALIAS_FUZZ_NUMBA_EXAMPLES on numba (default 8), each of those also on float32 arguments (NumPy's dtype
+and value), from seed S2SAD_ALIAS_FUZZ_FIRST (default 0). For a
 long run, on demand, spread over the machine's cores:
 
     S2SAD_ALIAS_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest -n 0 -q tests/test_fuzz_aliasing.py -k python
@@ -96,3 +97,29 @@ def test_aliasing_program_python(seed):
 @pytest.mark.parametrize("seed", range(FIRST, FIRST + NUMBA_EXAMPLES))
 def test_aliasing_program_numba(seed):
     check_aliasing_program(seed, "numba")
+
+
+def check_float32_program(seed: int) -> None:
+    """The program on float32 arguments: compiled, its value has NumPy's dtype and (to float32's precision)
+    NumPy's value, and each gradient is float32 and close to the float64 gradient at the same point."""
+    program = draw_program(seed)
+    f = program.function()
+    args = tuple(np.asarray(a, dtype=np.float32) for a in program.arguments())
+    expected = f(*_copies(args))
+    argnums = tuple(range(len(args)))
+    try:
+        value, grads = s2sad.value_and_grad(f, argnums=argnums, backend="numba")(*_copies(args))
+    except s2sad.UnsupportedError:
+        return
+    assert np.asarray(value).dtype == np.asarray(expected).dtype
+    assert_close(value, expected, rtol=1e-4, atol=1e-4)
+    wide = s2sad.value_and_grad(f, argnums=argnums, backend="python")(*(np.float64(a) for a in args))[1]
+    for g, w in zip(grads, wide):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3 * max(1.0, np.max(np.abs(w))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(FIRST, FIRST + NUMBA_EXAMPLES))
+def test_aliasing_program_float32(seed):
+    check_float32_program(seed)
