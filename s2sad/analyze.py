@@ -610,9 +610,10 @@ class Analysis:
 
     def handed_over(self, d: Assign, seen: frozenset = frozenset()) -> bool:
         """`x = y` where `y` is a new array (or a name it was handed over to: an inlined helper's
-        `return 2.0 * np.outer(x, x)`) used before only to compute values (as `x = x_new` in
-        generated tangent code) and never after: the buffer keeps one live name, so a write
-        through `x` reaches no one else."""
+        `return 2.0 * np.outer(x, x)`) used before only to compute values or to be filled (as
+        `x = x_new` in generated tangent code, or `out[i] = ...` then `u = out` in a time step)
+        and never after: the buffer keeps one live name, so a write through `x` reaches no one
+        else. In a loop, `y` must be made anew in the same pass, before it is filled."""
         if not (isinstance(d.value, Copy) and isinstance(d.value.value, Var)) or id(d) in seen:
             return False
         y = d.value.value.name
@@ -621,13 +622,25 @@ class Analysis:
                 isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value)
                                            or self.handed_over(e, seen | {id(d)})) for e in defs):
             return False
+        at = _position(block, d)
+        made = [_position(block, e) for e in defs if self.block_of[id(e)] is block and _position(block, e) < at]
         for u in self.uses.get(y, []):
             if u is d:
                 continue
-            if not (isinstance(u, Assign) and not may_share(u.value) and self.block_of[id(u)] is block
-                    and _position(block, u) < _position(block, d)):
+            top = self.ancestor_in(block, u)
+            if top is None or _position(block, top) >= at or isinstance(u, Assign) and may_share(u.value):
                 return False
+            if top is not u and not (isinstance(u, (Assign, Store)) and made and min(made) < _position(block, top)):
+                return False  # filled in a nested block: only a buffer made anew in this pass, before it
         return True
+
+    def ancestor_in(self, block, s):
+        """The statement of `block` that is `s` or holds it; None if `s` is outside `block`."""
+        while self.block_of[id(s)] is not block:
+            s = self.owner[id(self.block_of[id(s)])]
+            if s is None:
+                return None
+        return s
 
     def check_tuples(self):
         """`np.sin((a, b))` with differentiated a, b: the tuple is built by a primitive with no derivative."""

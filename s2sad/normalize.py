@@ -2209,6 +2209,9 @@ class Lowerer:
             node = node.with_changes(args=[node.args[0].with_changes(value=cst.Tuple(shape.elements)), *node.args[1:]])
         if fn is np.isscalar and len(node.args) == 1 and not leading and node.args[0].keyword is None:
             return self.isscalar_call(node.args[0].value, out, target)
+        if fn is np.float_power and len(node.args) == 2 and not any(a.keyword or a.star for a in node.args):
+            base = self.prim(out, "as_float", (self.prim_arg(node.args[0].value, out),), hint="base")
+            return self.prim(out, "pow", (base, self.prim_arg(node.args[1].value, out)), target=target)  # in float64
         found = rules.lookup_object(fn)
         if found is not None:
             if any(a.star for a in node.args):

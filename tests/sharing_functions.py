@@ -269,6 +269,28 @@ def explicit_step_rebinds_u_to_out(u0):  # `u = out` after filling a fresh `out`
     return np.sum(u * u)
 
 
+def explicit_step_then_a_write_into_u(u0):  # `out` is made anew each pass, filled, handed to `u`, then updated
+    u = u0 * 1.0
+    for step in range(3):
+        out = np.zeros_like(u)
+        for i in range(1, u.shape[0] - 1):
+            out[i] = u[i] + 0.1 * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        u = out
+        u[2:] += 0.01 * u[:-2]
+    return np.sum(u ** 2)
+
+
+def one_buffer_handed_to_u_each_pass(u0):  # `out` is made once: the next pass fills the memory `u` names
+    u = u0 * 1.0
+    out = np.zeros_like(u)
+    for step in range(3):
+        for i in range(1, u.shape[0] - 1):
+            out[i] = u[i] + 0.1 * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        u = out
+        u[0] += 0.5
+    return np.sum(u ** 2)
+
+
 def explicit_step_on_the_argument(u):
     for step in range(2):
         out = np.zeros_like(u)

@@ -302,3 +302,15 @@ def test_a_variable_rebound_from_float32_to_float64_compiles_as_numpy_computes_i
     # under numba `u` is float64 from the start: its first pass rounds as float64, NumPy's as float32
     np.testing.assert_allclose(value, expected, rtol=1e-12 if backend == "python" else 1e-6)
     np.testing.assert_allclose(g, _fd(smooth_in_float64_buffers, (np.float64(x),), 0), rtol=1e-5, atol=1e-6)
+
+
+def float_power_sum(x):
+    return np.sum(np.float_power(x, 2.5) - x)
+
+
+def test_float_power_computes_in_float64_as_numpy_does(backend):
+    x = np.linspace(0.5, 2.0, 4, dtype=np.float32)
+    value, g = s2sad.value_and_grad(float_power_sum, backend=backend)(x)
+    assert np.asarray(value).dtype == np.asarray(float_power_sum(x)).dtype == np.float64 and g.dtype == np.float32
+    np.testing.assert_allclose(value, float_power_sum(x), rtol=1e-12)
+    np.testing.assert_allclose(g, 2.5 * np.float64(x) ** 1.5 - 1.0, rtol=1e-6)

@@ -49,6 +49,7 @@ ACCEPTED = [
     (F.early_zeros_or_filled_result_in_a_loop, np.array([[0.3, -0.4], [1.5, 0.9], [0.2, 0.1]])),
     (F.explicit_step_rebinds_u_to_out, SIX),
     (F.explicit_step_on_the_argument, SIX),
+    (F.explicit_step_then_a_write_into_u, SIX),
     (F.view_of_itself_in_a_loop, SIX),
     (F.shrinking_view_of_itself_in_a_loop, SIX),
     (F.element_read_before_its_write, SIX),  # an element, once the argument's rank is known
@@ -131,3 +132,13 @@ def test_the_plain_call_of_a_swapping_function_runs_as_numpy_does():
     assert_close(s2sad.differentiate(F.swapped_with_the_argument)(by_s2sad), expected, rtol=1e-12)
     assert not np.array_equal(by_numpy, a)
     np.testing.assert_array_equal(by_s2sad, by_numpy)
+
+
+def test_a_buffer_made_once_and_handed_to_u_each_pass_is_refused_at_the_write():
+    """`out` made before the loop: each pass fills the memory `u` names, so the write through `u` is refused."""
+    x = np.linspace(0.1, 0.9, 6)
+    with pytest.raises(s2sad.UnsupportedError) as info:
+        s2sad.grad(F.one_buffer_handed_to_u_each_pass, backend="python")(x)
+    header, shown = str(info.value).splitlines()[:2]
+    assert header.startswith(f"{F.__file__}:{line_of('u[0] += 0.5')}:") and "another name for an array" in header
+    assert shown.strip() == "u[0] += 0.5"
