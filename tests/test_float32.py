@@ -314,3 +314,15 @@ def test_float_power_computes_in_float64_as_numpy_does(backend):
     assert np.asarray(value).dtype == np.asarray(float_power_sum(x)).dtype == np.float64 and g.dtype == np.float32
     np.testing.assert_allclose(value, float_power_sum(x), rtol=1e-12)
     np.testing.assert_allclose(g, 2.5 * np.float64(x) ** 1.5 - 1.0, rtol=1e-6)
+
+
+def gathered_squares(x, idx):
+    return np.sum(x[idx] ** 2)
+
+
+def test_a_gather_scatters_its_float32_gradient_in_float32(backend):
+    """The adjoint adds into x_bar at integer indices: the index array says nothing of the precision."""
+    x, idx = X.astype(np.float32), np.array([0, 2, 2, 5])
+    g = s2sad.grad(gathered_squares, backend=backend)(x, idx)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, [2 * x[0], 0, 4 * x[2], 0, 0, 2 * x[5]], rtol=1e-6)

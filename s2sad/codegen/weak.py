@@ -52,7 +52,7 @@ DTYPE_CLASS = {"float32": "f32", "single": "f32", "float64": "f64", "double": "f
 
 
 # adjoint helpers: the position of the argument whose adjoint precision the result has
-ADJOINT_OF = {"unbroadcast": 1, "zeros_like_adj": 0, "copy_adj": 0, "restore": 1, "scalar_adjoint": 1}
+ADJOINT_OF = {"unbroadcast": 1, "zeros_like_adj": 0, "copy_adj": 0, "restore": 1, "scalar_adjoint": 1, "add_at": 0}
 
 
 @functools.cache
@@ -79,6 +79,11 @@ def promote(a: str | None, b: str | None) -> str | None:
     if b in WEAK:  # a weak number takes the other's dtype; a Python float meeting integers is float64
         return "f64" if a == "i64" and b == "float" else a
     return a if a == b else "f64"
+
+
+def join(classes) -> str | None:
+    """The class of a value that may be any of `classes` (None: none known yet)."""
+    return functools.reduce(promote, classes, None)
 
 
 def param_class(t, weak_float: bool) -> str:
@@ -129,9 +134,7 @@ class Classes(cst.CSTVisitor):
         for _ in range(50):
             changed = False
             for name, defs in self.defs.items():
-                joined = None
-                for define in defs:
-                    joined = promote(joined, define())
+                joined = join(define() for define in defs)
                 if joined != self.of.get(name):
                     self.of[name], changed = joined, True
             if not changed:
@@ -252,10 +255,8 @@ class Classes(cst.CSTVisitor):
         dtype = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "dtype"), None)
         if module is None and name in ("float", "int", "len", "abs", "min", "max", "round"):
             if name in ("float", "int", "len"):
-                return {"float": "float"}.get(name, "int")
-            joined = None
-            for a in args:
-                joined = promote(joined, self.classify(a.value))
+                return "float" if name == "float" else "int"
+            joined = join(self.classify(a.value) for a in args)
             return "int" if name == "round" and len(args) == 1 else joined
         if module == "math":
             return "int" if last in MATH_INTS else "other" if last.startswith("is") else "float"
@@ -288,22 +289,16 @@ class Classes(cst.CSTVisitor):
         strong = [c for c in classes if c in ("f32", "f64", "i64")]  # (a condition or a tuple says nothing)
         if not strong:  # a NumPy function of Python numbers is a NumPy scalar
             return "f64" if "float" in classes else "i64" if classes else "f64"
-        joined = None
-        for c in strong:
-            joined = promote(joined, c)
-        return joined
+        return join(strong)
 
     def created(self, last: str, args: list) -> str | None:
         """np.zeros(n), np.full(n, v), np.array([...]), np.arange(...): float64 unless the values say otherwise."""
         if last in ("zeros", "ones", "empty", "eye", "identity", "linspace", "logspace", "geomspace"):
             return "f64"
         values = args[1:2] if last == "full" else args[:1] if last in ("array", "asarray") else args
-        joined = None
-        for a in values:
-            value = a.value
-            items = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
-            for item in items:
-                joined = promote(joined, self.classify(item))
+        items = [e.value for a in values
+                 for e in (a.value.elements if isinstance(a.value, (cst.List, cst.Tuple)) else [a])]
+        joined = join(self.classify(item) for item in items)
         return {"float": "f64", "int": "i64", None: "f64"}.get(joined, joined)
 
     def dtype_class(self, dtype) -> str:
@@ -329,7 +324,8 @@ class Classes(cst.CSTVisitor):
     def helper(self, name: str | None, args: list) -> str | None:
         """A runtime helper or a generated function. A stand-in for a NumPy or SciPy function (`vlog`,
         `sp_gammaln`) makes a NumPy scalar of Python numbers; an adjoint helper takes the precision of the
-        value whose adjoint it makes (`unbroadcast(g, like)`: like's); any other follows its operands."""
+        value whose adjoint it makes (`unbroadcast(g, like)`: like's); any other follows its float operands
+        (an integer array there indexes, as in `add_at(x_bar, idx, g)`)."""
         classes = [self.classify(a.value) for a in args]
         if None in classes:
             return None
@@ -338,10 +334,7 @@ class Classes(cst.CSTVisitor):
         if name in ADJOINT_OF and len(classes) > ADJOINT_OF[name]:
             c = classes[ADJOINT_OF[name]]
             return {"int": "float", "i64": "f64"}.get(c, c)
-        joined = None
-        for c in classes:
-            if c in WEAK + STRONG_FLOATS + ("i64",):
-                joined = promote(joined, c)
+        joined = join(c for c in classes if c in ("float",) + STRONG_FLOATS)  # (integers index or count)
         return joined if joined is not None else "other"
 
 
