@@ -601,11 +601,23 @@ class Analysis:
         fresh = [i for i, s in enumerate(self.fn.body) if isinstance(s, Assign) and s.target == name
                  and isinstance(s.value, Prim) and s.value.rule.name in FRESH]
         for store in self.stores[name]:
+            if self.made_fresh_before(store, name):
+                continue
             at = self.top[id(store)]
             # an aliasing binding reaches this write unless it comes later (in a later top-level
             # statement) or a top-level fresh rebinding sits between the two
             if any(a <= at and not any(a < f < at for f in fresh) for a in aliasing):
                 return True
+        return False
+
+    def made_fresh_before(self, store, name: str) -> bool:
+        """Is `name` last bound, before `store` in the store's own block, to a new array (`u = u.copy()`,
+        what the refusal's hint asks for), with no binding of it nested in between?"""
+        block = self.block_of[id(store)]
+        for s in reversed(block[:_position(block, store)]):
+            binds = [t for t, _, _ in ir.walk([s]) if isinstance(t, (Assign, For)) and t.target == name]
+            if binds:
+                return binds == [s] and isinstance(s.value, Prim) and s.value.rule.name in FRESH
         return False
 
     def handed_over(self, d: Assign, seen: frozenset = frozenset()) -> bool:

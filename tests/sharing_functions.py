@@ -291,6 +291,18 @@ def one_buffer_handed_to_u_each_pass(u0):  # `out` is made once: the next pass f
     return np.sum(u ** 2)
 
 
+def one_buffer_copied_before_the_write(u0):  # the refusal's hint followed: `u = u.copy()` before the write
+    u = u0 * 1.0
+    out = np.zeros_like(u)
+    for step in range(3):
+        for i in range(1, u.shape[0] - 1):
+            out[i] = u[i] + 0.1 * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        u = out
+        u = u.copy()
+        u[0] += 0.5
+    return np.sum(u ** 2)
+
+
 def explicit_step_on_the_argument(u):
     for step in range(2):
         out = np.zeros_like(u)

@@ -50,6 +50,7 @@ ACCEPTED = [
     (F.explicit_step_rebinds_u_to_out, SIX),
     (F.explicit_step_on_the_argument, SIX),
     (F.explicit_step_then_a_write_into_u, SIX),
+    (F.one_buffer_copied_before_the_write, SIX),  # the hint of `one_buffer_handed_to_u_each_pass`, followed
     (F.view_of_itself_in_a_loop, SIX),
     (F.shrinking_view_of_itself_in_a_loop, SIX),
     (F.element_read_before_its_write, SIX),  # an element, once the argument's rank is known
