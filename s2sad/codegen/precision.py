@@ -22,10 +22,8 @@ import libcst as cst
 from numba.core import types
 
 from s2sad.codegen.chains import module_of
-from s2sad.codegen.weak import weak_text
+from s2sad.codegen.weak import CONSTANTS, CREATORS, called, float32_of, weak_text
 
-CREATORS = {"full", "array", "asarray", "linspace", "arange", "logspace", "geomspace"}  # dtype from their values
-CONSTANTS = {"pi", "e", "tau", "inf", "nan"}  # math.pi, np.inf, ...
 
 
 def single_precision(argtypes: tuple) -> bool:
@@ -60,10 +58,6 @@ def single_precision_text(text: str, function: str) -> str:
     return changed.code if rewrite.count else text
 
 
-def _float32(value: cst.BaseExpression) -> cst.Call:
-    return cst.Call(cst.Attribute(cst.Name("np"), cst.Name("float32")), [cst.Arg(value)])
-
-
 class _Single(cst.CSTTransformer):
     """Float constants, `math.pi`-like names and `float(v)` in one function, as float32."""
 
@@ -85,7 +79,7 @@ class _Single(cst.CSTTransformer):
         return False  # defaults stay as written
 
     def visit_Call(self, node):
-        if _called_name(node.func) in CREATORS:
+        if called(node.func)[1] in CREATORS:  # their constants set an array's dtype
             for arg in node.args:
                 for item in (arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg]):
                     value = item.value
@@ -114,12 +108,4 @@ class _Single(cst.CSTTransformer):
         if not self.inside or id(original) in self.kept:
             return updated
         self.count += 1
-        return _float32(updated)
-
-
-def _called_name(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("np", "numpy"):
-        return func.attr.value
-    return None
+        return float32_of(updated)

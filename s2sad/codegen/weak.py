@@ -110,8 +110,9 @@ def _dotted(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _module_call(name: str | None) -> tuple[str | None, str | None]:
-    """("np" | "math" | None, the function's last name) of a dotted call name."""
+def called(func: cst.BaseExpression) -> tuple[str | None, str | None]:
+    """("np" | "math" | None, the function's last name) of a call's function."""
+    name = _dotted(func)
     if name is None:
         return None, None
     head, _, last = name.rpartition(".")
@@ -250,7 +251,7 @@ class Classes(cst.CSTVisitor):
 
     def call(self, node: cst.Call) -> str | None:
         name = _dotted(node.func)
-        module, last = _module_call(name)
+        module, last = called(node.func)
         args = [a for a in node.args if a.keyword is None]
         dtype = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "dtype"), None)
         if module is None and name in ("float", "int", "len", "abs", "min", "max", "round"):
@@ -347,7 +348,8 @@ ELEMENTWISE = {"maximum", "minimum", "fmax", "fmin", "where", "clip", "add", "su
                "fmod", "remainder", "mod", "heaviside"}
 
 
-def _float32(value: cst.BaseExpression) -> cst.Call:
+def float32_of(value: cst.BaseExpression) -> cst.Call:
+    """`np.float32(value)`."""
     return cst.Call(cst.Attribute(cst.Name("np"), cst.Name("float32")), [cst.Arg(value)])
 
 
@@ -394,7 +396,7 @@ class Weak(cst.CSTTransformer):
         """`updated` as float32 if `original` is a weak number (ints too unless `ints` is False)."""
         if self.classes.classify(original) in (("int", "float") if ints else ("float",)):
             self.count += 1
-            return _float32(updated)
+            return float32_of(updated)
         return updated
 
     def leave_BinaryOperation(self, original, updated):
@@ -414,7 +416,7 @@ class Weak(cst.CSTTransformer):
                 arg = updated.args[0]
                 return updated.with_changes(args=[arg.with_changes(value=self._cast(original.args[0].value, arg.value))])
             return updated
-        module, last = _module_call(_dotted(func))
+        module, last = called(func)
         if module == "math" or (module is None and last in ("float", "int", "len", "range", "abs", "min", "max",
                                                             "round", "print")):
             return updated
