@@ -43,7 +43,7 @@ VARIABLE = "S2SAD_BACKGROUND_COMPILE"
 # How long a first call may run as Python before it compiles in-process instead: less than numba takes
 # to compile the smallest gradient, so Python runs only where it answers first.
 PYTHON_SECONDS = 0.4
-PRIMAL_SECONDS = PYTHON_SECONDS / 4  # a gradient takes several times its primal: a slower primal says "compile"
+PRIMAL_SECONDS = PYTHON_SECONDS / 2  # a gradient takes several times its primal: a slower primal says "compile"
 
 
 @dataclass(eq=False)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.runtime import contract, einsum_into
+from s2sad.runtime import contract, einsum_into, einsum_op
 
 rng = np.random.default_rng(7)
 
@@ -55,6 +55,23 @@ def test_into_kernel_matches_generic(spec, shapes, like):
     target = np.zeros(like)
     expected = einsum_into(spec, target, *args)  # the Python path: the generic contraction
     np.testing.assert_allclose(contract.kernel(spec, True)(target, *args), expected, rtol=1e-12)
+
+
+def test_python_path_writes_diagonals_and_broadcasts_in_closed_form():
+    """The python backend's einsum_into is np.einsum plus placement: checked against closed forms."""
+    np.testing.assert_array_equal(einsum_into("->ii", np.zeros((3, 3)), np.array(1.5)), 1.5 * np.eye(3))
+    v = np.array([1.0, 2.0])
+    expected = v[:, None, None] * np.eye(4)[None, :, :]
+    np.testing.assert_array_equal(einsum_into("i->ijj", np.zeros((2, 4, 4)), v), expected)
+    a = rng.normal(size=(3, 3))
+    assert einsum_into("ii->", 0.0, a) == pytest.approx(np.trace(a))
+
+
+def test_python_path_returns_new_arrays():
+    a = rng.normal(size=(3, 4))
+    for out in (einsum_op("ij->ji", a), einsum_into("ij->ji", np.zeros((4, 3)), a)):
+        np.testing.assert_array_equal(out, a.T)
+        assert not np.shares_memory(out, a)
 
 
 def test_integer_operands_give_floats():
@@ -160,3 +177,34 @@ def test_malloc_tuning_is_on_under_glibc_and_can_be_switched_off():
     glibc = platform.libc_ver()[0] == "glibc"
     assert _tuned_in_fresh_process(None) == str(glibc)
     assert _tuned_in_fresh_process("0") == "False"
+
+
+def _contractions(L, x, A, B):
+    Lx = np.einsum("kij,nkj->nki", L, x)
+    return np.sum(Lx * Lx) + np.sum(np.tensordot(A, B, 1) ** 2) + np.sum(np.inner(A, A)) + np.trace(A @ B)
+
+
+def test_python_backend_compiles_nothing():
+    """The python backend is what a cold first call runs while numba compiles (s2sad.background): it
+    must answer without compiling anything itself."""
+    from numba.core import event
+
+    from tests.helpers import assert_close, fd_grad
+
+    args = (rng.normal(size=(3, 2, 2)), rng.normal(size=(4, 3, 2)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)))
+    class Compiles(event.Listener):
+        def __init__(self):
+            self.names = []
+
+        def on_start(self, e):
+            self.names.append(e.data["dispatcher"].py_func.__qualname__)
+
+        def on_end(self, e):
+            pass
+
+    compiles = Compiles()
+    with event.install_listener("numba:compile", compiles):
+        grads = s2sad.grad(_contractions, argnums=(0, 1, 2, 3), backend="python")(*args)
+    assert compiles.names == []
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_contractions, args, i))

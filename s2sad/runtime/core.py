@@ -751,7 +751,7 @@ def _size(shape):
     return n
 
 
-@njit
+@register_jitable  # plain Python in the python backend, which compiles nothing
 def _source(i, stack, shape):
     """The index, among the matrices of an array of `shape`, of the one the i-th matrix of the broadcast
     `stack` reads (C order; a stack dim of size 1 is read at 0)."""
