@@ -9,8 +9,9 @@ most `PYTHON_SECONDS`:
   the disk cache meanwhile; each later call runs as Python until the compile lands (then it stops and
   runs compiled), and from then on calls run compiled;
 - if it does not (a long scalar loop, slow as Python), the run stops and the call compiles in-process,
-  as it would without this module: a first call costs at most `PYTHON_SECONDS` (plus `PRIMAL_SECONDS`
-  for grad's check of its output) more.
+  as it would without this module: a first call costs at most `PYTHON_SECONDS` of Python (plus
+  `PRIMAL_SECONDS` for grad's check of its output) more, and time inside long NumPy calls up to
+  `IN_NUMPY_FACTOR` times that (`_PythonClock`).
 
 A Python run stops at an alarm (SIGALRM, so only in the main thread; elsewhere calls compile or wait),
 at a line of the generated function itself. The generated functions never write into their arguments

@@ -26,3 +26,19 @@ def ellipk_of_length(x):
 
 def sum_of_squares(x):
     return np.sum(x ** 2)
+
+
+def python_for(seconds):
+    """Python lines for `seconds`."""
+    import time
+
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def one_long_call(n):
+    """One call into C that runs no Python line (as a NumPy operation on large new arrays can take long)."""
+    return sum(range(n))

@@ -187,3 +187,25 @@ def test_code_compiled_with_the_worker_off_is_loaded_by_a_later_session_with_it_
         assert proc.returncode == 0, proc.stderr
         outcomes.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert outcomes == [[[2.0, -4.0], False], [[2.0, -4.0], False]]  # d/dx sum(x * x) = 2x
+
+
+def test_a_python_run_is_timed_by_its_python_lines_not_by_one_long_call_into_c():
+    """A late alarm measures one call into C, which compiled code would make too: it does not count
+    against the budget, up to IN_NUMPY_FACTOR times it in all."""
+    from background_functions import one_long_call, python_for
+
+    budget = 0.05
+    assert background.run_briefly(python_for, (0.3,), budget)[0] == "stopped"
+    n = _c_iterations_for(4 * budget)
+    assert background.run_briefly(one_long_call, (n,), budget) == ("done", sum(range(n)))
+    n = _c_iterations_for(2 * background.IN_NUMPY_FACTOR * budget)
+    assert background.run_briefly(one_long_call, (n,), budget)[0] == "stopped"
+
+
+def _c_iterations_for(seconds: float) -> int:
+    """How long a range `sum` runs for about `seconds` on this machine."""
+    import time
+
+    t = time.perf_counter()
+    sum(range(1_000_000))
+    return int(1_000_000 * seconds / (time.perf_counter() - t))
