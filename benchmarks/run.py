@@ -312,6 +312,26 @@ def first_calls(name: str, quick: bool) -> dict:
     return out
 
 
+def cold_table(chosen: list, quick: bool, baseline: str | None) -> str:
+    """Each workload's cold first call (fresh process, empty caches) beside the hand adjoint's cold
+    compile, and the same first call of a `baseline` checkout's s2sad, run one after another."""
+    columns = [("s2sad", None)] + ([(f"baseline ({baseline})", baseline)] if baseline else [])
+    lines = ["| workload | " + " | ".join(c for c, _ in columns) + " | hand adjoint's compile | s2sad / hand |",
+             "|---" * (len(columns) + 3) + "|"]
+    for w in chosen:
+        cells = []
+        for _, checkout in columns:
+            with tempfile.TemporaryDirectory(prefix="s2sad-bench-") as tmp:
+                env = dict(os.environ, S2SAD_CACHE_DIR=os.path.join(tmp, "s2sad"), NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
+                if checkout:
+                    env["PYTHONPATH"] = str(Path(checkout).resolve())
+                cells.append(_first_call_process(w.name, quick, "cold", env)["first_call_s"])
+        with tempfile.TemporaryDirectory(prefix="s2sad-bench-") as tmp:
+            hand = _first_call_process(w.name, quick, "cold_hand", dict(os.environ, NUMBA_CACHE_DIR=tmp))["first_call_s"]
+        lines.append(f"| {w.name} | " + " | ".join(f"{c:.2f} s" for c in cells) + f" | {hand:.2f} s | {cells[0] / hand:.2f} |")
+    return "\n".join(lines)
+
+
 def _first_call_process(name: str, quick: bool, label: str, env: dict) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name] + (["--quick"] if quick else []) \
         + (["--numba-first"] if label == "warm_numba_first" else []) \
@@ -519,6 +539,9 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, fewer rounds")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="workloads whose name contains NAME")
     parser.add_argument("--no-first-call", action="store_true", help="skip the subprocess first-call/memory runs")
+    parser.add_argument("--cold-only", action="store_true",
+                        help="only the cold first calls (s2sad and the hand adjoint's compile), as a table")
+    parser.add_argument("--baseline", metavar="DIR", help="with --cold-only: also s2sad from this checkout")
     parser.add_argument("--child", metavar="NAME", help=argparse.SUPPRESS)
     parser.add_argument("--numba-first", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-of", choices=("hand", "jax"), help=argparse.SUPPRESS)
@@ -535,6 +558,9 @@ def main(argv=None) -> None:
     chosen = [w for w in W.workloads(args.quick) if not args.only or any(s in w.name for s in args.only)]
     if not chosen:
         raise SystemExit(f"no workload matches {args.only}; names: {[w.name for w in W.workloads(args.quick)]}")
+    if args.cold_only:
+        print(cold_table(chosen, args.quick, args.baseline))
+        return
     mode = "`--quick` sizes" if args.quick else "full sizes"
     results = dict(machine=machine(), mode=mode, workloads=[], load_before=os.getloadavg()[0])
     for w in chosen:
