@@ -4001,6 +4001,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         if isinstance(shape, Const):
             return len(shape.value) if isinstance(shape.value, tuple) else 1
         return 1 if shape.name in ints else lengths.get(shape.name)
+    if value.rule.reduces:
+        return _reduced_rank(value, ranks)
     operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool)
                 else ranks.get(getattr(a, "name", None)) for a in value.args]
     if pointwise(value.rule) and None not in operands:
@@ -4011,6 +4013,22 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
     if name == "dot" and None not in operands:  # a sum over a's last axis and b's second-to-last
         return max(operands) if min(operands) == 0 else operands[0] + operands[1] - 2
     return None
+
+
+def _reduced_rank(value: Prim, ranks: dict) -> int | None:
+    """The rank of a NumPy reduction's result, given constant `axis` and `keepdims`: 0 over every axis,
+    one less per axis reduced, the operand's own with keepdims."""
+    first, kwargs = value.args[0], dict(value.kwargs)
+    rank = 0 if isinstance(first, Const) else ranks.get(first.name)
+    axis = value.args[1] if len(value.args) == 2 else kwargs.get("axis", Const(None))
+    keep = kwargs.get("keepdims", Const(False))
+    if rank is None or len(value.args) > 2 or not isinstance(axis, Const) or not isinstance(keep, Const):
+        return None
+    if keep.value:
+        return rank
+    if axis.value is None:
+        return 0
+    return rank - (len(axis.value) if isinstance(axis.value, tuple) else 1)
 
 
 def _is_int_atom(atom, ints: set) -> bool:

@@ -281,6 +281,24 @@ def test_a_constant_range_loop_that_appends_to_a_list_is_unrolled(backend):
     assert_close(g[1], fd_grad(heads_stacked, (x, W), 1))
 
 
+def _normalized(row):
+    shift = np.max(row)
+    e = np.exp(row - shift)
+    return e / np.sum(e)
+
+
+def rows_softmax_stacked(X):  # rows collected in a list, then stacked: the item's rank comes from reductions
+    rows = []
+    for row in X:
+        rows.append(_normalized(row))
+    return np.sum(np.array(rows) ** 2) + np.mean(np.max(X, axis=1, keepdims=True) * X.sum(0))
+
+
+def test_a_list_of_rows_made_through_reductions_is_stacked(backend):
+    X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    assert_close(s2sad.grad(rows_softmax_stacked, backend=backend)(X), fd_grad(rows_softmax_stacked, (X,), 0))
+
+
 def griewank(x):
     return 1 + sum(i ** 2 for i in x) / 4000 - prod([cos(i / sqrt(idx + 1)) for idx, i in enumerate(x)])
 

@@ -26,7 +26,8 @@ def sum_tangent(g, out, x, axis=None, keepdims=False):
     return (sum_reduce(g, axis, keepdims),)
 
 
-@defrule(np.sum, sum_reduce, elementwise=False, print_as="sum_reduce", print_plain=True, tangent=sum_tangent,
+@defrule(np.sum, sum_reduce, elementwise=False, reduces=True,
+         print_as="sum_reduce", print_plain=True, tangent=sum_tangent,
          checks=[Check("np.sum(a)"), Check("np.sum(a, axis=0)", shapes=MATRIX), Check("np.sum(a, 1)", shapes=MATRIX),
                  Check("np.sum(a, axis=-1)", shapes=CUBE), Check("np.sum(a, axis=(0, 2))", shapes=CUBE),
                  Check("np.sum(a, axis=(-1, 0), keepdims=True)", shapes=CUBE),
@@ -51,7 +52,8 @@ def mean_tangent(g, out, x, axis=None, keepdims=False):
     return (mean_reduce(g, axis, keepdims),)
 
 
-@defrule(np.mean, mean_reduce, elementwise=False, print_as="mean_reduce", print_plain=True, tangent=mean_tangent,
+@defrule(np.mean, mean_reduce, elementwise=False, reduces=True,
+         print_as="mean_reduce", print_plain=True, tangent=mean_tangent,
          checks=[Check("np.mean(a)"), Check("np.mean(a, axis=0)", shapes=MATRIX), Check("np.mean(a, 1)", shapes=MATRIX),
                  Check("np.mean(a, axis=(0, -1), keepdims=True)", shapes=CUBE)])
 def mean(g, out, x, axis=None, keepdims=False):
@@ -69,7 +71,8 @@ def prod_tangent(g, out, x, axis=None, keepdims=False):
 # d out / d x_i is the product of the other entries: out / x_i where x_i != 0; where x_i is the only zero of its
 # reduction, the product of the nonzero entries; 0 where there are more zeros. Computed without dividing by zero.
 # (Second derivatives are exact unless a reduction has two or more zeros.)
-@defrule(np.prod, prod_reduce, elementwise=False, print_as="prod_reduce", print_plain=True, tangent=prod_tangent,
+@defrule(np.prod, prod_reduce, elementwise=False, reduces=True,
+         print_as="prod_reduce", print_plain=True, tangent=prod_tangent,
          checks=[Check("np.prod(a)", shapes=ARRAYS), Check("np.prod(a, axis=1)", shapes=MATRIX),
                  Check("np.prod(a, axis=(0, 2), keepdims=True)", shapes=CUBE),
                  Check("np.prod(a * (a > 0.0), axis=0)", shapes=((4, 3),))])
@@ -88,7 +91,8 @@ def max_tangent(g, out, x, axis=None, keepdims=False):
     return (sum_reduce(g * extremum_mask(x, out, axis, keepdims), axis, keepdims),)
 
 
-@defrule(np.max, np.amax, max_reduce, elementwise=False, print_as="max_reduce", print_plain=True, tangent=max_tangent,
+@defrule(np.max, np.amax, max_reduce, elementwise=False, reduces=True,
+         print_as="max_reduce", print_plain=True, tangent=max_tangent,
          checks=[Check("np.max(a)", "distinct"), Check("np.max(a, axis=0)", "distinct", MATRIX),
                  Check("np.amax(a, axis=(0, 2), keepdims=True)", "distinct", CUBE),
                  Check("np.amax(a, -1)", "distinct", CUBE)])
@@ -100,7 +104,8 @@ def min_tangent(g, out, x, axis=None, keepdims=False):
     return (sum_reduce(g * extremum_mask(x, out, axis, keepdims), axis, keepdims),)
 
 
-@defrule(np.min, np.amin, min_reduce, elementwise=False, print_as="min_reduce", print_plain=True, tangent=min_tangent,
+@defrule(np.min, np.amin, min_reduce, elementwise=False, reduces=True,
+         print_as="min_reduce", print_plain=True, tangent=min_tangent,
          checks=[Check("np.min(a)", "distinct"), Check("np.min(a, axis=1)", "distinct", MATRIX),
                  Check("np.amin(a, axis=(1, 2))", "distinct", CUBE),
                  Check("np.amin(a, 0, keepdims=True)", "distinct", MATRIX)])
@@ -130,7 +135,8 @@ def var_tangent(g, out, x, axis=None, ddof=0, keepdims=False):
     return (sum_reduce(g * center(x, axis), axis, keepdims) * (2.0 / (reduce_count(x, axis) - ddof)),)
 
 
-@defrule(np.var, var_reduce, elementwise=False, print_as="var_reduce", tangent=var_tangent,
+@defrule(np.var, var_reduce, elementwise=False, reduces=True,
+         print_as="var_reduce", tangent=var_tangent,
          checks=[Check("np.var(a)", shapes=ARRAYS), Check("np.var(a, axis=0)", shapes=MATRIX),
                  Check("np.var(a, 1, ddof=1)", shapes=MATRIX),
                  Check("np.var(a, axis=(0, 2), keepdims=True)", shapes=CUBE)])
@@ -145,7 +151,8 @@ def std_tangent(g, out, x, axis=None, ddof=0, keepdims=False):
     return (sum_reduce(g * center(x, axis), axis, keepdims) / ((out + (out == 0.0)) * (reduce_count(x, axis) - ddof)),)
 
 
-@defrule(np.std, std_reduce, elementwise=False, print_as="std_reduce", print_plain=True, tangent=std_tangent,
+@defrule(np.std, std_reduce, elementwise=False, reduces=True,
+         print_as="std_reduce", print_plain=True, tangent=std_tangent,
          checks=[Check("np.std(a)", shapes=ARRAYS), Check("np.std(a, axis=1)", shapes=MATRIX),
                  Check("np.std(a, 0, ddof=1)", shapes=MATRIX),
                  Check("np.std(a, axis=(1, 2), keepdims=True)", shapes=CUBE)])

@@ -65,6 +65,7 @@ class Rule:
     print_plain: bool = False  # ...except for a plain one-operand call, which numba has (np.sum(x))
     tangent: Callable | None = None  # forward-mode template; None: the adjoint (elementwise rules)
     tangent_error: str | None = None  # why this rule has no forward mode (custom_vjp)
+    reduces: bool = False  # a NumPy reduction, f(x, axis=None, ..., keepdims=False): its rank follows from those
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -231,7 +232,7 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
-            tangent=None, print_plain=False, costly=False):
+            tangent=None, print_plain=False, costly=False, reduces=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -240,7 +241,7 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
 
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
-                    print_as=print_as, tangent=tangent, print_plain=print_plain)
+                    print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
