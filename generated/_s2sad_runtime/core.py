@@ -71,9 +71,14 @@ def adjoint_dtype(like):
     return _np_adj_dtype(np.result_type(like))
 
 
+_FLOAT_ADJOINT = (float, int, np.float64)  # the scalars whose adjoint is a Python float, without asking NumPy
+
+
 def scalar_adjoint(value, like):
     """`value` as a scalar in the adjoint precision of `like` (a scalar or an array): np.float32 for float32, a
     Python float otherwise."""
+    if type(like) in _FLOAT_ADJOINT:  # the python backend's loops call this once per line: no dtype lookup
+        return float(value)
     dtype = adjoint_dtype(like)
     return dtype.type(value) if dtype.kind == "f" and dtype != np.float64 else float(value)
 
@@ -264,6 +269,8 @@ def _gather(big, small, shape, sstr):
 
 def zeros_like_adj(x):
     """Zero adjoint of ``x``: 0.0 for scalars, a float zero array for arrays, a tape of zeros for a tape."""
+    if type(x) in _FLOAT_ADJOINT:
+        return 0.0
     if isinstance(x, np.ndarray):
         return np.zeros(x.shape, _np_adj_dtype(x.dtype))
     if isinstance(x, list):
@@ -303,9 +310,13 @@ def _ol_zeros_like_adj(x):
 
 def unbroadcast(g, like):
     """Sum adjoint ``g`` down to the shape of ``like`` (reverse of broadcasting)."""
+    if type(g) is float and type(like) in _FLOAT_ADJOINT:  # most calls of the python backend's scalar loops
+        return g
     g_arr, l_arr = isinstance(g, np.ndarray), isinstance(like, np.ndarray)
     if not l_arr:
-        return scalar_adjoint(np.sum(g), like) if g_arr or isinstance(like, np.floating) else g
+        if g_arr:
+            return scalar_adjoint(np.sum(g), like)
+        return scalar_adjoint(g, like) if isinstance(like, np.floating) else g
     dt = _np_adj_dtype(like.dtype)
     if not g_arr:
         return np.full(like.shape, g, dtype=dt)
@@ -752,7 +763,7 @@ def _size(shape):
     return n
 
 
-@njit
+@register_jitable  # plain Python in the python backend, which compiles nothing
 def _source(i, stack, shape):
     """The index, among the matrices of an array of `shape`, of the one the i-th matrix of the broadcast
     `stack` reads (C order; a stack dim of size 1 is read at 0)."""

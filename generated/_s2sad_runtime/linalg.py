@@ -15,7 +15,7 @@ import operator
 import numpy as np
 from numba import njit, types
 from numba.core.errors import TypingError
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from . import contract
@@ -300,8 +300,22 @@ def _check_numpy_output(labels, counts):
 # ---------------------------------------------------------------------------
 
 def einsum_op(subscripts, x, y=None):
-    """np.einsum(subscripts, x[, y]) with letter subscripts."""
-    return np.einsum(subscripts, x) if y is None else np.einsum(subscripts, x, y)
+    """np.einsum(subscripts, x[, y]) with letter subscripts, always a new array (as compiled code gives)."""
+    operands = (x,) if y is None else (x, y)
+    return _fresh(np.einsum(subscripts, *operands, optimize=_worth_a_path(operands)), x, y)
+
+
+def _worth_a_path(operands) -> bool:
+    """Whether np.einsum should plan its contraction (BLAS where it can): several times faster on large
+    operands, and a fixed cost of tens of microseconds that small ones would feel."""
+    return len(operands) == 2 and sum(np.size(v) for v in operands) > 4096
+
+
+def _fresh(value, *operands):
+    """`value`, copied where np.einsum returned a view of an operand ('ij->ji', 'ii->i')."""
+    if any(v is not None and np.shares_memory(value, v) for v in operands):
+        return value.copy()
+    return value
 
 
 def _n_out(spec):
@@ -358,15 +372,38 @@ def _ol_einsum_op(subscripts, x, y=None):
 def einsum_into(spec, like, x, y=None):
     """einsum(spec, x[, y]) shaped like `like`, and in its adjoint's precision (`like` is the operand whose
     adjoint this is): output subscripts may repeat (the result is zero off that diagonal) or appear in no
-    operand (the result is broadcast along them)."""
-    labels, counts, nops = _parse(spec)
+    operand (the result is broadcast along them). In Python it is np.einsum: the python backend compiles
+    nothing."""
+    operands, out = contract.parse_spec(spec)
     dtype = _compute_dtype(x, y)
-    xf, xsh = _flat(x, dtype)
-    yf, ysh = _flat(y, dtype)
-    out, _ = _contract(labels, counts, nops, xf, xsh, yf, ysh, np.array(np.shape(like), dtype=np.int64), True)
+    arrays = [np.asarray(v, dtype=dtype) for v in (x, y) if v is not None]
+    if len(operands) != len(arrays):
+        raise ValueError("einsum: the subscripts name a different number of operands")
+    given = set("".join(operands))
+    kept = "".join(dict.fromkeys(c for c in out if c in given))
+    value = _fresh(np.einsum(",".join(operands) + "->" + kept, *arrays, optimize=_worth_a_path(arrays)), *arrays)
+    shape = np.shape(like)
+    if len(shape) != len(out):
+        raise ValueError("einsum: the output subscripts do not match the adjoint's rank")
+    result = _placed(value, kept, out, shape)
     if isinstance(like, np.ndarray):
-        return _in_dtype(out.reshape(like.shape), adjoint_dtype(like))
-    return scalar_adjoint(out[0], like)
+        return _in_dtype(result, adjoint_dtype(like))
+    return scalar_adjoint(result.reshape(()).item(), like)
+
+
+def _placed(value, kept, out, shape):
+    """`value` (subscripts `kept`, each once) written into an array of `shape` with subscripts `out`:
+    broadcast along the subscripts `kept` lacks, zero off the diagonals where `out` repeats one."""
+    if out == kept:
+        return value
+    index = np.indices(shape, sparse=True)
+    first = {c: out.index(c) for c in out}
+    result = value[tuple(index[first[c]] for c in kept)] if kept else value
+    on_diagonal = np.ones((1,) * len(shape), bool)
+    for axis, c in enumerate(out):
+        if c in first and first[c] != axis:
+            on_diagonal = on_diagonal & (index[axis] == index[first[c]])
+    return np.broadcast_to(np.where(on_diagonal, result, 0), shape).copy()
 
 
 @overload(einsum_into, prefer_literal=True)
@@ -401,7 +438,7 @@ def _ol_einsum_swap(spec, k):
 # tensordot and inner
 # ---------------------------------------------------------------------------
 
-@njit
+@register_jitable  # plain Python in the python backend, which compiles nothing
 def _tdot_spec(nx, ny, axa, axb):
     """einsum subscripts for tensordot: x's axes axa contract with y's axes axb."""
     if axa.size != axb.size:
