@@ -506,6 +506,8 @@ def _translate_errors(dispatcher) -> None:
             raise found from None
         except NotImplementedError as exc:  # lowering, which names no line (keyword arguments of a ufunc)
             raise _lowering_error(dispatcher, exc) from None
+        except AssertionError as exc:  # numba's own checks, where its typing meets what it does not support
+            raise _lowering_error(dispatcher, exc) from exc
 
     dispatcher._compile_for_args = compile_for_user
 
@@ -523,7 +525,7 @@ def _lowering_error(dispatcher, exc) -> Exception:
     fn = _LOWERED.get(Path(dispatcher.py_func.__code__.co_filename).stem)
     lines = ir.places(fn) if fn is not None else []
     message = (f"numba cannot compile the code generated for `{getattr(fn, 'name', dispatcher.py_func.__name__)}` "
-               f"(it names no line): {exc}")
+               f"(it names no line): {str(exc) or f'an internal check failed ({type(exc).__name__})'}")
     return UnsupportedError(located_at(message, lines[0], _NUMBA_HINT) if lines else f"{message}\n  hint: {_NUMBA_HINT}")
 
 

@@ -855,7 +855,7 @@ class Lowerer:
                     and self.branch_depth:
                 raise self.err(target, f"`{target.value}` is None on one path and a value on another",
                                "give it a value of one type before the branch (numba compiles one type per name)")
-            if isinstance(value, Const) and value.value is None or isinstance(value, Positions):
+            if isinstance(value, Const) and value.value is None or isinstance(value, (Positions, PositionsAxis)):
                 self.trees[target.value] = value  # `H = None`: `H is None` is decided when the code is generated
                 return
             if isinstance(value, Const) and isinstance(value.value, str) and \
@@ -892,7 +892,7 @@ class Lowerer:
             value = tuple(self.emit(out, self.temp(f"{value.name}_{i}"), Load(value, (Const(i),)))
                           for i in range(len(names)))
         if isinstance(value, Positions):
-            raise self.positions_misused(target)
+            value = self.unpacked_positions(target, value, len(names))
         if not isinstance(value, (tuple, list)) or len(value) != len(names):
             size = len(value) if is_tree(value) else "a non-tuple"
             raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
@@ -1500,7 +1500,7 @@ class Lowerer:
 
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
-        if isinstance(base, Positions):
+        if isinstance(base, (Positions, PositionsAxis)):
             raise self.positions_misused(node)
         if is_tree(base):
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and isinstance(base, (tuple, list)):
@@ -1533,7 +1533,7 @@ class Lowerer:
 
     def refuse_non_atom(self, node, value):
         """`value` if it is a number or array (an atom); a located error for a tuple, list or np.where's positions."""
-        if isinstance(value, Positions):
+        if isinstance(value, (Positions, PositionsAxis)):
             raise self.positions_misused(node)
         if is_tree(value):
             raise self.err(node, f"a {type(value).__name__} cannot be used as a number or array here",
@@ -2578,12 +2578,23 @@ class Lowerer:
                   for p in fn.__code__.co_varnames[:fn.__code__.co_argcount]]
         return [a for a in placed if a is not _NOT_STATIC] + list(given)
 
+    def unpacked_positions(self, target, positions: Positions, count: int) -> tuple:
+        rank = self.ranks.get(positions.mask.name) if isinstance(positions.mask, Var) else None
+        if rank is not None and rank != count:
+            raise self.err(target, f"cannot unpack {rank} index arrays into {count} names")
+        return tuple(PositionsAxis(positions, k, count) for k in range(count))
+
     def index(self, node: cst.Subscript, out, allow_newaxis: bool = False):
         """The index of `x[...]`: atoms and Slices; `None` items as NEWAXIS when allowed."""
-        items = []
-        for el in node.slice:
-            s = el.slice
-            if isinstance(s, cst.Index):
+        items, k = [], 0
+        while k < len(node.slice):
+            s = node.slice[k].slice
+            k += 1
+            positions = self.unpacked_positions_at(node.slice, k - 1)
+            if positions is not None:  # x[i, j] of `i, j = np.where(c)` is x[c]
+                items.append(positions.mask)
+                k += self.trees[s.value.value].count - 1
+            elif isinstance(s, cst.Index):
                 if isinstance(s.value, cst.Name) and s.value.value == "None" or self.is_newaxis(s.value):
                     if not allow_newaxis:
                         raise self.err(s, "`None` (newaxis) is not supported in an in-place write")
@@ -2599,6 +2610,21 @@ class Lowerer:
                 parts = [None if p is None else self.expr(p, out) for p in (s.lower, s.upper, s.step)]
                 items.append(Slice(*parts))
         return tuple(items)
+
+    def unpacked_positions_at(self, elements, k: int) -> Positions | None:
+        """The np.where whose unpacked index arrays `elements[k:]` begin with, all of them in order (`x[i, j]`
+        of `i, j = np.where(c)`), or None where item k is not one; any other use of them is refused."""
+        value = getattr(elements[k].slice, "value", None)
+        part = self.trees.get(value.value) if isinstance(value, cst.Name) else None
+        if not isinstance(part, PositionsAxis):
+            return None
+        run = [getattr(el.slice, "value", None) for el in elements[k:k + part.count]]
+        parts = [self.trees.get(n.value) if isinstance(n, cst.Name) else None for n in run]
+        if part.axis != 0 or len(parts) != part.count or any(
+                not isinstance(p, PositionsAxis) or p.positions is not part.positions or p.axis != d
+                for d, p in enumerate(parts)):
+            raise self.positions_misused(value)
+        return part.positions
 
     def index_item(self, node, out) -> tuple:
         """The index items one subscript item stands for: an atom, or a tuple's (`out[i]` of np.ndindex's `i`)."""
@@ -3697,6 +3723,16 @@ class Positions:
     """What `np.where(c)` with one argument gives while lowering: the positions where the mask holds."""
 
     mask: Any
+
+
+@dataclass(eq=False)
+class PositionsAxis:
+    """One of np.where's index arrays, unpacked (`i, j = np.triu_indices(n)`): it indexes only with the others,
+    in order (`x[i, j]`), which is x[mask]."""
+
+    positions: Positions
+    axis: int
+    count: int
 
 
 @dataclass(eq=False)

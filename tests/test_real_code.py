@@ -1271,6 +1271,42 @@ def test_triangle_indices_read_and_write_the_triangles(backend):
     assert_close(grad, fd_grad(_correlation_triangles, (x,), 0))
 
 
+def _pair_energy(x, kappa):
+    """Pairs i < j by unpacked triangle indices, read from a matrix of distances (a JAX-style energy)."""
+    n = x.shape[0]
+    i, j = np.triu_indices(n, k=1)
+    gaps = np.sqrt(np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1) + 1.0)
+    return 0.5 * np.sum(x ** 2) + np.sum(kappa / gaps[i, j])
+
+
+def _pair_energy_3d(x, kappa):
+    """The same pairs read from the (n, n, dim) differences: a 2-D mask over a 3-D array."""
+    n, dim = x.shape
+    i, j = np.triu_indices(n, k=1)
+    r = np.linalg.norm((np.reshape(x, (n, 1, dim)) - np.reshape(x, (1, n, dim)))[i, j], axis=-1)
+    return np.sum(kappa / r)
+
+
+def _pairs_swapped(x):
+    i, j = np.triu_indices(x.shape[0], k=1)
+    return np.sum(x[j, i])
+
+
+def test_unpacked_triangle_indices_index_together(backend):
+    x = np.array([[0.1, 0.5], [1.2, -0.3], [0.4, 1.1], [-0.7, 0.2]])
+    assert_close(s2sad.grad(_pair_energy, backend=backend)(x, 0.7), fd_grad(_pair_energy, (x, 0.7), 0))
+    with pytest.raises(s2sad.UnsupportedError, match="serve here only to index an array"):
+        s2sad.grad(_pairs_swapped, backend=backend)(np.ones((3, 3)))
+
+
+def test_a_lower_rank_mask_numba_cannot_index_with_is_a_located_error_and_runs_as_python():
+    x = np.array([[0.1, 0.5], [1.2, -0.3], [0.4, 1.1]])
+    grad = s2sad.grad(_pair_energy_3d, backend="python")(x, 0.7)
+    assert_close(grad, fd_grad(_pair_energy_3d, (x, 0.7), 0))
+    with pytest.raises(s2sad.UnsupportedError, match="numba cannot compile the code generated for `_pair_energy_3d`"):
+        s2sad.grad(_pair_energy_3d)(x, 0.7)
+
+
 def _clamp(i, offset, maxval):
     j = max(0, i + offset)
     return min(j, maxval)
