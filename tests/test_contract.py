@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from helpers import assert_close, fd_grad
 from s2sad.runtime import contract, einsum_into, einsum_op
 
 rng = np.random.default_rng(7)
@@ -188,8 +189,6 @@ def test_python_backend_compiles_nothing():
     """The python backend is what a cold first call runs while numba compiles (s2sad.background): it
     must answer without compiling anything itself."""
     from numba.core import event
-
-    from tests.helpers import assert_close, fd_grad
 
     args = (rng.normal(size=(3, 2, 2)), rng.normal(size=(4, 3, 2)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)))
     class Compiles(event.Listener):

@@ -1271,7 +1271,7 @@ def test_triangle_indices_read_and_write_the_triangles(backend):
     assert_close(grad, fd_grad(_correlation_triangles, (x,), 0))
 
 
-def _pair_energy(x, kappa):
+def _pair_energy_unpacked(x, kappa):
     """Pairs i < j by unpacked triangle indices, read from a matrix of distances (a JAX-style energy)."""
     n = x.shape[0]
     i, j = np.triu_indices(n, k=1)
@@ -1294,7 +1294,7 @@ def _pairs_swapped(x):
 
 def test_unpacked_triangle_indices_index_together(backend):
     x = np.array([[0.1, 0.5], [1.2, -0.3], [0.4, 1.1], [-0.7, 0.2]])
-    assert_close(s2sad.grad(_pair_energy, backend=backend)(x, 0.7), fd_grad(_pair_energy, (x, 0.7), 0))
+    assert_close(s2sad.grad(_pair_energy_unpacked, backend=backend)(x, 0.7), fd_grad(_pair_energy_unpacked, (x, 0.7), 0))
     with pytest.raises(s2sad.UnsupportedError, match="serve here only to index an array"):
         s2sad.grad(_pairs_swapped, backend=backend)(np.ones((3, 3)))
 

@@ -79,12 +79,22 @@ def test_a_tuple_of_index_arrays(backend):
 def unpacked(x):
     r = np.outer(x, x)
     rows, cols = np.diag_indices_from(r)
-    return np.sum(r[rows, cols])
+    return np.sum(r[rows, cols] ** 3)
 
 
-def test_unpacking_diagonal_indices_is_refused_at_the_line():
+def rows_alone(x):
+    r = np.outer(x, x)
+    rows, cols = np.diag_indices_from(r)
+    return np.sum(r[rows])
+
+
+def test_unpacked_diagonal_indices_index_together(backend):
+    check_both_modes(unpacked, X, backend)
+
+
+def test_an_unpacked_index_array_used_alone_is_refused_at_the_line():
     with pytest.raises(s2sad.UnsupportedError, match=r"test_real_rules.py:\d+:\d+: .*diag_indices"):
-        s2sad.grad(unpacked, backend="python")(X)
+        s2sad.grad(rows_alone, backend="python")(X)
 
 
 ROWS, COLS = np.array([0, 1, 0]), np.array([2, 0, 2])  # the pair (0, 2) twice
