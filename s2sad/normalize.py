@@ -892,7 +892,7 @@ class Lowerer:
             value = tuple(self.emit(out, self.temp(f"{value.name}_{i}"), Load(value, (Const(i),)))
                           for i in range(len(names)))
         if isinstance(value, Positions):
-            value = self.unpacked_positions(target, value, len(names))
+            value = self.unpacked_positions(target, value, names)
         if not isinstance(value, (tuple, list)) or len(value) != len(names):
             size = len(value) if is_tree(value) else "a non-tuple"
             raise self.err(target, f"cannot unpack {size} values into {len(names)} names")
@@ -1500,7 +1500,9 @@ class Lowerer:
 
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
-        if isinstance(base, (Positions, PositionsAxis)):
+        if isinstance(base, PositionsAxis):
+            raise self.unpacked_misused(node, base)
+        if isinstance(base, Positions):
             raise self.positions_misused(node)
         if is_tree(base):
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and isinstance(base, (tuple, list)):
@@ -1533,12 +1535,21 @@ class Lowerer:
 
     def refuse_non_atom(self, node, value):
         """`value` if it is a number or array (an atom); a located error for a tuple, list or np.where's positions."""
-        if isinstance(value, (Positions, PositionsAxis)):
+        if isinstance(value, PositionsAxis):
+            raise self.unpacked_misused(node, value)
+        if isinstance(value, Positions):
             raise self.positions_misused(node)
         if is_tree(value):
             raise self.err(node, f"a {type(value).__name__} cannot be used as a number or array here",
                            "unpack it, index it with a constant, pass it to a Python function or return it")
         return value
+
+    def unpacked_misused(self, node, part: "PositionsAxis"):
+        together = ", ".join(part.names)
+        other_order = "`x.T[{}]`".format(together) if len(part.names) == 2 else "np.transpose(x, axes) first"
+        return self.err(node, f"`{part.names[part.axis]}` is one of the index arrays `{together}` unpacked from "
+                              "np.where / np.nonzero / np.*_indices: they index only all together, in that order",
+                        f"write `x[{together}]`; for the items in another order, {other_order}")
 
     def positions_misused(self, node):
         return self.err(node, "the index arrays of np.where(condition) / np.nonzero / np.diag_indices serve here only "
@@ -2578,11 +2589,12 @@ class Lowerer:
                   for p in fn.__code__.co_varnames[:fn.__code__.co_argcount]]
         return [a for a in placed if a is not _NOT_STATIC] + list(given)
 
-    def unpacked_positions(self, target, positions: Positions, count: int) -> tuple:
+    def unpacked_positions(self, target, positions: Positions, names: list) -> tuple:
         rank = self.ranks.get(positions.mask.name) if isinstance(positions.mask, Var) else None
-        if rank is not None and rank != count:
-            raise self.err(target, f"cannot unpack {rank} index arrays into {count} names")
-        return tuple(PositionsAxis(positions, k, count) for k in range(count))
+        if rank is not None and rank != len(names):
+            raise self.err(target, f"cannot unpack {rank} index arrays into {len(names)} names")
+        spelled = tuple(cst.Module([]).code_for_node(n) for n in names)
+        return tuple(PositionsAxis(positions, k, spelled) for k in range(len(names)))
 
     def index(self, node: cst.Subscript, out, allow_newaxis: bool = False):
         """The index of `x[...]`: atoms and Slices; `None` items as NEWAXIS when allowed."""
@@ -2590,10 +2602,10 @@ class Lowerer:
         while k < len(node.slice):
             s = node.slice[k].slice
             k += 1
-            positions = self.unpacked_positions_at(node.slice, k - 1)
-            if positions is not None:  # x[i, j] of `i, j = np.where(c)` is x[c]
-                items.append(positions.mask)
-                k += self.trees[s.value.value].count - 1
+            unpacked = self.unpacked_positions_at(node.slice, k - 1)
+            if unpacked is not None:  # x[i, j] of `i, j = np.where(c)` is x[c]
+                items.append(unpacked.positions.mask)
+                k += len(unpacked.names) - 1
             elif isinstance(s, cst.Index):
                 if isinstance(s.value, cst.Name) and s.value.value == "None" or self.is_newaxis(s.value):
                     if not allow_newaxis:
@@ -2611,20 +2623,20 @@ class Lowerer:
                 items.append(Slice(*parts))
         return tuple(items)
 
-    def unpacked_positions_at(self, elements, k: int) -> Positions | None:
-        """The np.where whose unpacked index arrays `elements[k:]` begin with, all of them in order (`x[i, j]`
+    def unpacked_positions_at(self, elements, k: int) -> "PositionsAxis | None":
+        """The first of the unpacked index arrays `elements[k:]` begin with, all of them in order (`x[i, j]`
         of `i, j = np.where(c)`), or None where item k is not one; any other use of them is refused."""
         value = getattr(elements[k].slice, "value", None)
         part = self.trees.get(value.value) if isinstance(value, cst.Name) else None
         if not isinstance(part, PositionsAxis):
             return None
-        run = [getattr(el.slice, "value", None) for el in elements[k:k + part.count]]
+        run = [getattr(el.slice, "value", None) for el in elements[k:k + len(part.names)]]
         parts = [self.trees.get(n.value) if isinstance(n, cst.Name) else None for n in run]
-        if part.axis != 0 or len(parts) != part.count or any(
+        if part.axis != 0 or len(parts) != len(part.names) or any(
                 not isinstance(p, PositionsAxis) or p.positions is not part.positions or p.axis != d
                 for d, p in enumerate(parts)):
-            raise self.positions_misused(value)
-        return part.positions
+            raise self.unpacked_misused(value, part)
+        return part
 
     def index_item(self, node, out) -> tuple:
         """The index items one subscript item stands for: an atom, or a tuple's (`out[i]` of np.ndindex's `i`)."""
@@ -3732,7 +3744,7 @@ class PositionsAxis:
 
     positions: Positions
     axis: int
-    count: int
+    names: tuple  # how the user spelled all of them, in order
 
 
 @dataclass(eq=False)

@@ -1289,14 +1289,22 @@ def _pair_energy_3d(x, kappa):
 
 def _pairs_swapped(x):
     i, j = np.triu_indices(x.shape[0], k=1)
-    return np.sum(x[j, i])
+    return np.sum(x[j, i] ** 2)
+
+
+def _pairs_swapped_as_hinted(x):
+    i, j = np.triu_indices(x.shape[0], k=1)
+    return np.sum(x.T[i, j] ** 2)
 
 
 def test_unpacked_triangle_indices_index_together(backend):
     x = np.array([[0.1, 0.5], [1.2, -0.3], [0.4, 1.1], [-0.7, 0.2]])
     assert_close(s2sad.grad(_pair_energy_unpacked, backend=backend)(x, 0.7), fd_grad(_pair_energy_unpacked, (x, 0.7), 0))
-    with pytest.raises(s2sad.UnsupportedError, match="serve here only to index an array"):
+    with pytest.raises(s2sad.UnsupportedError, match=r"`j` is one of the index arrays `i, j`(.|\n)*hint: .*`x.T\[i, j\]`"):
         s2sad.grad(_pairs_swapped, backend=backend)(np.ones((3, 3)))
+    square = np.arange(9.0).reshape(3, 3)  # the hint, followed: the items below the diagonal
+    assert_close(s2sad.grad(_pairs_swapped_as_hinted, backend=backend)(square), 2.0 * np.tril(square, -1))
+    assert_close(s2sad.grad(_pairs_swapped_as_hinted, backend=backend)(square), fd_grad(_pairs_swapped, (square,), 0))
 
 
 def test_a_lower_rank_mask_numba_cannot_index_with_is_a_located_error_and_runs_as_python():
