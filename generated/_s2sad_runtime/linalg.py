@@ -401,7 +401,7 @@ def _placed(value, kept, out, shape):
     result = value[tuple(index[first[c]] for c in kept)] if kept else value
     on_diagonal = np.ones((1,) * len(shape), bool)
     for axis, c in enumerate(out):
-        if c in first and first[c] != axis:
+        if first[c] != axis:
             on_diagonal = on_diagonal & (index[axis] == index[first[c]])
     return np.broadcast_to(np.where(on_diagonal, result, 0), shape).copy()
 
