@@ -165,18 +165,19 @@ class _PythonClock:
     delay is left out: a vectorized function that is slow only because its arrays are large and new is
     about as slow compiled, and is worth running as Python while the worker compiles."""
 
-    def __init__(self):
-        self.start = self.last = time.perf_counter()
+    def __init__(self, now: Callable[[], float] = time.perf_counter):
+        self.now = now
+        self.start = self.last = now()
         self.in_calls = 0.0
 
     def tick(self) -> float:
-        now = time.perf_counter()
+        now = self.now()
         self.in_calls += max(0.0, now - self.last - 2 * TICK_SECONDS)
         self.last = now
         return now - self.start - self.in_calls
 
     def wall(self) -> float:
-        return time.perf_counter() - self.start
+        return self.now() - self.start
 
 
 class _Stopped(BaseException):

@@ -196,10 +196,21 @@ def test_a_python_run_is_timed_by_its_python_lines_not_by_one_long_call_into_c()
 
     budget = 0.05
     assert background.run_briefly(python_for, (0.3,), budget)[0] == "stopped"
-    n = _c_iterations_for(4 * budget)
+    n = _c_iterations_for(2 * budget)  # stopped by a wall clock; within the cap (5x) with room to spare
     assert background.run_briefly(one_long_call, (n,), budget) == ("done", sum(range(n)))
     n = _c_iterations_for(2 * background.IN_NUMPY_FACTOR * budget)
     assert background.run_briefly(one_long_call, (n,), budget)[0] == "stopped"
+
+
+def test_the_python_clock_leaves_out_the_delay_of_late_alarms():
+    """Alarms every TICK_SECONDS; one 0.1 s late (a call into C held it) adds nothing but its tick."""
+    tick = background.TICK_SECONDS
+    times = iter([0.0, tick, 2 * tick, 2 * tick + 0.1, 3 * tick + 0.1])
+    clock = background._PythonClock(lambda: next(times))
+    seen = [clock.tick() for _ in range(4)]
+    assert seen[:2] == pytest.approx([tick, 2 * tick])
+    assert seen[2] == pytest.approx(4 * tick)  # the late alarm: 0.1 s, less the 2 ticks any gap may take
+    assert seen[3] == pytest.approx(5 * tick)
 
 
 def _c_iterations_for(seconds: float) -> int:
