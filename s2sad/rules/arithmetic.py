@@ -42,7 +42,7 @@ def pow(g, out, x, y):
     return g * y * x ** (y - 1), g * out * np.log(x)
 
 
-@defrule(operator="neg", checks=[Check("-a"), Check("np.negative(a)")])
+@defrule(operator="neg", fuses=True, checks=[Check("-a"), Check("np.negative(a)")])
 def neg(g, out, x):
     return (-g,)
 
