@@ -191,6 +191,13 @@ def arctanh(g, out, x):
     return (g / (1.0 - x * x),)
 
 
+# degrees to radians: x * pi / 180
+@defrule(np.deg2rad, np.radians, math.radians, fuses=True, cuda="math.radians",
+         checks=[Check("np.deg2rad(a)"), Check("np.radians(a)"), Check("math.radians(a)", shapes=SCALAR)])
+def deg2rad(g, out, x):
+    return (g * 0.017453292519943295,)
+
+
 # d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
 @defrule(math.erf, costly=True, cuda="math.erf", checks=[Check("math.erf(a)", shapes=SCALAR)])
 def erf(g, out, x):
