@@ -3,7 +3,8 @@
 Every template is also the rule's tangent, so each result is linear in `g`; math-module and
 builtin spellings share the NumPy function's rule. Each rule also says how code generation treats
 its calls: `fuses` (a one-operand ufunc, fused into loops with arithmetic), `cuda` (its form in a
-CUDA kernel, on scalars) and `vmath` (runtime.vmath's vectorizing kernel for it).
+CUDA kernel, on scalars), `vmath` (runtime.vmath's vectorizing kernel for it) and `singular` (its
+derivative is infinite somewhere, so np.where guards its operands on the side it does not pick).
 """
 
 import math
@@ -36,25 +37,25 @@ def expm1(g, out, x):
     return (g * (out + 1.0),)
 
 
-@defrule(np.log, math.log, costly=True, fuses=True, vmath="vlog", cuda="math.log",
+@defrule(np.log, math.log, costly=True, singular=True, fuses=True, vmath="vlog", cuda="math.log",
          checks=[Check("np.log(a)", "positive"), Check("math.log(a)", "positive", SCALAR)])
 def log(g, out, x):
     return (g / x,)
 
 
-@defrule(np.log2, math.log2, costly=True, fuses=True, cuda="math.log2",
+@defrule(np.log2, math.log2, costly=True, singular=True, fuses=True, cuda="math.log2",
          checks=[Check("np.log2(a)", "positive"), Check("math.log2(a)", "positive", SCALAR)])
 def log2(g, out, x):
     return (g / (x * np.log(2.0)),)
 
 
-@defrule(np.log10, math.log10, costly=True, fuses=True, cuda="math.log10",
+@defrule(np.log10, math.log10, costly=True, singular=True, fuses=True, cuda="math.log10",
          checks=[Check("np.log10(a)", "positive"), Check("math.log10(a)", "positive", SCALAR)])
 def log10(g, out, x):
     return (g / (x * np.log(10.0)),)
 
 
-@defrule(np.log1p, math.log1p, costly=True, fuses=True, vmath="vlog1p", cuda="math.log1p",
+@defrule(np.log1p, math.log1p, costly=True, singular=True, fuses=True, vmath="vlog1p", cuda="math.log1p",
          checks=[Check("np.log1p(a)", "unit"), Check("math.log1p(a)", "unit", SCALAR)])
 def log1p(g, out, x):
     return (g / (1.0 + x),)
@@ -73,7 +74,7 @@ def logaddexp2(g, out, x, y):
 
 # --- powers and roots ------------------------------------------------------------------------------
 
-@defrule(np.sqrt, math.sqrt, fuses=True, cuda="math.sqrt",
+@defrule(np.sqrt, math.sqrt, singular=True, fuses=True, cuda="math.sqrt",
          checks=[Check("np.sqrt(a)", "positive"), Check("math.sqrt(a)", "positive", SCALAR)])
 def sqrt(g, out, x):
     # At x = 0 the derivative is infinite. Real code masks such entries out (the zero diagonal of a
@@ -82,7 +83,7 @@ def sqrt(g, out, x):
     return (0.5 * g / (out + (g == 0.0)),)
 
 
-@defrule(np.cbrt, costly=True, checks=[Check("np.cbrt(a)", "nonzero")])
+@defrule(np.cbrt, costly=True, singular=True, checks=[Check("np.cbrt(a)", "nonzero")])
 def cbrt(g, out, x):
     return (g / (3.0 * out * out),)
 
@@ -92,12 +93,12 @@ def square(g, out, x):
     return (g * 2.0 * x,)
 
 
-@defrule(np.reciprocal, cuda="1.0 / {0}", checks=[Check("np.reciprocal(a)", "nonzero")])
+@defrule(np.reciprocal, singular=True, cuda="1.0 / {0}", checks=[Check("np.reciprocal(a)", "nonzero")])
 def reciprocal(g, out, x):
     return (-g * out * out,)
 
 
-@defrule(np.power, math.pow, pow, costly=True, cuda="{0} ** {1}",
+@defrule(np.power, math.pow, pow, costly=True, singular=True, cuda="{0} ** {1}",
          checks=[Check("np.power(a, b)", "positive", BROADCAST), Check("math.pow(a, b)", "positive", SCALAR),
                  Check("pow(a, b)", "positive", SCALAR)])
 def power(g, out, x, y):
@@ -124,19 +125,19 @@ def cos(g, out, x):
     return (-g * np.sin(x),)
 
 
-@defrule(np.tan, math.tan, costly=True, fuses=True, cuda="math.tan",
+@defrule(np.tan, math.tan, costly=True, singular=True, fuses=True, cuda="math.tan",
          checks=[Check("np.tan(a)", "unit"), Check("math.tan(a)", "unit", SCALAR)])
 def tan(g, out, x):
     return (g * (1.0 + out * out),)
 
 
-@defrule(np.arcsin, math.asin, costly=True, cuda="math.asin",
+@defrule(np.arcsin, math.asin, costly=True, singular=True, cuda="math.asin",
          checks=[Check("np.arcsin(a)", "unit"), Check("math.asin(a)", "unit", SCALAR)])
 def arcsin(g, out, x):
     return (g / np.sqrt(1.0 - x * x),)
 
 
-@defrule(np.arccos, math.acos, costly=True, cuda="math.acos",
+@defrule(np.arccos, math.acos, costly=True, singular=True, cuda="math.acos",
          checks=[Check("np.arccos(a)", "unit"), Check("math.acos(a)", "unit", SCALAR)])
 def arccos(g, out, x):
     return (-g / np.sqrt(1.0 - x * x),)
@@ -179,13 +180,13 @@ def arcsinh(g, out, x):
     return (g / np.sqrt(x * x + 1.0),)
 
 
-@defrule(np.arccosh, math.acosh, costly=True, cuda="math.acosh",
+@defrule(np.arccosh, math.acosh, costly=True, singular=True, cuda="math.acosh",
          checks=[Check("np.arccosh(a)", "above_one"), Check("math.acosh(a)", "above_one", SCALAR)])
 def arccosh(g, out, x):
     return (g / np.sqrt(x * x - 1.0),)
 
 
-@defrule(np.arctanh, math.atanh, costly=True, cuda="math.atanh",
+@defrule(np.arctanh, math.atanh, costly=True, singular=True, cuda="math.atanh",
          checks=[Check("np.arctanh(a)", "unit"), Check("math.atanh(a)", "unit", SCALAR)])
 def arctanh(g, out, x):
     return (g / (1.0 - x * x),)

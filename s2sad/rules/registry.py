@@ -69,6 +69,7 @@ class Rule:
     fuses: bool = False  # a NumPy ufunc of one operand: codegen fuses `np.<name>(x)` into loops like arithmetic
     vmath: str | None = None  # the runtime.vmath kernel numba compiles for `np.<name>(x)` (its loops vectorize)
     cuda: str | None = None  # its CUDA device form on scalars: a callee ("math.asinh") or a format ("{0} * {0}")
+    singular: bool = False  # its derivative is infinite or nan somewhere on the reals: np.where guards its operands
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -235,7 +236,8 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
-            tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None):
+            tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None,
+            singular=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -245,7 +247,7 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
                     print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces, fuses=fuses,
-                    vmath=vmath, cuda=cuda)
+                    vmath=vmath, cuda=cuda, singular=singular)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
