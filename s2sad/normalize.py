@@ -2358,7 +2358,7 @@ class Lowerer:
                 found = rules.lookup_object(fn) if callable(fn) else None
                 if found is None or not pointwise(found[0]) or any(a.keyword or a.star for a in n.args):
                     return set()
-                singular |= found[0].name in SINGULAR
+                singular |= found[0].singular
             elif isinstance(n, cst.BinaryOperation):
                 if not isinstance(n.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)):
                     return set()
@@ -4137,9 +4137,6 @@ def _updated_only(func: cst.FunctionDef) -> set[str]:
 
 
 QUIET_CONTEXTS = (np.errstate, warnings.catch_warnings, np.printoptions)
-# functions whose derivative is infinite or nan somewhere on the reals (np.where guards them)
-SINGULAR = ("sqrt", "log", "log2", "log10", "log1p", "power", "float_power", "reciprocal", "arcsin", "arccos",
-            "arctanh", "arccosh", "tan", "cbrt", "true_divide", "divide", "truediv", "pow", "xlogy", "gammaln", "digamma")
 TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
 FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full, np.array,
                  np.copy)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.codegen.arithmetic import is_arithmetic
 from s2sad.codegen.compiled import compiled_text
 from s2sad.codegen.lower import elementwise_loops, rank_bounds
 from s2sad.runtime.core import unbroadcast
@@ -75,6 +76,12 @@ def test_leaves_expressions_over_fewer_than_three_axes_alone():
     mixed = _module("a = expand_dims_any(x[:, :], 1)", "p = y * 2.0", "q = a * p", "return q")
     lines = elementwise_loops(mixed).split("\n")
     assert "    p = y * 2.0" in lines and "    q = ewise('_0 * _1', ewise_plan(a, p), a, p)" in lines
+
+
+def test_every_spelling_of_a_fused_ufunc_is_arithmetic():
+    # np.abs(x) prints as np.absolute, abs(x) as np.abs: both fuse
+    assert is_arithmetic(ast.parse("np.absolute(a) + np.abs(b) * np.exp(c)", mode="eval").body)
+    assert not is_arithmetic(ast.parse("np.sign(a) + b", mode="eval").body)
 
 
 def test_adds_into_two_dimensional_arrays_in_one_loop():

@@ -1482,3 +1482,16 @@ def test_np_where_gives_no_nan_from_the_side_it_does_not_pick(backend):
                 assert_close(g, fd_grad(_guarded, (x, 1.5), 1))
         inside = [1, 2, 3, 4]  # away from the kinks at 0 (where x = 0 picks the constant side)
         assert_close(grads[0][inside], fd_grad(_guarded, (x, 1.5), 0)[inside])
+
+
+def _guarded_special(x):
+    import scipy.special
+
+    return np.sum(np.where(x > 0, scipy.special.gammaln(x) + scipy.special.xlogy(x, x), 0.0))
+
+
+def test_np_where_guards_scipy_functions_singular_off_its_picked_side(backend):
+    x = np.array([0.0, -1.0, 2.0])  # gammaln's derivative is infinite at 0 and -1, xlogy's at 0
+    with np.errstate(all="ignore"):
+        g = s2sad.grad(_guarded_special, backend=backend)(x)
+    assert_close(g, [0.0, 0.0, 0.42278433509846713 + np.log(2.0) + 1.0])  # digamma(2) + log(2) + 1

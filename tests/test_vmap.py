@@ -6,7 +6,8 @@ import pytest
 import s2sad
 from helpers import assert_close, fd_grad
 from vmap_functions import (batch_loss, example_losses, margin_loss, matrix_loss, pair_energy, per_example_loss,
-                            row_energy, row_norms, running_max, scaled_energy, tree_loss, two_outputs, window_sum, half_sum)
+                            row_energy, row_norms, running_max, scaled_energy, tree_loss, two_outputs, window_sum, half_sum,
+                            peak)
 
 R = np.random.default_rng(11)
 W, B = R.normal(size=3), 0.1
@@ -125,6 +126,11 @@ def test_cuda_device_arrays_stay_on_the_device():
 def test_cuda_refuses_what_a_thread_cannot_do_with_the_line(fun, args, message):
     with pytest.raises(s2sad.errors.UnsupportedError, match=rf"(?s)\.py:\d+:\d+: vmap\(target='cuda'\): .*{message}"):
         s2sad.vmap(s2sad.grad(fun), in_axes=(None, 0), target="cuda")(*args)
+
+
+def test_cuda_refuses_a_reduction_it_has_no_loop_for():
+    with pytest.raises(s2sad.errors.UnsupportedError, match=r"vmap_functions\.py:\d+:\d+: vmap\(target='cuda'\): `np\.max\(mul\)` has no CUDA form"):
+        s2sad.vmap(peak, in_axes=(None, 0), target="cuda")(np.ones(3), np.ones((2, 3)))
 
 
 def test_cuda_kernel_sizes_come_from_the_first_call():

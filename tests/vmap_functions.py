@@ -70,6 +70,10 @@ def half_sum(w, x):
     return np.sum(w[:k] * x[:k])
 
 
+def peak(w, x):
+    return np.max(w * x)
+
+
 def tree_loss(params, x, y):
     z = np.dot(x, params["w"]) + params["b"]
     return (np.tanh(z) - y) ** 2

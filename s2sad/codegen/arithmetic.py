@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import ast
 
-UFUNCS = {"exp", "log", "tanh", "sin", "cos", "sqrt", "abs", "negative", "square", "log1p", "expm1",
-          "sinh", "cosh", "arctan", "tan", "exp2", "log2", "log10"}
-VECTORIZED = {"exp": "vexp", "log": "vlog", "log1p": "vlog1p", "tanh": "vtanh"}  # runtime.vmath's, by NumPy name
+from s2sad.rules import all_rules
+from s2sad.rules.registry import spellings
+
+# Read off the rules once: those of optional packages (SciPy) print as runtime stand-ins, never as np.<name>.
+UFUNCS = {s.removeprefix("np.") for r in all_rules() if r.fuses for s in spellings(r) if s.startswith("np.")}
+VECTORIZED = {s.removeprefix("np."): r.vmath for r in all_rules() if r.vmath  # runtime.vmath's kernels, by NumPy name
+              for s in spellings(r) if s.startswith("np.")}
 
 
 def vectorized_call(node: ast.AST) -> bool:

@@ -44,28 +44,7 @@ class ShapeTuple:
     dims: tuple
 
 
-# NumPy/math functions of scalars, spelled as CUDA device code has them.
-MATH = {name: f"math.{name}" for name in (
-    "sin", "cos", "tan", "exp", "log", "sqrt", "tanh", "sinh", "cosh", "log1p", "expm1", "log2", "log10",
-    "floor", "ceil", "trunc", "erf", "hypot")}
-MATH.update(arcsin="math.asin", arccos="math.acos", arctan="math.atan", arctan2="math.atan2",
-            arcsinh="math.asinh", arccosh="math.acosh", arctanh="math.atanh", absolute="abs",
-            maximum="max", minimum="min", fmax="max", fmin="min", max="max", min="min", abs="abs",
-            int="int", bool="bool", as_float="float")
-SPECIAL = {
-    "square": lambda a: f"{a} * {a}",
-    "reciprocal": lambda a: f"1.0 / {a}",
-    "power": lambda a, b: f"{a} ** {b}",
-    "exp2": lambda a: f"2.0 ** {a}",
-    "where": lambda c, a, b: f"{a} if {c} else {b}",
-    "clip": lambda a, lo, hi: f"min(max({a}, {lo}), {hi})",
-    "stop_gradient": lambda a: a,
-    "copy_adj": lambda a: a,
-    "copy": lambda a: a,
-    "unbroadcast": lambda g, like: g,
-    "broadcast_like": lambda t, like: t,
-}
-PASS_THROUGH = {"unbroadcast", "broadcast_like", "copy_adj", "copy", "stop_gradient"}  # g, when no shape changes
+IDENTITY = "{0}"  # a rule's `cuda` form for what returns its first operand: with no shape change, the operand itself
 ALLOCATIONS = {"zeros_like_adj", "zeros_like", "zeros", "empty", "empty_like", "ones", "ones_like"}
 REDUCTIONS = {"sum", "mean", "dot", "vdot", "inner", "matmul"}
 
@@ -208,9 +187,9 @@ class KernelWriter:
             self.shape[target] = ()
         elif name in ("unbroadcast", "broadcast_like") and shapes[0] != shapes[1] and shapes[1] == ():
             self.reduction(s, target, ir.Prim(p.rule, (p.args[0],)), [shapes[0]], total="sum")
-        elif name in PASS_THROUGH and len(p.args) <= 2 and all(sh == shapes[0] for sh in shapes):
+        elif p.rule.cuda == IDENTITY and len(p.args) <= 2 and all(sh == shapes[0] for sh in shapes):
             self.copy_or_alias(s, target, p.args[0])  # unbroadcast(g, like) of equal shapes: g itself
-        elif p.rule.operator or name in MATH or name in SPECIAL:
+        elif p.rule.operator or p.rule.cuda:
             self.elementwise(s, target, list(p.args), lambda *args: _scalar_call(p, list(args)))
         else:
             raise _unsupported(s, f"`{prim_text(p)}` has no CUDA form in s2sad (only scalar math, elementwise "
@@ -368,12 +347,11 @@ def _element(a, shape: Shape, out: Shape, index: str) -> str:
 
 
 def _scalar_call(p: ir.Prim, args: list[str]) -> str:
-    name = p.rule.name
+    """`p` on scalar operands `args` as device code: its operator, or its rule's `cuda` callee or format."""
     if p.rule.operator:
         return prim_text(ir.Prim(p.rule, tuple(ir.Var(f"({a})" if " " in a else a) for a in args)))
-    if name in SPECIAL:
-        return SPECIAL[name](*args)
-    return f"{MATH[name]}({', '.join(args)})"
+    form = p.rule.cuda
+    return form.format(*args) if "{" in form else f"{form}({', '.join(args)})"
 
 
 def kernel_module(fn: ir.Function, batched: list[bool], shapes: list[Shape], dtype: str = "float64") -> Generated:

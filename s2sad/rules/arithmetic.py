@@ -28,21 +28,21 @@ def mul(g, out, x, y):
     return g * y, g * x
 
 
-@defrule(operator="truediv", checks=[Check("a / b", domain="nonzero", shapes=BROADCAST),
+@defrule(operator="truediv", singular=True, checks=[Check("a / b", domain="nonzero", shapes=BROADCAST),
                                      Check("np.divide(a, b)", domain="nonzero", shapes=BROADCAST),
                                      Check("np.true_divide(a, b)", domain="nonzero", shapes=BROADCAST)])
 def truediv(g, out, x, y):
     return g / y, -g * out / y
 
 
-@defrule(operator="pow", checks=[Check("a ** b", domain="positive", shapes=BROADCAST),
+@defrule(operator="pow", singular=True, checks=[Check("a ** b", domain="positive", shapes=BROADCAST),
                                  Check("a ** 3"), Check("a ** 2.5", domain="positive"),
                                  Check("np.float_power(a, b)", domain="positive", shapes=BROADCAST)])
 def pow(g, out, x, y):
     return g * y * x ** (y - 1), g * out * np.log(x)
 
 
-@defrule(operator="neg", checks=[Check("-a"), Check("np.negative(a)")])
+@defrule(operator="neg", fuses=True, checks=[Check("-a"), Check("np.negative(a)")])
 def neg(g, out, x):
     return (-g,)
 

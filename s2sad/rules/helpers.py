@@ -29,7 +29,7 @@ def copy_adj_tangent(g, out, v):
 
 
 @defrule(copy_adj, copy.copy, copy.deepcopy, name="copy_adj", print_as="copy_adj", tangent=copy_adj_tangent,
-         checks=[Check("copy_adj(a)")])
+         cuda="{0}", checks=[Check("copy_adj(a)")])
 def copy_adj_rule(g, out, v):
     return (g,)
 
@@ -38,7 +38,7 @@ def unbroadcast_tangent(g, out, t, like):
     return unbroadcast(g, like), None
 
 
-@defrule(unbroadcast, name="unbroadcast", elementwise=False, tangent=unbroadcast_tangent,
+@defrule(unbroadcast, name="unbroadcast", elementwise=False, tangent=unbroadcast_tangent, cuda="{0}",
          checks=[Check("unbroadcast(a, b)", shapes=BROADCAST)])
 def unbroadcast_rule(g, out, t, like):
     return broadcast_like(g, t), None
@@ -48,7 +48,7 @@ def broadcast_like_tangent(g, out, t, like):
     return broadcast_like(g, like), None
 
 
-@defrule(broadcast_like, name="broadcast_like", elementwise=False, tangent=broadcast_like_tangent,
+@defrule(broadcast_like, name="broadcast_like", elementwise=False, tangent=broadcast_like_tangent, cuda="{0}",
          checks=[Check("broadcast_like(b, a)", shapes=BROADCAST)])
 def broadcast_like_rule(g, out, t, like):
     return unbroadcast(g, t), None

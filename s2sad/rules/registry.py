@@ -66,6 +66,10 @@ class Rule:
     tangent: Callable | None = None  # forward-mode template; None: the adjoint (elementwise rules)
     tangent_error: str | None = None  # why this rule has no forward mode (custom_vjp)
     reduces: bool = False  # a NumPy reduction, f(x, axis=None, ..., keepdims=False): its rank follows from those
+    fuses: bool = False  # a NumPy ufunc of one operand: codegen fuses `np.<name>(x)` into loops like arithmetic
+    vmath: str | None = None  # the runtime.vmath kernel numba compiles for `np.<name>(x)` (its loops vectorize)
+    cuda: str | None = None  # its CUDA device form on scalars: a callee ("math.asinh") or a format ("{0} * {0}")
+    singular: bool = False  # its derivative is infinite or nan somewhere on the reals: np.where guards its operands
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -232,7 +236,8 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
-            tangent=None, print_plain=False, costly=False, reduces=False):
+            tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None,
+            singular=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -241,7 +246,8 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
 
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
-                    print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces)
+                    print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces, fuses=fuses,
+                    vmath=vmath, cuda=cuda, singular=singular)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
@@ -277,9 +283,10 @@ def alias(name: str, *objects: Any) -> Rule:
     return rule
 
 
-def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None) -> Rule:
+def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None,
+            cuda: str | None = None) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
-    return register(Rule(name, None, operator, print_as=print_as), *objects)
+    return register(Rule(name, None, operator, print_as=print_as, cuda=cuda), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:
@@ -313,6 +320,11 @@ def _from_scipy(obj: Any) -> bool:
         return getattr(np, obj.__name__, None) is not obj
     module = getattr(obj, "__module__", None)
     return isinstance(module, str) and module.startswith(("scipy.", "s2sad.runtime.special"))
+
+
+def spellings(rule: Rule) -> set[str]:
+    """Every name generated code may call `rule` by (np.abs and np.absolute, say)."""
+    return {spelled for r, spelled in _BY_OBJECT.values() if r is rule}
 
 
 def lookup(name: str) -> Rule:

@@ -123,7 +123,7 @@ def as_float_tangent(g, out, x):
     return (as_float(g),)
 
 
-@defrule(as_float, name="as_float", tangent=as_float_tangent, checks=[Check("as_float(a)")])
+@defrule(as_float, name="as_float", tangent=as_float_tangent, cuda="float", checks=[Check("as_float(a)")])
 def as_float_rule(g, out, x):
     return (g,)
 

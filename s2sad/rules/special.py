@@ -53,7 +53,7 @@ def logit(g, out, p):
 
 # loggamma of a real x > 0 is gammaln (for x < 0 it is nan, where gammaln gives log|gamma(x)|)
 @defrule(scipy.special.gammaln, scipy.special.loggamma, sp_gammaln, name="special_gammaln", print_as="sp_gammaln",
-         costly=True, checks=[Check("scipy.special.gammaln(a)", "positive"),
+         costly=True, singular=True, checks=[Check("scipy.special.gammaln(a)", "positive"),
                               Check("scipy.special.gammaln(0.3 * a - 2.5)", "unit"),
                               Check("scipy.special.loggamma(a + 1.0)", "positive")])
 def gammaln(g, out, x):
@@ -61,7 +61,7 @@ def gammaln(g, out, x):
 
 
 @defrule(scipy.special.digamma, scipy.special.psi, sp_digamma, name="special_digamma", print_as="sp_digamma",
-         costly=True,
+         costly=True, singular=True,
          checks=[Check("scipy.special.digamma(a)", "positive"), Check("scipy.special.psi(a + 2.0)", "unit")])
 def digamma(g, out, x):
     return (g * sp_polygamma(1, x),)
@@ -76,7 +76,7 @@ def polygamma(g, out, n, x):
 
 
 # xlogy(x, y) = x log(y), 0 where x == 0 (its derivative there is still log(y))
-@defrule(scipy.special.xlogy, sp_xlogy, name="special_xlogy", print_as="sp_xlogy", costly=True,
+@defrule(scipy.special.xlogy, sp_xlogy, name="special_xlogy", print_as="sp_xlogy", costly=True, singular=True,
          checks=[Check("scipy.special.xlogy(a, b)", "positive", BROADCAST)])
 def xlogy(g, out, x, y):
     return g * np.log(y), g * x / y
