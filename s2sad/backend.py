@@ -49,9 +49,20 @@ def toolchain_digest() -> str:
     # numba's cache index ignores the optimization level: code compiled at NUMBA_OPT=0 (the tests) must
     # never be loaded where the default -O3 is expected (benchmarks, users)
     h = hashlib.sha256(f"{__version__}\n{numba.__version__}\n{CACHE_FORMAT}\n{numba.config.OPT}\n".encode())
-    for path in sorted(path for folder in ("runtime", "rules", "codegen") for path in (root / folder).glob("*.py")):
-        h.update(path.read_bytes())
+    h.update(files_stamp(root, [path for folder in ("runtime", "rules", "codegen")
+                                for path in (root / folder).glob("*.py")]))
     return h.hexdigest()[:16]
+
+
+def files_stamp(root: Path, paths) -> bytes:
+    """What tells an edit of these source files: each one's path, size and modification time, which is
+    what Python's own bytecode cache trusts. Reading the files would cost every warm process a pass
+    over the package's source before its first call."""
+    stamps = []
+    for path in sorted(paths):
+        found = path.stat()
+        stamps.append(f"{path.relative_to(root)} {found.st_size} {found.st_mtime_ns}")
+    return "\n".join(stamps).encode()
 
 
 def module_name(source: str, stem: str) -> str:
@@ -312,12 +323,9 @@ def _fuse_for_each_signature(dispatcher, module: types.ModuleType) -> None:
     from numba.core.compiler_lock import global_compiler_lock
 
     compile_as_written = dispatcher.compile
-    runs = chains.has_runs(module.__dict__[_TEXT], dispatcher.py_func.__name__)
 
     def compile(sig):
         args = tuple(sigutils.normalize_signature(sig)[0])
-        if not runs and not precision.single_precision(args):
-            return compile_as_written(sig)
         with global_compiler_lock:
             if args not in dispatcher.overloads:
                 typed = _typed_dispatcher(dispatcher, module, args)
@@ -414,6 +422,8 @@ def _typed_text(dispatcher, module: types.ModuleType, args: tuple) -> str | None
     function, text = dispatcher.py_func.__name__, module.__dict__[_TEXT]
     if precision.single_precision(args):
         return precision.single_precision_module(text, function, module.__name__, args) or ""
+    if not chains.has_runs(text, function):
+        return ""  # said in the cache too: a later process reads that, where finding runs parses the text
     found = inferred_types(dispatcher, args)
     if found is None:
         return None
@@ -626,8 +636,7 @@ def _runtime_digest() -> str:
     import numba
 
     h = hashlib.sha256(f"{numba.__version__}\n{numba.config.OPT}\n".encode())
-    for path in sorted((_PACKAGE_ROOT / "runtime").glob("*.py")):
-        h.update(path.read_bytes())
+    h.update(files_stamp(_PACKAGE_ROOT, (_PACKAGE_ROOT / "runtime").glob("*.py")))
     return h.hexdigest()[:16]
 
 
@@ -752,5 +761,18 @@ class _RuntimeCacheImpl(caching.CompileResultCacheImpl):
 
 
 class _RuntimeFunctionCache(_CheckedFunctionCache):
+    """A runtime helper's cache, set up when numba first asks it something: a process loads or compiles
+    few of the runtime's helpers, and setting one up reads its file's stamp."""
+
     _impl_class = _RuntimeCacheImpl
     folder: Path  # set by _cache_runtime: numba builds the locator from the function alone
+
+    def __init__(self, py_func):
+        self._pending = py_func
+
+    def __getattr__(self, name: str):
+        pending = self.__dict__.pop("_pending", None)
+        if pending is None:
+            raise AttributeError(name)
+        super().__init__(pending)
+        return getattr(self, name)

@@ -66,11 +66,10 @@ class Generated:
 @functools.lru_cache(maxsize=1)
 def generator_digest() -> str:
     """A hash of every s2sad source file: any change to the generator makes every saved module stale."""
-    from s2sad.backend import toolchain_digest
+    from s2sad.backend import files_stamp, toolchain_digest
 
     h = hashlib.sha256(f"{FORMAT}\n{toolchain_digest()}\n".encode())
-    for path in sorted(_PACKAGE_ROOT.rglob("*.py")):
-        h.update(str(path.relative_to(_PACKAGE_ROOT)).encode() + b"\n" + path.read_bytes())
+    h.update(files_stamp(_PACKAGE_ROOT, _PACKAGE_ROOT.rglob("*.py")))
     return h.hexdigest()[:16]
 
 
