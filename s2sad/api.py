@@ -1112,7 +1112,9 @@ _SHORTHAND = ("argnums", "has_aux", "mode", "order")
 
 
 def source(fun: Callable, *args, argnums=_UNSET, has_aux=_UNSET, mode=_UNSET, order=_UNSET) -> str:
-    """The program s2sad generates for `fun`, as the text numba compiles (s2sad's `make_jaxpr`).
+    """The program s2sad generates for `fun` (s2sad's `make_jaxpr`), as readable source. numba compiles
+    it line for line after the rewrites the README lists under "What numba compiles" (tapes as numba
+    lists, views, loops for runs of elementwise lines per signature); the cache keeps that text beside it.
 
     For a function s2sad returned (`grad`, `value_and_grad`, `jacfwd`, `jacrev`, `hessian`, `vmap`,
     `jit`, or a method of `@differentiate`): the program that function runs. `source(grad(f))` is
