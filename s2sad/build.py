@@ -444,7 +444,8 @@ def _vendored(folder: Path, todo: list[str], package: str, relative: dict[str, s
     inside = rf"s2sad\.{folder.name}"
     while todo:
         stem = todo.pop()
-        text = (folder / f"{stem}.py").read_text(encoding="utf-8")
+        written = _WRITTEN_AT_BUILD.get(f"{folder.name}.{stem}")
+        text = written() if written else (folder / f"{stem}.py").read_text(encoding="utf-8")
         for names in re.findall(rf"^\s*from {inside} import ([\w, ]+)$", text, flags=re.M):
             todo += [n.strip() for n in names.split(",")]
         todo += re.findall(rf"^\s*from {inside}\.(\w+) import", text, flags=re.M)
@@ -455,6 +456,16 @@ def _vendored(folder: Path, todo: list[str], package: str, relative: dict[str, s
         out[f"{package}/{stem}.py"] = _marked(f"{folder.name}.{stem}", text)
         todo = [t for t in todo if f"{package}/{t}.py" not in out]
     return out
+
+
+def _ufunc_tables() -> str:
+    from s2sad.codegen.ufuncs import literal_module
+
+    return literal_module()
+
+
+# Modules the vendored passes import whose own text reads the rules: written out as their values instead.
+_WRITTEN_AT_BUILD = {"codegen.ufuncs": _ufunc_tables}
 
 
 def _marked(what: str, text: str) -> str:

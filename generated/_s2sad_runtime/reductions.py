@@ -137,6 +137,53 @@ def _literal_bool(t, what):
     raise TypingError(f"{what} must be a constant True/False under numba")
 
 
+def _block_axes(ndim, axis):
+    """Typing time: (first, last), the axes a constant `axis` reduces when they are consecutive (None,
+    an int literal, a tuple of int literals in a run); None where only run time tells. Compiled code
+    then takes one path, through the block loops below, and none of the loops for scattered axes."""
+    if _is_none_type(axis):
+        return 0, ndim - 1
+    if isinstance(axis, types.IntegerLiteral):
+        values = (axis.literal_value,)
+    else:
+        values = _int_tuple_values(axis)
+    if not values:
+        return None
+    axes = sorted(a + ndim if a < 0 else a for a in values)
+    if axes[0] < 0 or axes[-1] >= ndim or axes != list(range(axes[0], axes[-1] + 1)):
+        return None  # out of range or repeated: the general path raises NumPy's error at run time
+    return axes[0], axes[-1]
+
+
+@njit
+def _block_sizes(shape, first, last):
+    """(outer, n, inner): the sizes of the axes before `first`, from `first` to `last`, and after."""
+    outer, n, inner = 1, 1, 1
+    for i in range(len(shape)):
+        if i < first:
+            outer *= shape[i]
+        elif i > last:
+            inner *= shape[i]
+        else:
+            n *= shape[i]
+    return outer, n, inner
+
+
+@njit
+def _kept_dims(shape, first, last, keep):
+    """The shape of a reduction over axes `first`..`last`: those axes dropped, or (keep) set to 1."""
+    out = np.empty(len(shape) - (0 if keep else last - first + 1), np.int64)
+    j = 0
+    for i in range(len(shape)):
+        if i < first or i > last:
+            out[j] = shape[i]
+            j += 1
+        elif keep:
+            out[j] = 1
+            j += 1
+    return out
+
+
 @njit
 def _shape_arr(x):
     out = np.empty(x.ndim, np.int64)
@@ -463,6 +510,35 @@ def _moments(xf, grp, n, ddof, root, dt):
     return c, ss
 
 
+@njit
+def _moments_block(xf, outer, n, inner, ddof, root, dt):
+    """`_moments` over the consecutive axes of (outer, n, inner): the groups are (o, i), each summed in
+    the order `_moments` sums it."""
+    groups = outer * inner
+    mean = np.zeros(groups, dt)
+    for o in range(outer):
+        for r in range(n):
+            at = (o * n + r) * inner
+            for i in range(inner):
+                mean[o * inner + i] += xf[at + i]
+    for j in range(groups):
+        mean[j] /= n
+    c = np.empty(xf.size, dt)
+    ss = np.zeros(groups, dt)
+    for o in range(outer):
+        for r in range(n):
+            at = (o * n + r) * inner
+            for i in range(inner):
+                j = o * inner + i
+                c[at + i] = xf[at + i] - mean[j]
+                ss[j] += c[at + i] * c[at + i]
+    for j in range(groups):
+        ss[j] /= n - ddof
+        if root:
+            ss[j] = np.sqrt(ss[j])
+    return c, ss
+
+
 def _reduce_impl(op, x, axis, keepdims, name):
     """The numba implementation of reduction `op` for these argument types."""
     if _is_scalar_type(x):
@@ -474,6 +550,9 @@ def _reduce_impl(op, x, axis, keepdims, name):
     M = N if keep else N - _n_reduced(axis, N)
     dt = _reduce_dtype(x.dtype, op)
     init = 1 if op == PROD else 0
+    block = _block_axes(N, axis)
+    if block is not None and op != PROD:
+        return _block_reduce_impl(op, block, keep, M, dt)
 
     if M == 0:
         def scalar(x, axis=None, keepdims=False):
@@ -486,6 +565,28 @@ def _reduce_impl(op, x, axis, keepdims, name):
         out, oshape = _reduce(x, red, op, keep, np.full(_n_kept(x, red), init, dt))
         return out.reshape(to_fixed_tuple(oshape, M))
     return impl
+
+
+def _block_reduce_impl(op, block, keep, M, dt):
+    """The sum, max or min over the consecutive axes `block` = (first, last): one block loop, shared by
+    every rank and axis of one dtype."""
+    first, last = block
+    kernel = {SUM: _sum_block, MAX: _max_block, MIN: _min_block}[op]
+    extremum = op != SUM
+
+    @njit
+    def reduced(x):
+        outer, n, inner = _block_sizes(x.shape, first, last)
+        if extremum and x.size == 0:
+            raise ValueError("zero-size array to reduction operation which has no identity")
+        out = np.zeros(outer * inner, dt)
+        kernel(_flat(x), out, outer, n, inner)
+        return out
+
+    if M == 0:
+        return lambda x, axis=None, keepdims=False: reduced(x)[0]
+    return lambda x, axis=None, keepdims=False: \
+        reduced(x).reshape(to_fixed_tuple(_kept_dims(x.shape, first, last, keep), M))
 
 
 # ---------------------------------------------------------------------------
@@ -532,7 +633,7 @@ def sum_expand(g, x, axis=None, keepdims=False):
     return view.copy() if isinstance(view, np.ndarray) else view
 
 
-@overload(sum_expand)
+@overload(sum_expand, prefer_literal=True)
 def _ol_sum_expand(g, x, axis=None, keepdims=False):
     if _is_scalar_type(x):
         cast = _nb_adj_scalar(x)
@@ -547,6 +648,18 @@ def _ol_sum_expand(g, x, axis=None, keepdims=False):
     if not isinstance(g, types.Array):
         raise TypingError(f"sum_expand: unsupported type {g}")
     N = x.ndim
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        def by_block(g, x, axis=None, keepdims=False):
+            outer, n, inner = _block_sizes(x.shape, first, last)
+            if g.size != outer * inner:
+                raise ValueError("sum_expand: g does not have the reduced shape")
+            out = np.empty(x.size, dt)
+            _expand_block(np.ascontiguousarray(g).reshape(g.size), out, outer, n, inner)  # converts as it copies
+            return out.reshape(x.shape)
+        return by_block
 
     def impl(g, x, axis=None, keepdims=False):
         red = _red_flags(N, axis)
@@ -565,6 +678,17 @@ def _ol_sum_expand(g, x, axis=None, keepdims=False):
     return impl
 
 
+@njit
+def _expand_block(gf, out, outer, n, inner):
+    """out[(o*n + r)*inner + i] = gf[o*inner + i]: the reduced values copied back along the block's axes."""
+    for o in range(outer):
+        row = gf[o * inner:(o + 1) * inner]
+        for r in range(n):
+            at = (o * n + r) * inner
+            for i in range(inner):
+                out[at + i] = row[i]
+
+
 def sum_expand_view(g, x, axis=None, keepdims=False):
     """`sum_expand`'s values as a read-only view shaped like `x`, stride 0 along the summed axes: for
     a value only read (codegen.views), nothing is copied. A float for scalar `x`, as sum_expand."""
@@ -574,7 +698,7 @@ def sum_expand_view(g, x, axis=None, keepdims=False):
     return np.broadcast_to(g, x.shape)
 
 
-@overload(sum_expand_view)
+@overload(sum_expand_view, prefer_literal=True)
 def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
     if _is_scalar_type(x) or not (isinstance(x, types.Array) and x.ndim > 0):
         return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
@@ -584,6 +708,16 @@ def _ol_sum_expand_view(g, x, axis=None, keepdims=False):
     if not (isinstance(g, types.Array) and g.dtype == from_dtype(dt)):  # a view of g only in x's adjoint dtype
         return lambda g, x, axis=None, keepdims=False: sum_expand(g, x, axis, keepdims)
     N = x.ndim
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        def by_block(g, x, axis=None, keepdims=False):
+            kept = _kept_dims(x.shape, first, last, True)
+            if kept.prod() != g.size:
+                raise ValueError("sum_expand: g does not have the reduced shape")
+            return np.broadcast_to(np.ascontiguousarray(g).reshape(to_fixed_tuple(kept, N)), x.shape)
+        return by_block
 
     def impl(g, x, axis=None, keepdims=False):
         red = _red_flags(N, axis)
@@ -605,12 +739,16 @@ def reduce_count(x, axis=None):
     return scalar_adjoint(np.prod([x.shape[a] for a in _axes(x.ndim, axis)]), x)
 
 
-@overload(reduce_count)
+@overload(reduce_count, prefer_literal=True)
 def _ol_reduce_count(x, axis=None):
     cast = _nb_adj_scalar(x)
     if _is_scalar_type(x):
         return lambda x, axis=None: cast(1.0)
     N = x.ndim
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+        return lambda x, axis=None: cast(float(_block_sizes(x.shape, first, last)[1]))
 
     def impl(x, axis=None):
         red = _red_flags(N, axis)
@@ -629,7 +767,7 @@ def mean_reduce(x, axis=None, keepdims=False):
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
-@overload(mean_reduce)
+@overload(mean_reduce, prefer_literal=True)
 def _ol_mean_reduce(x, axis=None, keepdims=False):
     if _is_scalar_type(x):
         return lambda x, axis=None, keepdims=False: x
@@ -641,12 +779,20 @@ def center(x, axis=None):
     return x - sum_expand(mean_reduce(x, axis), x, axis)
 
 
-@overload(center)
+@overload(center, prefer_literal=True)
 def _ol_center(x, axis=None):
     if _is_scalar_type(x):
         cast = _nb_adj_scalar(x)
         return lambda x, axis=None: cast(0.0)
     N, dt = x.ndim, _nb_adj_dtype(x.dtype)
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        def by_block(x, axis=None):
+            outer, n, inner = _block_sizes(x.shape, first, last)
+            return _moments_block(_flat(x), outer, n, inner, 0, False, dt)[0].reshape(x.shape)
+        return by_block
 
     def impl(x, axis=None):
         grp, n = _groups(x, _red_flags(N, axis))
@@ -677,6 +823,19 @@ def _moment_impl(x, axis, keepdims, root, name):
     keep = _literal_bool(keepdims, f"{name}: keepdims")
     N, dt = x.ndim, _nb_adj_dtype(x.dtype)
     M = N if keep else N - _n_reduced(axis, N)
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        @njit
+        def spread(x, ddof):
+            outer, n, inner = _block_sizes(x.shape, first, last)
+            return _moments_block(_flat(x), outer, n, inner, ddof, root, dt)[1]
+
+        if M == 0:
+            return lambda x, axis=None, ddof=0, keepdims=False: spread(x, ddof)[0]
+        return lambda x, axis=None, ddof=0, keepdims=False: \
+            spread(x, ddof).reshape(to_fixed_tuple(_kept_dims(x.shape, first, last, keep), M))
     if M == 0:
         return lambda x, axis=None, ddof=0, keepdims=False: \
             _moment(x, _red_flags(N, axis), ddof, root, keep, dt)[0][0]
@@ -687,7 +846,7 @@ def _moment_impl(x, axis, keepdims, root, name):
     return impl
 
 
-@overload(var_reduce)
+@overload(var_reduce, prefer_literal=True)
 def _ol_var_reduce(x, axis=None, ddof=0, keepdims=False):
     return _moment_impl(x, axis, keepdims, False, "var_reduce")
 
@@ -699,7 +858,7 @@ def std_reduce(x, axis=None, ddof=0, keepdims=False):
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
-@overload(std_reduce)
+@overload(std_reduce, prefer_literal=True)
 def _ol_std_reduce(x, axis=None, ddof=0, keepdims=False):
     return _moment_impl(x, axis, keepdims, True, "std_reduce")
 
@@ -746,7 +905,7 @@ def max_reduce(x, axis=None, keepdims=False):
     return np.max(x, axis=axis, keepdims=keepdims)
 
 
-@overload(max_reduce)
+@overload(max_reduce, prefer_literal=True)
 def _ol_max_reduce(x, axis=None, keepdims=False):
     return _reduce_impl(MAX, x, axis, keepdims, "max_reduce")
 
@@ -758,7 +917,7 @@ def min_reduce(x, axis=None, keepdims=False):
     return np.min(x, axis=axis, keepdims=keepdims)
 
 
-@overload(min_reduce)
+@overload(min_reduce, prefer_literal=True)
 def _ol_min_reduce(x, axis=None, keepdims=False):
     return _reduce_impl(MIN, x, axis, keepdims, "min_reduce")
 
@@ -770,7 +929,7 @@ def extremum_mask(x, out, axis=None, keepdims=False):
     return hit / sum_expand(sum_reduce(hit, axis), x, axis)
 
 
-@overload(extremum_mask)
+@overload(extremum_mask, prefer_literal=True)
 def _ol_extremum_mask(x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
         cast = _nb_adj_scalar(x)
@@ -783,6 +942,14 @@ def _ol_extremum_mask(x, out, axis=None, keepdims=False):
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        def by_block(x, out, axis=None, keepdims=False):
+            outer, n, inner = _block_sizes(x.shape, first, last)
+            return _shared_by_block(np.ones(outer * inner, dt), x, _flat_of(out, dt), outer, n, inner)
+        return by_block
 
     def impl(x, out, axis=None, keepdims=False):
         red = _red_flags(N, axis)
@@ -797,7 +964,7 @@ def extremum_adjoint(g, x, out, axis=None, keepdims=False):
     return sum_expand(g, x, axis, keepdims) * extremum_mask(x, out, axis, keepdims)
 
 
-@overload(extremum_adjoint)
+@overload(extremum_adjoint, prefer_literal=True)
 def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
     if _is_scalar_type(x):
         cast = _nb_adj_scalar(x)
@@ -810,10 +977,28 @@ def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        def by_block(g, x, out, axis=None, keepdims=False):
+            outer, n, inner = _block_sizes(x.shape, first, last)
+            return _shared_by_block(_flat_of(g, dt), x, _flat_of(out, dt), outer, n, inner)
+        return by_block
 
     def impl(g, x, out, axis=None, keepdims=False):
         return _extremum_share(_flat_of(g, dt), x, _flat_of(out, dt), _red_flags(N, axis)).reshape(x.shape)
     return impl
+
+
+@njit
+def _shared_by_block(gf, x, of, outer, n, inner):
+    """`_extremum_share` over the consecutive axes of (outer, n, inner), shaped like x."""
+    if gf.size != outer * inner or of.size != outer * inner:
+        raise ValueError("extremum adjoint: g or out does not have the reduced shape")
+    result = np.zeros(x.size, gf.dtype)
+    _share_block_into(gf, _flat(x), of, result, outer, n, inner)
+    return result.reshape(x.shape)
 
 
 def extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
@@ -831,7 +1016,7 @@ def _as_written_into(target, g, x, out, axis, keepdims):
     return target
 
 
-@overload(extremum_adjoint_into)
+@overload(extremum_adjoint_into, prefer_literal=True)
 def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
     def as_written(target, g, x, out, axis=None, keepdims=False):
         return _as_written_into(target, g, x, out, axis, keepdims)
@@ -848,6 +1033,20 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
             return target
         return over_all
     N = x.ndim
+    block = _block_axes(N, axis)
+    if block is not None:
+        first, last = block
+
+        def by_block(target, g, x, out, axis=None, keepdims=False):
+            if target.shape != x.shape:
+                return _as_written_into(target, g, x, out, axis, keepdims)
+            outer, n, inner = _block_sizes(x.shape, first, last)
+            gf, of = _flat_of(g, dt), _flat_of(out, dt)
+            if gf.size != outer * inner or of.size != outer * inner:
+                raise ValueError("extremum adjoint: g or out does not have the reduced shape")
+            _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
+            return target
+        return by_block
 
     def impl(target, g, x, out, axis=None, keepdims=False):
         red = _red_flags(N, axis)

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from s2sad.rules import all_rules
-from s2sad.rules.registry import spellings
-
-# Read off the rules once: those of optional packages (SciPy) print as runtime stand-ins, never as np.<name>.
-UFUNCS = {s.removeprefix("np.") for r in all_rules() if r.fuses for s in spellings(r) if s.startswith("np.")}
-VECTORIZED = {s.removeprefix("np."): r.vmath for r in all_rules() if r.vmath  # runtime.vmath's kernels, by NumPy name
-              for s in spellings(r) if s.startswith("np.")}
+from s2sad.codegen.ufuncs import UFUNCS, VECTORIZED  # noqa: F401 (the passes import them from here)
 
 
 def vectorized_call(node: ast.AST) -> bool:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import ast
 
-UFUNCS = {"exp", "log", "tanh", "sin", "cos", "sqrt", "abs", "negative", "square", "log1p", "expm1",
-          "sinh", "cosh", "arctan", "tan", "exp2", "log2", "log10"}
-VECTORIZED = {"exp": "vexp", "log": "vlog", "log1p": "vlog1p", "tanh": "vtanh"}  # runtime.vmath's, by NumPy name
+from .ufuncs import UFUNCS, VECTORIZED  # noqa: F401 (the passes import them from here)
 
 
 def vectorized_call(node: ast.AST) -> bool:
@@ -18,16 +16,19 @@ def vectorized_call(node: ast.AST) -> bool:
             and not isinstance(node.args[0], ast.Starred) and not node.keywords)
 
 
-def is_arithmetic(node: ast.AST) -> bool:
-    """Whether `node` is names and constants under operators (not @) and the NumPy ufuncs in UFUNCS."""
+def is_arithmetic(node: ast.AST, kernels=()) -> bool:
+    """Whether `node` is names and constants under operators (not @), the NumPy ufuncs in UFUNCS and
+    calls of the functions named in `kernels` (runtime.vmath's, which stand for ufuncs)."""
     if isinstance(node, (ast.Name, ast.Constant)):
         return True
     if isinstance(node, ast.BinOp):
-        return not isinstance(node.op, ast.MatMult) and is_arithmetic(node.left) and is_arithmetic(node.right)
+        return (not isinstance(node.op, ast.MatMult) and is_arithmetic(node.left, kernels)
+                and is_arithmetic(node.right, kernels))
     if isinstance(node, ast.UnaryOp):
-        return isinstance(node.op, (ast.USub, ast.UAdd)) and is_arithmetic(node.operand)
-    if isinstance(node, ast.Call) and not node.keywords and isinstance(node.func, ast.Attribute):
+        return isinstance(node.op, (ast.USub, ast.UAdd)) and is_arithmetic(node.operand, kernels)
+    if isinstance(node, ast.Call) and not node.keywords:
         func = node.func
-        return (isinstance(func.value, ast.Name) and func.value.id == "np" and func.attr in UFUNCS
-                and all(is_arithmetic(a) for a in node.args))
+        ufunc = (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "np"
+                 and func.attr in UFUNCS) or (isinstance(func, ast.Name) and func.id in kernels)
+        return ufunc and all(is_arithmetic(a, kernels) for a in node.args)
     return False

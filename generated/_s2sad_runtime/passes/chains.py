@@ -27,7 +27,6 @@ Two forms, both planned by `runtime.chains._Plan` from the operands' numba types
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 
 from .arithmetic import is_arithmetic
@@ -95,18 +94,7 @@ def _operations(node: ast.AST) -> bool:
             return False
         if isinstance(sub, ast.Constant) and not isinstance(sub.value, (int, float)):
             return False
-    return is_arithmetic(_kernels_as_ufuncs(node))
-
-
-def _kernels_as_ufuncs(node: ast.AST) -> ast.AST:
-    """`vexp(x)` read as `np.exp(x)`, so `codegen.fuse`'s test of arithmetic applies."""
-    class Rename(ast.NodeTransformer):
-        def visit_Call(self, call):
-            self.generic_visit(call)
-            if isinstance(call.func, ast.Name) and call.func.id in KERNELS:
-                call.func = ast.Attribute(value=ast.Name(id="np", ctx=ast.Load()), attr=call.func.id[1:], ctx=ast.Load())
-            return call
-    return Rename().visit(copy.deepcopy(node))
+    return is_arithmetic(node, KERNELS)
 
 
 def _math_calls(stmt: ast.stmt) -> int:
