@@ -205,6 +205,12 @@ def erf(g, out, x):
     return (g * 1.1283791670955126 * np.exp(-x * x),)
 
 
+# d/dx erfc(x) = -2 / sqrt(pi) * exp(-x^2)
+@defrule(math.erfc, costly=True, cuda="math.erfc", checks=[Check("math.erfc(a)", shapes=SCALAR)])
+def erfc(g, out, x):
+    return (g * -1.1283791670955126 * np.exp(-x * x),)
+
+
 # --- piecewise: abs, copysign, max/min, clip, remainders -----------------------------------------
 # Ties: at x == y the whole gradient goes to the first operand (maximum, minimum, fmax, fmin and the
 # builtins max/min alike), which is also what Python's max(x, y) and min(x, y) return there.
