@@ -37,6 +37,7 @@ from s2sad.names import Names
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Record, Slice, Store, Var, While
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
+from s2sad.runtime.shapes import only_item
 from s2sad.rules.registry import Custom, Opaque, spelling
 from s2sad.swaps import copy_swapped_buffers
 from s2sad.units import of_shape, pointwise, unit_axes
@@ -60,7 +61,7 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
            "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "max": np.max, "min": np.min,
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
            "squeeze": np.squeeze, "trace": np.trace, "diagonal": np.diagonal, "clip": np.clip, "argmax": np.argmax,
-           "argmin": np.argmin}
+           "argmin": np.argmin, "item": only_item}
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
 SHAPE_FIRST = (np.zeros, np.ones, np.empty, np.full)  # a list first argument is a shape, not data
@@ -2040,6 +2041,8 @@ class Lowerer:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
                     isinstance(table := self.tree_of(node.func.value), dict):  # `params.get("eps", 1e-5)`
                 return self.dict_get(node, table, out)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "item" and node.args:
+                return self.item_at(node, out, target)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
                 receiver = self.expr(node.func.value, out)
                 method = node.func.attr.value
@@ -2062,6 +2065,20 @@ class Lowerer:
             return self.into_output(node, fn, written, out)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def item_at(self, node: cst.Call, out, target):
+        """`x.item(k)`, the k-th entry of x in C order, is `np.ravel(x)[k]`; `x.item(i, j)` is `x[i, j]`."""
+        if any(a.keyword is not None or a.star for a in node.args):
+            raise self.err(node, "write .item() with positions alone", "x.item(0), x.item(i, j)")
+        receiver = self.expr(node.func.value, out)
+        if len(node.args) > 1:
+            base = receiver
+        else:  # a NumPy number has .item(0) too
+            base = self.prim(out, "ravel", (self.prim(out, "atleast_1d", (receiver,)),), hint="flat")
+        name = self.names.fresh("_item_of")
+        self.trees[name] = base  # the subscript below reads `name` as this array
+        subscript = cst.Subscript(cst.Name(name), [cst.SubscriptElement(cst.Index(a.value)) for a in node.args])
+        return self.subscript(subscript, out, target)
 
     def dict_get(self, node: cst.Call, table: dict, out):
         if not 1 <= len(node.args) <= 2 or any(a.keyword for a in node.args):
@@ -4144,13 +4161,17 @@ FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.ze
 
 def _output_argument(call: cst.Call, fn) -> cst.Arg | None:
     """The argument a NumPy call writes its result into: `out=`, a ufunc's operand after its inputs
-    (`np.add(a, b, c)`), or np.dot's third."""
+    (`np.add(a, b, c)`), or the one NumPy's signature puts after the inputs (`np.dot(a, b, out)`,
+    `np.clip(a, lo, hi, out)`)."""
     for a in call.args:
         if a.keyword is not None and a.keyword.value == "out":
             return a
     positional = [a for a in call.args if a.keyword is None and not a.star]
-    inputs = fn.nin if isinstance(fn, np.ufunc) else 2 if fn is np.dot else None
+    inputs = fn.nin if isinstance(fn, np.ufunc) else _OUT_AFTER.get(fn)
     return positional[inputs] if inputs is not None and len(positional) > inputs else None
+
+
+_OUT_AFTER = {np.dot: 2, np.clip: 3}  # NumPy functions (not ufuncs) whose output argument may come by position
 
 
 def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0, updates: bool = False) -> set[str]:

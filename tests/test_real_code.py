@@ -1495,3 +1495,51 @@ def test_np_where_guards_scipy_functions_singular_off_its_picked_side(backend):
     with np.errstate(all="ignore"):
         g = s2sad.grad(_guarded_special, backend=backend)(x)
     assert_close(g, [0.0, 0.0, 0.42278433509846713 + np.log(2.0) + 1.0])  # digamma(2) + log(2) + 1
+
+
+# ---- patterns from public code that were refused: a clipped prediction written back by position,
+# erfc-based normal CDF, .item() on a 1x1 result -----------------------------------------------------
+
+def _bce_clipped_in_place(p, y):
+    eps = 1e-3
+    np.clip(p, eps, 1.0 - eps, p)  # the output array by position, as NumPy's signature allows
+    return -np.mean(y * np.log(p) + (1.0 - y) * np.log(1.0 - p))
+
+
+def test_clip_with_its_output_by_position_writes_it(backend):
+    p, y = np.array([0.0005, 0.7, 0.2, 0.9995]), np.array([0.0, 1.0, 0.0, 1.0])
+    g = s2sad.grad(_bce_clipped_in_place, backend=backend)(p.copy(), y)
+    assert_close(g, [0.0, -1.0 / (4 * 0.7), 1.0 / (4 * 0.8), 0.0])  # the clipped entries get nothing
+    assert_close(g[1:3], fd_grad(_bce_clipped_in_place, (p.copy(), y), 0)[1:3])
+
+
+def _normal_cdf_by_erfc(x, sigma):
+    return 0.5 * math.erfc(-x / (sigma * math.sqrt(2.0)))
+
+
+def test_math_erfc_is_differentiable(backend):
+    g = s2sad.grad(_normal_cdf_by_erfc, argnums=(0, 1), backend=backend)(0.3, 1.5)
+    density = math.exp(-0.5 * (0.3 / 1.5) ** 2) / (1.5 * math.sqrt(2 * math.pi))
+    assert_close(g, [density, -density * 0.3 / 1.5])
+
+
+def _quadratic_form_item(w, a):
+    return (w[None, :] @ a @ w[:, None]).item() + 0.5 * (a @ w).item(1) + np.outer(w, w).item(0, 1)
+
+
+def test_item_reads_the_one_entry_or_the_one_at_its_position(backend):
+    rng = np.random.default_rng(7)
+    w, a = rng.normal(size=3), rng.normal(size=(3, 3))
+    g = s2sad.grad(_quadratic_form_item, backend=backend)(w, a)
+    assert_close(g, (a + a.T) @ w + 0.5 * a[1] + np.array([w[1], w[0], 0.0]))
+    assert_close(g, fd_grad(_quadratic_form_item, (w, a), 0))
+
+
+def _item_of_a_vector(w):
+    return (w * 2.0).item()
+
+
+def test_item_of_more_than_one_entry_raises_as_numpy_does(backend):
+    with pytest.raises(ValueError, match="size 1"):
+        s2sad.grad(_item_of_a_vector, backend=backend)(np.ones(2))
+    assert_close(s2sad.grad(_item_of_a_vector, backend=backend)(np.ones(1)), [2.0])

@@ -12,7 +12,8 @@ import numpy as np
 from s2sad.rules.registry import Check, defrule
 from s2sad.runtime import (as_float, as_float32, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2,
                            expand_dims_any, flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like,
-                           roll_any, squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad, untranspose)
+                           item_adjoint, only_item, roll_any, squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad,
+                           untranspose)
 
 ND = ((3,), (2, 3), (2, 3, 2))
 MATRIX = ((2, 3),)
@@ -126,6 +127,26 @@ def as_float_tangent(g, out, x):
 @defrule(as_float, name="as_float", tangent=as_float_tangent, cuda="float", checks=[Check("as_float(a)")])
 def as_float_rule(g, out, x):
     return (g,)
+
+
+def only_item_tangent(g, out, x):
+    return (only_item(g),)
+
+
+@defrule(only_item, name="only_item", elementwise=False, tangent=only_item_tangent,
+         checks=[Check("only_item(a)", shapes=((), (1,), (1, 1)))])
+def only_item_rule(g, out, x):
+    return (item_adjoint(g, x),)
+
+
+def item_adjoint_tangent(g, out, t, x):
+    return item_adjoint(g, x), None
+
+
+@defrule(item_adjoint, name="item_adjoint", elementwise=False, tangent=item_adjoint_tangent,
+         checks=[Check("item_adjoint(a, b)", shapes=(((), ()), ((), (1,)), ((), (1, 1))))])
+def item_adjoint_rule(g, out, t, x):
+    return only_item(unbroadcast(g, out)), None
 
 
 def as_float32_tangent(g, out, x):

@@ -37,6 +37,8 @@ __all__ = [
     "atleast_3d",
     "as_float",
     "as_float32",
+    "only_item",
+    "item_adjoint",
     "diag_adjoint",
     "diagonal_2d",
     "linspace_any",
@@ -398,6 +400,53 @@ def _ol_as_float(x):
         return lambda x: float(x)
     _require_array("as_float", x)
     return lambda x: x.astype(np.float64)
+
+
+def only_item(x):
+    """`x.item()`: the one entry of a size-1 array, as a number (a number is its own item)."""
+    if isinstance(x, np.ndarray):
+        if x.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return x.reshape(1)[0]
+    return x
+
+
+@overload(only_item)
+def _ol_only_item(x):
+    if _is_scalar_type(x):
+        return lambda x: x
+    _require_array("only_item", x)
+
+    def impl(x):
+        if x.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return np.ravel(x)[0]
+    return impl
+
+
+def item_adjoint(g, x):
+    """The adjoint of `only_item`: `g` in an array shaped like `x`, which must hold one entry (a float for a
+    number `x`). It checks the size as `x.item()` does: a gradient that never computes the item still fails."""
+    if isinstance(x, np.ndarray):
+        if x.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return np.full(x.shape, g, dtype=adjoint_dtype(x))
+    return scalar_adjoint(g, x)
+
+
+@overload(item_adjoint)
+def _ol_item_adjoint(g, x):
+    if _is_scalar_type(x):
+        cast = _nb_adj_scalar(x)
+        return lambda g, x: cast(g)
+    _require_array("item_adjoint", x)
+    dt = _nb_adj_dtype(x.dtype)
+
+    def impl(g, x):
+        if x.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return np.full(x.shape, g, dt)
+    return impl
 
 
 def as_float32(x):
