@@ -1543,3 +1543,22 @@ def test_item_of_more_than_one_entry_raises_as_numpy_does(backend):
     with pytest.raises(ValueError, match="size 1"):
         s2sad.grad(_item_of_a_vector, backend=backend)(np.ones(2))
     assert_close(s2sad.grad(_item_of_a_vector, backend=backend)(np.ones(1)), [2.0])
+
+
+def _mixture_normalizers(cov):
+    return np.sum(np.linalg.det(cov) ** -0.5) + np.sum(np.linalg.slogdet(cov)[1])
+
+
+def test_det_and_slogdet_of_a_stack_of_matrices_differentiate_per_matrix():
+    """NumPy's det of shape (k, n, n) is one determinant per matrix; numba's takes one matrix, so this runs
+    on the python backend."""
+    rng = np.random.default_rng(11)
+    m = rng.normal(size=(3, 2, 2))
+    cov = m @ np.swapaxes(m, 1, 2) + 2.0 * np.eye(2)
+    g = s2sad.grad(_mixture_normalizers, backend="python")(cov)
+    inv_t = np.swapaxes(np.linalg.inv(cov), 1, 2)
+    det = np.linalg.det(cov)
+    assert_close(g, (-0.5 * det ** -0.5)[:, None, None] * inv_t + inv_t)
+    t = rng.normal(size=cov.shape)
+    _, tangent = s2sad.jvp(_mixture_normalizers, (cov,), (t,), backend="python")
+    assert_close(tangent, np.sum(g * t))

@@ -9,7 +9,7 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (diag_adjoint, diagonal_2d, einsum_into, einsum_op, einsum_swap, inner_op, logabsdet,
+from s2sad.runtime import (diag_adjoint, diagonal_2d, expand_dims_any, einsum_into, einsum_op, einsum_swap, inner_op, logabsdet,
                            matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
                            tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
 
@@ -147,26 +147,28 @@ def inv(g, out, x):
     return (-(out_t @ unbroadcast(g, out) @ out_t),)
 
 
+# The traces and scales below act on the last two axes: a stack of matrices (NumPy's det and slogdet
+# of shape (..., n, n)) is differentiated matrix by matrix.
 def det_tangent(g, out, x):
-    return (out * np.trace(np.linalg.solve(x, g)),)
+    return (out * np.sum(matrix_t(np.linalg.inv(x)) * g, axis=(-2, -1)),)
 
 
 # d det / d x = det * inv(x)^T.
 @defrule(np.linalg.det, elementwise=False, cheap=False, tangent=det_tangent,
          checks=[Check("np.linalg.det(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("np.linalg.det(a)", "spd", SQUARE)])
 def det(g, out, x):
-    return (unbroadcast(g, out) * out * matrix_t(np.linalg.inv(x)),)
+    return (expand_dims_any(unbroadcast(g, out) * out, (-2, -1)) * matrix_t(np.linalg.inv(x)),)
 
 
 def logabsdet_tangent(g, out, x):
-    return (np.trace(np.linalg.solve(x, g)),)
+    return (np.sum(matrix_t(np.linalg.inv(x)) * g, axis=(-2, -1)),)
 
 
 # d log|det x| / dx = inv(x)^T; np.linalg.slogdet(x) is lowered to (slogdet_sign(x), logabsdet(x)).
 @defrule(logabsdet, name="logabsdet", elementwise=False, cheap=False, tangent=logabsdet_tangent,
          checks=[Check("logabsdet(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("logabsdet(a)", "spd", SQUARE)])
 def logabsdet_rule(g, out, x):
-    return (unbroadcast(g, out) * matrix_t(np.linalg.inv(x)),)
+    return (expand_dims_any(unbroadcast(g, out), (-2, -1)) * matrix_t(np.linalg.inv(x)),)
 
 
 nondiff(slogdet_sign, name="slogdet_sign")
