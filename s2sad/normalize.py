@@ -4194,8 +4194,8 @@ def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0, updates: bool 
     for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda)):
         if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value in viewed:
             found.add(viewed[n.target.value])
-        if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript):
-            found.add(base(n.target))
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign)):
+            found |= {base(t) for t in _unpacked(n.target) if isinstance(t, cst.Subscript)}  # `a[0], b[0] = ...` too
         elif isinstance(n, cst.Call) and (written := _output_argument(n, _resolved(fn, n.func))) is not None:
             found.add(base(written.value))
         elif isinstance(n, cst.Call) and depth < 4:
@@ -4203,6 +4203,13 @@ def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0, updates: bool 
     if updates and depth:
         found |= _updated_only(func)
     return found & params
+
+
+def _unpacked(target) -> list:
+    """The targets an assignment target names: itself, or those of a tuple or list, however nested."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [t for el in target.elements for t in _unpacked(el.value)]
+    return [target]
 
 
 def _written_through_call(fn, call: cst.Call, depth: int, updates: bool) -> set[str]:

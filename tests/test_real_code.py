@@ -1562,3 +1562,21 @@ def test_det_and_slogdet_of_a_stack_of_matrices_differentiate_per_matrix():
     t = rng.normal(size=cov.shape)
     _, tangent = s2sad.jvp(_mixture_normalizers, (cov,), (t,), backend="python")
     assert_close(tangent, np.sum(g * t))
+
+
+def _energies(x):
+    return 0.5 * x * x, np.cos(x)
+
+
+def _history_into_arguments(x, kinetic, potential):
+    for i in range(kinetic.shape[0]):
+        kinetic[i], potential[i] = _energies(x * (i + 1))  # one tuple target writes both histories
+    return np.sum(kinetic) + np.sum(potential)
+
+
+def test_a_tuple_target_may_write_into_argument_arrays_as_single_writes_do(backend):
+    kinetic, potential = np.zeros(3), np.zeros(3)
+    g = s2sad.grad(_history_into_arguments, backend=backend)(0.4, kinetic, potential)
+    k = np.arange(1, 4)
+    assert_close(g, np.sum(k * k * 0.4 - k * np.sin(0.4 * k)))
+    assert not kinetic.any() and not potential.any()  # the gradient's writes went to copies
