@@ -4221,8 +4221,10 @@ def _written_through_call(fn, call: cst.Call, depth: int, updates: bool) -> set[
         node = parse_function(callee).node
     except Exception:  # no source, no `def`: inlining says so where it matters
         return set()
-    written = _written_arguments(callee, node, depth + 1, updates)
-    positional = [p.name.value for p in node.params.params]
+    method = _resolved(fn, call.func)
+    bound = isinstance(method, types.MethodType)  # `obj.step(x)`, or the method a wrapper of `grad(obj.step)` calls
+    written = _written_arguments(method if bound else callee, node, depth + 1, updates)
+    positional = [p.name.value for p in node.params.params][1 if bound else 0:]
     handed = {}
     for k, a in enumerate(call.args):
         if isinstance(a.value, cst.Name) and not a.star:
@@ -4232,20 +4234,31 @@ def _written_through_call(fn, call: cst.Call, depth: int, updates: bool) -> set[
 
 
 def _resolved(fn, func):
-    """What a call's `f` or `module.f` names in `fn`'s scope (None: unknown, or a local)."""
+    """What a call's `f` or `module.f` names in `fn`'s scope (None: unknown, or a local); in a bound
+    method, `self.f` too."""
     try:
         if isinstance(func, cst.Name):
-            return Parsed.resolve_in(fn, func.value)
+            return _name_in(fn, func.value)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            return getattr(Parsed.resolve_in(fn, func.value.value), func.attr.value)
+            return getattr(_name_in(fn, func.value.value), func.attr.value)
     except (KeyError, AttributeError):
         pass
     return None
 
 
+def _name_in(fn, name: str):
+    if isinstance(fn, types.MethodType):
+        first = next(iter(inspect.signature(fn.__func__).parameters), None)
+        if name == first:
+            return fn.__self__
+        fn = fn.__func__
+    return Parsed.resolve_in(fn, name)
+
+
 def _callee(fn, func) -> types.FunctionType | None:
     """The Python function a call's `f` or `module.f` names in `fn`'s scope, if any (not a library's)."""
     obj = _resolved(fn, func)
+    obj = obj.__func__ if isinstance(obj, types.MethodType) else obj
     obj = unwrap(obj) if obj is not None else None
     if not isinstance(obj, types.FunctionType) or _in_library(obj) or rules.lookup_object(obj) is not None:
         return None

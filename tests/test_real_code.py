@@ -1580,3 +1580,24 @@ def test_a_tuple_target_may_write_into_argument_arrays_as_single_writes_do(backe
     k = np.arange(1, 4)
     assert_close(g, np.sum(k * k * 0.4 - k * np.sin(0.4 * k)))
     assert not kinetic.any() and not potential.any()  # the gradient's writes went to copies
+
+
+class _ClippedCrossEntropy:
+    def __init__(self, eps):
+        self.eps = eps
+
+    def __call__(self, p, y):
+        return self.forward(p, y)
+
+    def forward(self, p, y):
+        np.clip(p, self.eps, 1.0 - self.eps, p)
+        return -np.mean(y * np.log(p) + (1.0 - y) * np.log(1.0 - p))
+
+
+def test_a_method_may_write_into_its_array_arguments_as_a_function_may(backend):
+    loss = _ClippedCrossEntropy(1e-3)
+    p, y = np.array([0.2, 0.7, 0.9999]), np.array([0.0, 1.0, 1.0])
+    expected = [1.0 / (3 * 0.8), -1.0 / (3 * 0.7), 0.0]
+    for differentiated in (loss.forward, loss):  # the bound method, and the object called through __call__
+        assert_close(s2sad.grad(differentiated, backend=backend)(p, y), expected)
+    assert p[2] == 0.9999  # the gradient clipped a copy
