@@ -1041,11 +1041,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
             if target.shape != x.shape:
                 return _as_written_into(target, g, x, out, axis, keepdims)
             outer, n, inner = _block_sizes(x.shape, first, last)
-            gf, of = _flat_of(g, dt), _flat_of(out, dt)
-            if gf.size != outer * inner or of.size != outer * inner:
-                raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-            _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
-            return target
+            return _shared_into(target, _flat_of(g, dt), x, _flat_of(out, dt), outer, n, inner)
         return by_block
 
     def impl(target, g, x, out, axis=None, keepdims=False):
@@ -1053,12 +1049,17 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         outer, n, inner = _block(_shape_arr(x), red)
         if target.shape != x.shape or n < 0:
             return _as_written_into(target, g, x, out, axis, keepdims)
-        gf, of = _flat_of(g, dt), _flat_of(out, dt)
-        if gf.size != outer * inner or of.size != outer * inner:
-            raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-        _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
-        return target
+        return _shared_into(target, _flat_of(g, dt), x, _flat_of(out, dt), outer, n, inner)
     return impl
+
+
+@njit
+def _shared_into(target, gf, x, of, outer, n, inner):
+    """`target` (shaped like x) plus `_extremum_share`'s shares, added where they land."""
+    if gf.size != outer * inner or of.size != outer * inner:
+        raise ValueError("extremum adjoint: g or out does not have the reduced shape")
+    _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
+    return target
 
 
 @njit
