@@ -1601,3 +1601,14 @@ def test_a_method_may_write_into_its_array_arguments_as_a_function_may(backend):
     for differentiated in (loss.forward, loss):  # the bound method, and the object called through __call__
         assert_close(s2sad.grad(differentiated, backend=backend)(p, y), expected)
     assert p[2] == 0.9999  # the gradient clipped a copy
+
+
+def _where_of_numbers(x):
+    s = np.where(x ** 3 > 0.5, x ** 3, 0.5 * x) if x < 2.0 else 1.0  # a number or np.where's pick in one variable
+    return s + np.where(s > 0.1, s, 0.0) * x
+
+
+def test_np_where_of_numbers_is_a_number_a_variable_can_also_hold(backend):
+    for x in (0.3, 1.5, 2.5):
+        assert_close(s2sad.grad(_where_of_numbers, backend=backend)(x), fd_grad(_where_of_numbers, (x,), 0))
+        assert_close(s2sad.jvp(_where_of_numbers, (x,), (1.0,), backend=backend)[1], fd_grad(_where_of_numbers, (x,), 0))

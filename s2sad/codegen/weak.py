@@ -346,6 +346,7 @@ WIDEN_IMPORT = "from s2sad.runtime.shapes import as_float"
 ELEMENTWISE = {"maximum", "minimum", "fmax", "fmin", "where", "clip", "add", "subtract", "multiply", "divide",
                "true_divide", "power", "float_power", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2",
                "fmod", "remainder", "mod", "heaviside"}
+STAND_INS = {"np_where", "np_clip", "np_heaviside"}  # runtime.elementwise's, printed for some of those
 
 
 def float32_of(value: cst.BaseExpression) -> cst.Call:
@@ -424,7 +425,7 @@ class Weak(cst.CSTTransformer):
             return updated
         if self.classes.classify(original) != "f32":
             return updated
-        ints = module == "np" and last in ELEMENTWISE
+        ints = module == "np" and last in ELEMENTWISE or module is None and last in STAND_INS
         args = [a if a.keyword is not None else a.with_changes(value=self._cast(o.value, a.value, ints))
                 for o, a in zip(original.args, updated.args)]
         return updated.with_changes(args=args)

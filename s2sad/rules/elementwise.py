@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import copy_adj, np_clip, np_heaviside, stop_gradient
+from s2sad.runtime import copy_adj, np_clip, np_heaviside, np_where, stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
 SCALAR = ((),)
@@ -276,7 +276,8 @@ def fmod(g, out, x, y):
 
 # --- selection and copies ----------------------------------------------------------------------
 
-@defrule(np.where, cuda="{1} if {0} else {2}", checks=[Check("np.where(a > 0.0, a, b)", shapes=((3,), ((2, 3), (3,))))])
+@defrule(np.where, np_where, print_as="np_where", cuda="{1} if {0} else {2}",
+         checks=[Check("np.where(a > 0.0, a, b)", shapes=((), (3,), ((2, 3), (3,))))])
 def where(g, out, c, x, y):
     return None, np.where(c, g, 0.0), np.where(c, 0.0, g)
 

@@ -10,7 +10,7 @@ from numba.extending import overload
 
 from s2sad.runtime.core import _is_none_type, _is_scalar_type
 
-__all__ = ["np_clip", "np_heaviside", "cotangent_only"]
+__all__ = ["np_clip", "np_heaviside", "np_where", "cotangent_only"]
 
 
 def np_clip(x, a_min, a_max):
@@ -32,6 +32,19 @@ def _ol_np_clip(x, a_min, a_max):
     if hi_none:
         return lambda x, a_min, a_max: np.maximum(x, a_min)
     return lambda x, a_min, a_max: np.minimum(np.maximum(x, a_min), a_max)
+
+
+def np_where(condition, x, y):
+    """np.where(condition, x, y). Compiled, three numbers pick a number: numba's np.where makes a 0-d array
+    of them, which no variable that also holds a number (`s = np.where(...) if c else 1.0`) can type."""
+    return np.where(condition, x, y)
+
+
+@overload(np_where)
+def _ol_np_where(condition, x, y):
+    if all(_is_scalar_type(t) for t in (condition, x, y)):
+        return lambda condition, x, y: x if condition else y
+    return lambda condition, x, y: np.where(condition, x, y)
 
 
 def np_heaviside(x, h0):
