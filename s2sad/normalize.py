@@ -37,8 +37,8 @@ from s2sad.names import Names
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Record, Slice, Store, Var, While
 from s2sad.objects import MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class, is_namedtuple
 from s2sad.rules import inlined
-from s2sad.runtime.shapes import only_item
 from s2sad.rules.registry import Custom, Opaque, spelling
+from s2sad.runtime.shapes import only_item
 from s2sad.swaps import copy_swapped_buffers
 from s2sad.units import of_shape, pointwise, unit_axes
 
@@ -2075,10 +2075,8 @@ class Lowerer:
             base = receiver
         else:  # a NumPy number has .item(0) too
             base = self.prim(out, "ravel", (self.prim(out, "atleast_1d", (receiver,)),), hint="flat")
-        name = self.names.fresh("_item_of")
-        self.trees[name] = base  # the subscript below reads `name` as this array
-        subscript = cst.Subscript(cst.Name(name), [cst.SubscriptElement(cst.Index(a.value)) for a in node.args])
-        return self.subscript(subscript, out, target)
+        positions = [cst.SubscriptElement(cst.Index(a.value)) for a in node.args]
+        return self.load(cst.Subscript(node.func.value, positions), base, out, target)
 
     def dict_get(self, node: cst.Call, table: dict, out):
         if not 1 <= len(node.args) <= 2 or any(a.keyword for a in node.args):

@@ -397,11 +397,7 @@ def _extremum_share(gf, x, of, red):
     if n < 0:
         grp, groups = _groups(x, red)
         return _ext_adjoint(gf, _flat(x), of, grp, groups)
-    if gf.size != outer * inner or of.size != outer * inner:
-        raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-    result = np.zeros(x.size, gf.dtype)
-    _share_block_into(gf, _flat(x), of, result, outer, n, inner)
-    return result
+    return _shared_into(np.zeros(x.size, gf.dtype), gf, x, of, outer, n, inner)
 
 
 @njit
@@ -994,11 +990,7 @@ def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
 @njit
 def _shared_by_block(gf, x, of, outer, n, inner):
     """`_extremum_share` over the consecutive axes of (outer, n, inner), shaped like x."""
-    if gf.size != outer * inner or of.size != outer * inner:
-        raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-    result = np.zeros(x.size, gf.dtype)
-    _share_block_into(gf, _flat(x), of, result, outer, n, inner)
-    return result.reshape(x.shape)
+    return _shared_into(np.zeros(x.shape, gf.dtype), gf, x, of, outer, n, inner)
 
 
 def extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
@@ -1055,7 +1047,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
 
 @njit
 def _shared_into(target, gf, x, of, outer, n, inner):
-    """`target` (shaped like x) plus `_extremum_share`'s shares, added where they land."""
+    """`target` (C-contiguous, x's size) plus `_extremum_share`'s shares, added where they land."""
     if gf.size != outer * inner or of.size != outer * inner:
         raise ValueError("extremum adjoint: g or out does not have the reduced shape")
     _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)

@@ -9,8 +9,8 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (diag_adjoint, diagonal_2d, expand_dims_any, einsum_into, einsum_op, einsum_swap, inner_op, logabsdet,
-                           matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
+from s2sad.runtime import (diag_adjoint, diagonal_2d, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
+                           logabsdet, matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
                            tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
 
 MATRIX = ((2, 3),)
