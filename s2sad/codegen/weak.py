@@ -29,6 +29,8 @@ import functools
 import libcst as cst
 from numba.core import types
 
+from s2sad.rules import all_rules
+
 WEAK = ("int", "float")
 STRONG_FLOATS = ("f32", "f64")
 ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power,
@@ -346,7 +348,8 @@ WIDEN_IMPORT = "from s2sad.runtime.shapes import as_float"
 ELEMENTWISE = {"maximum", "minimum", "fmax", "fmin", "where", "clip", "add", "subtract", "multiply", "divide",
                "true_divide", "power", "float_power", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2",
                "fmod", "remainder", "mod", "heaviside"}
-STAND_INS = {"np_where", "np_clip", "np_heaviside"}  # runtime.elementwise's, printed for some of those
+# the runtime's stand-ins the rules of those print instead (np_where for np.where): the same kind of call
+STAND_INS = {r.print_as for r in all_rules() if r.name in ELEMENTWISE and r.print_as and "." not in r.print_as}
 
 
 def float32_of(value: cst.BaseExpression) -> cst.Call:
