@@ -30,6 +30,7 @@ import numpy as np
 
 from s2sad import gencache, hidden, ir, rules
 from s2sad.backend import load_module
+from s2sad.decided import decide_constant_branches
 from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function, unwrap, written_by_s2sad
 from s2sad.hidden import Hidden, is_hidden_array
@@ -4420,6 +4421,7 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
         elements=frozenset(lw.elements), typed=arg_kinds is not None,
         exits=frozenset(lw.exits),
     )
+    decide_constant_branches(function)
     if copy_arguments:  # derivatives follow values: a double buffer's exchange becomes copies
         copy_swapped_buffers(function)
     return function

@@ -132,3 +132,31 @@ def element_read_beside_an_unknown_rank(x, v):
             s += np.linalg.norm(v) / np.cosh(v[k - 1])
             x = v[k - 1]
     return x + s + np.mean(v * v)
+
+
+def branch_decided_by_constants(x):
+    """numba decides `(0.5 if 1.0 <= s else 3.0) > s` itself and drops the other branch; the adjoint then
+    read variables only that branch assigned, and numba refused it ("Unsupported assignment ...
+    Undefined"). The branch is now decided when the code is generated."""
+    s = 0.1
+    if (0.5 if 1.0 <= s else 3.0) > s:
+        t = 2.0 / np.exp(np.cos(x))
+    elif (x if not s <= x else s) <= np.tanh(s):
+        x = x + 0.25 * np.cos(x)
+    return s + x * t
+
+
+def constant_rebound_in_a_loop(x):
+    """`flag` is a constant before the loop and another one after its first iteration: the test in the
+    loop is decided by neither."""
+    flag = 0.0
+    for i in range(3):
+        if flag > 0.5:
+            x = x * np.sin(x)
+        flag = 1.0
+    limit = 2.0
+    if limit > 1.0:
+        y = x * 3.0
+    else:
+        y = np.exp(x)
+    return y

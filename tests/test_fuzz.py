@@ -25,7 +25,8 @@ import s2sad
 from s2sad import synthesize
 from fuzz_programs import FLOAT, INT, VECTOR, Program, programs
 from fuzz_regressions import (and_condition_in_a_loop, array_rebound_to_itself_plus, while_counter_index_after_rebinding,
-                              assigned_in_both_branches_of_a_branch, chained_comparison_in_a_loop,
+                              assigned_in_both_branches_of_a_branch, branch_decided_by_constants,
+                              chained_comparison_in_a_loop, constant_rebound_in_a_loop,
                               element_read_beside_an_unknown_rank,
                               early_return_then_conditional_expression, enumerate_rebound_array, full_of_input,
                               loop_over_rebound_array, or_condition_in_a_loop)
@@ -156,6 +157,8 @@ REGRESSIONS = [
     (array_rebound_to_itself_plus, (np.array([0.3, -0.7, 0.9]),)),
     (while_counter_index_after_rebinding, (np.array([0.35, -1.1, 0.6, 1.3, -0.2]),)),
     (element_read_beside_an_unknown_rank, (0.3, np.array([0.1, 0.2, 0.4, 0.5]))),
+    *[(constant_rebound_in_a_loop, (x,)) for x in (0.3, 1.5)],
+    (branch_decided_by_constants, (0.3,)),
 ]
 
 
@@ -169,7 +172,12 @@ def test_regression_numba():  # the code generation is shared: one program on th
 
 
 def test_element_read_beside_an_unknown_rank_numba():  # refused only where the argument types are known
-    check_regression(*REGRESSIONS[-1], "numba")
+    check_regression(element_read_beside_an_unknown_rank, (0.3, np.array([0.1, 0.2, 0.4, 0.5])), "numba")
+
+
+def test_branch_decided_by_constants_numba():  # numba decides the branch too, and refused what it left
+    check_regression(branch_decided_by_constants, (0.3,), "numba")
+    assert "np.tanh" not in s2sad.source(branch_decided_by_constants)  # the branch that never runs is gone
 
 
 def check_regression(f, args, backend):
