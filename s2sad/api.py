@@ -105,7 +105,10 @@ def _user_signature(fn: types.FunctionType) -> inspect.Signature:
 
 def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tuple[int, ...]:
     single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    try:
+        nums = (argnums,) if single else tuple(argnums)
+    except TypeError:
+        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}") from None
     if not nums:
         raise ValueError("argnums must name at least one argument")
     out = []

@@ -65,6 +65,11 @@ def test_argnums_out_of_range(argnums):
         s2sad.grad(product, argnums=argnums)
 
 
+def test_argnums_that_is_not_ints():  # source(f, 0.3) passes 0.3 as argnums: example arguments belong to grad(f)
+    with pytest.raises(TypeError, match=r"argnums must be an int or a tuple of ints, got 0.3"):
+        s2sad.source(product, 0.3)
+
+
 def test_integer_input_is_refused():
     with pytest.raises(TypeError, match=r"argument 0 \(`x`\) of product is int 3.*3\.0"):
         s2sad.grad(product)(3, 4.0)
