@@ -112,6 +112,8 @@ BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
     "sum": "use np.sum(...)",
     "getattr": "pass the value itself as an argument",
     "setattr": "return the new value instead of storing it on an object",
+    "map": "reduce it or list it where it is made (sum(map(f, x)), np.array(list(map(f, x)))), or write the "
+           "comprehension: [f(v) for v in x]",
 }
 
 REDUCERS = {  # builtin reductions: the operation folding two items, how it is spelled, a name for the result
@@ -1249,6 +1251,8 @@ class Lowerer:
             count = self.prim(out, "sub", (stop, start), hint="passes") if start != Const(0) else stop
             count = self.prim(out, "add", (count, Const(len(prefix))), hint="items") if prefix else count
             first_rank = None if not prefix else 0 if isinstance(prefix[0], Const) else self.ranks.get(prefix[0].name)
+            if prefix and first_rank is None and isinstance(self.kinds, UnknownKinds):
+                self.kind_of(prefix[0], required=True)  # `ys = [y0]` of an argument: its rank comes with its type
             shape = () if not prefix or first_rank == 0 else self.items_of(self.prim(out, "shape", (prefix[0],)), out)
             if shape is None:
                 raise self.err(loop, f"`{name}` grows by one item per pass: s2sad makes it an array, and needs the "
@@ -2330,6 +2334,7 @@ class Lowerer:
         if dtype is not None:
             return Const(dtype)
         self.refuse_generator(node)
+        node = self.list_call_as_comprehension(node)
         if isinstance(node, cst.ListComp):  # NumPy makes the list an array anyway
             if not self.is_static_comprehension(node):
                 return self.filled_array(node, out, None)
@@ -2438,7 +2443,7 @@ class Lowerer:
             return self.split(node, out)
         if not node.args or node.args[0].keyword is not None:
             raise self.err(node, "pass the arrays as a tuple or list first")
-        first = node.args[0].value
+        first = self.list_call_as_comprehension(node.args[0].value)
         self.refuse_generator(first)
         if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, cst.ListComp) \
                 and not self.is_static_comprehension(first):
@@ -2925,7 +2930,7 @@ class Lowerer:
     def builtin_call(self, node: cst.Call, fn, out, target):
         """max / min / sum / any / all of several values, of a tuple/list, an array or a comprehension;
         list / tuple / dict of static containers."""
-        positional = [a.value for a in node.args if a.keyword is None]
+        positional = [self.map_as_generator(a.value) for a in node.args if a.keyword is None]
         keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         name = fn.__name__
         if fn in (list, tuple, dict):
@@ -2956,6 +2961,29 @@ class Lowerer:
             total = self.emit(out, target or self.temp(found[0].name), Prim(found[0], (x,), axis, found[1]))
             return total if start is None else self.prim(out, "add", (start, total), target=target)
         return self.fold(node, fn, items if start is None else [start] + items, out, target)
+
+    def map_as_generator(self, node):
+        """`map(f, xs, ys)` as the generator `(f(a, b) for a, b in zip(xs, ys))`, and `map(lambda i: e, xs)`
+        as `(e for i in xs)`, which the reductions and list()/tuple() take; any other node as it is."""
+        if not (isinstance(node, cst.Call) and self.callee_is(node.func, map)) or len(node.args) < 2 \
+                or any(a.keyword or a.star for a in node.args):
+            return node
+        func, iterables = node.args[0].value, [a.value for a in node.args[1:]]
+        source = iterables[0] if len(iterables) == 1 else cst.Call(cst.Name("zip"), [cst.Arg(i) for i in iterables])
+        if _plain_lambda(func, len(iterables)):
+            names = [p.name for p in func.params.params]
+            return cst.GeneratorExp(func.body, cst.CompFor(_target_of(names), source))
+        names = [cst.Name(f"map_item{k}") for k in range(len(iterables))]
+        return cst.GeneratorExp(cst.Call(func, [cst.Arg(n) for n in names]), cst.CompFor(_target_of(names), source))
+
+    def list_call_as_comprehension(self, node):
+        """`list(<generator or map>)` as the list comprehension it equals; any other node as it is."""
+        if isinstance(node, cst.Call) and len(node.args) == 1 and not node.args[0].keyword \
+                and not node.args[0].star and self.callee_is(node.func, list):
+            inner = self.map_as_generator(node.args[0].value)
+            if isinstance(inner, (cst.GeneratorExp, cst.ListComp)):
+                return cst.ListComp(inner.elt, inner.for_in)
+        return node
 
     def fold(self, node, fn, items, out, target):
         """The reduction of values known one by one when the code is generated: a chain of operations."""
@@ -3012,11 +3040,28 @@ class Lowerer:
         """Call `visit(out, dynamic)` once per item of a comprehension, with its targets bound in a scope
         of their own: static containers are unrolled, anything else is a loop (`dynamic`: inside a loop
         or an `if` on run-time values)."""
-        with self.comprehension_scope(comp):
+        with self.comprehension_scope(comp, out) as comp:
             self.comprehension_for(comp.for_in, out, visit, False)
 
+    def outer_iterable_read(self, comp, out):
+        """Python reads a comprehension's first iterable outside it: in `(x * x for x in x)` (what
+        `map(lambda x: x * x, x)` is) the iterable is the function's `x`. That `x` is read now, under a
+        name of its own that the comprehension's targets cannot hide. Returns the comprehension reading that name, and the name."""
+        first = comp.for_in
+        targets, level = set(), first
+        while level is not None:
+            targets |= _target_names(level.target)
+            level = level.inner_for_in
+        if not isinstance(first.iter, cst.Name) or first.iter.value not in targets:
+            return comp, None
+        alias = self.names.fresh(first.iter.value + "_outer")
+        self.trees[alias] = self.value(first.iter, out)
+        return comp.with_changes(for_in=first.with_changes(iter=cst.Name(alias))), alias
+
     @contextlib.contextmanager
-    def comprehension_scope(self, comp):
+    def comprehension_scope(self, comp, out):
+        """The scope of a comprehension's targets; yields the comprehension to lower in it."""
+        comp, alias = self.outer_iterable_read(comp, out)
         names, level = set(), comp.for_in
         while level is not None:
             names |= _target_names(level.target)
@@ -3028,8 +3073,9 @@ class Lowerer:
             self.scope[n] = n if n not in locals_ and n not in self.scope and not self.stack[1:] else self.renamed(n)
             self.trees.pop(n, None)
         try:
-            yield
+            yield comp
         finally:
+            self.trees.pop(alias, None)
             self.locals = locals_
             for n, (var, tree) in saved.items():
                 for table, value in ((self.scope, var), (self.trees, tree)):
@@ -3135,7 +3181,8 @@ class Lowerer:
         if level.inner_for_in is not None or level.ifs:
             return self.list_comp(comp, out)  # static, or an error that says why not
         loc = self.loc
-        with self.comprehension_scope(comp):
+        with self.comprehension_scope(comp, out) as comp:
+            level = comp.for_in
             walk = self.walk(level.iter, out, target=level.target)
             zeros = rules.lookup_object(np.zeros)
             filled = self.emit(out, target or self.temp("filled"), Prim(zeros[0], (walk.length,), (), zeros[1]))
@@ -3190,7 +3237,7 @@ class Lowerer:
             raise self.err(node, f"{fn.__name__}() takes one iterable here")
         if not positional:
             return fn()
-        arg = positional[0]
+        arg = self.map_as_generator(positional[0])
         if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
             return fn(self.list_comp(arg, out))
         if isinstance(arg, cst.Call) and self.static_value(arg.func) is range:
@@ -3613,8 +3660,8 @@ class Lowerer:
         star = func.params.star_arg
         for p, stars in ((star if isinstance(star, cst.Param) else None, "*"), (func.params.star_kwarg, "**")):
             if p is not None and not inlined:
-                raise self.err(p, f"a `{stars}{p.name.value}` parameter cannot be differentiated",
-                               "take a tuple, list or dict argument instead (s2sad differentiates those)")
+                raise self.err(p, f"the function s2sad transforms cannot take `{stars}{p.name.value}`; a function "
+                                  "it calls can", _star_hint(func, stars))
         if func.params.posonly_params:
             raise self.err(func.params.posonly_params[0], "positional-only parameters (`/`) are not supported",
                            "remove the `/` from the signature")
@@ -3841,6 +3888,29 @@ class UnknownKinds(dict):
     """The argument types while lowering without them: empty, and noting whether the code asked."""
 
     asked = False
+
+
+def _star_hint(func: cst.FunctionDef, stars: str) -> str:
+    """How to transform `def f(x0, *x)`: through a lambda that calls it, or with a tuple/dict parameter."""
+    named = [p.name.value for p in func.params.params]
+    params = ", ".join(named or (["a", "b"] if stars == "*" else ["a"]))
+    passed = ", ".join(named + (["a", "b"] if stars == "*" and named else ["k=a"] if stars == "**" else []))
+    return (f"transform a lambda that calls it: s2sad.grad(lambda {params}: {func.name.value}({passed or params})); "
+            f"or take a {'tuple' if stars == '*' else 'dict'} argument instead (s2sad differentiates those)")
+
+
+def _plain_lambda(node, arity: int) -> bool:
+    """A `lambda a, b: ...` of `arity` positional parameters, without defaults, stars or keywords."""
+    if not isinstance(node, cst.Lambda):
+        return False
+    params = node.params
+    return len(params.params) == arity and all(p.default is None for p in params.params) and not (
+        params.posonly_params or params.kwonly_params or isinstance(params.star_arg, cst.Param)
+        or params.star_kwarg)
+
+
+def _target_of(names: list) -> cst.BaseAssignTargetExpression:
+    return names[0] if len(names) == 1 else cst.Tuple([cst.Element(n) for n in names])
 
 
 def _is_number(value) -> bool:

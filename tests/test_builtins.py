@@ -202,7 +202,35 @@ def scoped_names(x):
     return a + x[i] + sum([x[i] for i in range(2)]) * i
 
 
+def squared(v):
+    return v * v
+
+
+class Rastrigin:
+    def __init__(self, a=10):
+        self.a = a
+
+    def f(self, x):  # samidhaVerma/optimization-test's objective
+        return self.a * len(x) + sum(map(lambda i: i ** 2 - self.a * np.cos(2 * np.pi * i), x))
+
+
+def mapped(x, y):
+    pairs = sum(map(lambda a, b: a * b ** 2, x, y))  # two iterables: zipped, the shortest wins
+    listed = np.array(list(map(np.tanh, x)))  # a run-time length: a loop fills an array
+    return Rastrigin().f(x) + sum(map(squared, x)) + pairs + max(map(np.sin, y)) + np.sum(listed ** 2) \
+        + tuple(map(squared, (x[0], y[1])))[1]
+
+
+def shadowed_iterables(x):
+    a = sum(x * x for x in x)  # the first iterable is read outside: the function's `x`
+    b = np.sum(np.array([x ** 3 for x in x]))
+    t = (x[0], x[1])
+    return a + b + sum(map(lambda x: np.sin(x), x)) + sum(t * 2.0 for t in t)
+
+
 COMPREHENSION_CASES = [
+    (mapped, (X4, Y3), (0, 1)),
+    (shadowed_iterables, (X4,), 0),
     (doubled, (X4,), 0),
     (activations, (np.array([0.4, -0.2]), [RNG.normal(size=(3, 2)), RNG.normal(size=(2, 2))]), 0),
     (features, (X4,), 0),
@@ -368,6 +396,13 @@ def list_of_array(x):
     return tuple(x)[0]
 
 
+def loop_over_map(x):
+    s = 0.0
+    for v in map(np.sin, x):
+        s += v
+    return s
+
+
 def recursion_at_run_time(x):
     return power(len(x), x[0])
 
@@ -391,6 +426,7 @@ def test_ndindex_of_an_argument_shape_takes_its_rank_from_the_argument(backend):
     (ragged_table, "rows of equal length"),
     (list_of_array, "tuple() of an array"),
     (recursion_at_run_time, "recursive call to `power` with arguments known only at run time"),
+    (loop_over_map, "or write the comprehension: [f(v) for v in x]"),
 ])
 def test_unsupported_forms_are_located(fn, words):
     with pytest.raises(s2sad.UnsupportedError) as info:

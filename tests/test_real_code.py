@@ -550,6 +550,40 @@ def test_matrix_power_and_multi_dot_are_products_written_out(backend):
     assert_close(g[1], fd_grad(gain_by_matrix_power, (P, H, R), 2))
 
 
+def rk4_rows_by_append(x0):
+    X = np.array([x0])  # master-csmi's RK4: the trajectory grows by np.append until the time runs out
+    t = 0.0
+    while t + 0.1 <= 0.5:
+        X = np.append(X, [X[-1] * 1.1 + np.sin(X[-1])], axis=0)
+        t += 0.1
+    return np.sum(X[-1] ** 2)
+
+
+def appended_flat(x):
+    y = np.append(x, 2.0 * x[0])  # no axis: both flattened first
+    return np.sum(np.append(y, np.array([[x[1], 3.0]])) ** 3)
+
+
+def test_np_append_is_np_concatenate(backend):
+    x = np.array([1.0, 2.0])
+    for f in (rk4_rows_by_append, appended_flat):
+        assert_close(s2sad.grad(f, backend=backend)(x), fd_grad(f, (x,), 0))
+
+
+def merton_call(s, sigma, lam, n_terms):
+    price = 0.0  # Merton's jump-diffusion price: a Poisson-weighted series of Black-Scholes prices
+    for n in range(n_terms):
+        sig_n = np.sqrt(sigma ** 2 + n * 0.01 / 0.5)
+        price += np.exp(-lam * 0.5) * (lam * 0.5) ** n / math.factorial(n) * s * sig_n
+    return price
+
+
+def test_math_factorial_of_a_loop_counter_compiles(backend):
+    args = (100.0, 0.2, 0.4, 30)  # 30! is past int64: numba computes it as a float
+    for i in (0, 1, 2):
+        assert_close(s2sad.grad(merton_call, argnums=i, backend=backend)(*args), fd_grad(merton_call, args, i))
+
+
 def rotation_and_constant_tables(x):
     c, s = np.cos(x[0]), np.sin(x[0])
     R = np.array([[c, -s], [s, c]])
@@ -866,6 +900,23 @@ def euler_trajectory(y0, k):
     return np.sum(np.array(ys) ** 2)
 
 
+def runge_kutta_rows(time_steps, y0, rhs, k):
+    ys = [y0]  # haos_TS's integrator: an argument's state first, then one per step of a run-time count
+    for t in range(len(time_steps) - 1):
+        dt = time_steps[t + 1] - time_steps[t]
+        y0 = y0 + dt * rhs(y0, k)
+        ys.append(y0)
+    return np.array(ys)
+
+
+def decay_rate(y, k):
+    return -k * y * y
+
+
+def trajectory_energy(time_steps, y0, k):
+    return np.sum(runge_kutta_rows(time_steps, y0, decay_rate, k) ** 2)
+
+
 def decayed_values(k, y0):
     ys = [1.0]  # a number first, then one per step
     y = y0
@@ -893,6 +944,10 @@ def test_a_list_a_runtime_loop_appends_to_is_an_array(backend):
     for i in (0, 1):
         assert_close(s2sad.grad(decayed_values, argnums=i, backend=backend)(0.7, 2.0),
                      fd_grad(decayed_values, (0.7, 2.0), i))
+    steps = np.linspace(0.0, 0.5, 6)  # the list's first item is an argument's array: its rank comes with its type
+    for i in (1, 2):
+        assert_close(s2sad.grad(trajectory_energy, argnums=i, backend=backend)(steps, p, 0.7),
+                     fd_grad(trajectory_energy, (steps, p, 0.7), i))
 
 
 def grows_by_matrices(x, w):

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import copy_adj, np_clip, np_heaviside, np_where, stop_gradient
+from s2sad.runtime import copy_adj, math_factorial, np_clip, np_heaviside, np_where, stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
 SCALAR = ((),)
@@ -303,6 +303,7 @@ nondiff(np.trunc, math.trunc, name="trunc", cuda="math.trunc")
 nondiff(np.fix, name="fix", print_as="np.trunc")  # numba lacks np.fix; on floats it is trunc
 nondiff(np.floor_divide, name="floor_divide")
 nondiff(np.heaviside, np_heaviside, name="heaviside", print_as="np_heaviside")
+nondiff(math.factorial, math_factorial, name="factorial", print_as="math_factorial")
 nondiff(int, name="int", cuda="int")
 nondiff(bool, name="bool", cuda="bool")
 nondiff(np.isnan, math.isnan, name="isnan")

@@ -1,6 +1,7 @@
 """Library functions s2sad inlines as Python written with NumPy functions that have rules.
 
-np.linalg.matrix_power (a constant power) and multi_dot are products written out.
+np.linalg.matrix_power (a constant power) and multi_dot are products written out; np.append is
+np.concatenate.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -80,8 +81,15 @@ def multi_dot(arrays, out=None):
     return np.dot(multi_dot(arrays[:-1]), arrays[-1])
 
 
+def append(arr, values, axis=None):
+    """np.append: np.concatenate of the two, flattened first where no axis is given (values may be a list)."""
+    if axis is None:
+        return np.concatenate((np.ravel(arr), np.ravel(np.array(values))))
+    return np.concatenate((arr, np.array(values)), axis=axis)
+
+
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
-_NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot}
+_NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append}
 
 
 def stand_in(fn):

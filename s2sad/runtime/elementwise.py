@@ -4,13 +4,15 @@ Each stands in for a NumPy function whose numba version is missing or narrower t
 the rule that registers the NumPy function prints the helper instead (`print_as=`).
 """
 
+import math
+
 import numpy as np
 from numba import types
 from numba.extending import overload
 
 from s2sad.runtime.core import _is_none_type, _is_scalar_type
 
-__all__ = ["np_clip", "np_heaviside", "np_where", "cotangent_only"]
+__all__ = ["np_clip", "np_heaviside", "np_where", "math_factorial", "cotangent_only"]
 
 
 def np_clip(x, a_min, a_max):
@@ -64,6 +66,27 @@ def _ol_np_heaviside(x, h0):
 
         return scalar
     return lambda x, h0: np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
+
+
+def math_factorial(n):
+    """math.factorial(n) of an int (a series' `x ** n / factorial(n)`); numba lacks it."""
+    return math.factorial(n)
+
+
+@overload(math_factorial)
+def _ol_math_factorial(n):
+    """A float under numba: exact up to 22!, and what the arithmetic it feeds takes; an int64 overflows past 20!."""
+    if isinstance(n, types.Integer):
+        def product(n):
+            if n < 0:
+                raise ValueError("factorial() not defined for negative values")
+            out = 1.0
+            for k in range(2, n + 1):
+                out *= k
+            return out
+
+        return product
+    return None
 
 
 @overload(float)
