@@ -355,10 +355,10 @@ def _ol_unbroadcast(g, like):
         raise TypingError("unbroadcast: adjoint has fewer dims than target")
     if g.ndim == 1 and like.ndim == 1:  # the one broadcast there is (1,) -> (n,): no general reduction to compile
         return lambda g, like: g if g.shape == like.shape else _sum_to_one(g, like.shape)
-    # _reduce_to takes the shape alone: like's layout and dtype would only multiply its compilations
+    # the reductions take the shape alone: like's layout and dtype would only multiply their compilations
     if g.ndim != like.ndim:
-        return lambda g, like: _reduce_to(g, like.shape)
-    return lambda g, like: g if g.shape == like.shape else _reduce_to(g, like.shape)
+        return lambda g, like: _sum_to(g, like.shape)
+    return lambda g, like: g if g.shape == like.shape else _sum_to(g, like.shape)
 
 
 LONG_RUN = 16  # runs this long are summed in four partial sums
@@ -415,28 +415,104 @@ def _sum_to_one(g, like_shape):
 
 
 @njit
-def _reduce_to(g, like_shape):
-    """Sum float array g over the axes that numpy broadcasting added to an array of shape like_shape."""
-    G, L = g.ndim, len(like_shape)
+def _sum_to(g, like_shape):
+    """unbroadcast of g to like_shape: sums over g's leading axes and the axes where like_shape is 1.
+
+    numba links this into every caller that may broadcast and emits its machine code again there
+    (most calls then find equal shapes and never get here): so it is short. Where the axes fall into
+    two blocks, one summed and one kept (a bias's (n, K) to (K,), a keepdims (n, K) to (n, 1)), it runs
+    the loops that vectorize; elsewhere one pass over g's rows."""
+    G, lead = g.ndim, g.ndim - len(like_shape)
     out = np.zeros(like_shape, g.dtype)
-    if L == 0:
-        out[()] = sum_all(g)
-        return out
-    shape = np.empty(G, np.int64)
-    for i in range(G):
-        shape[i] = g.shape[i]
-    sstr = np.zeros(G, np.int64)
+    small, big = out.reshape(out.size), np.ascontiguousarray(g).reshape(g.size)
+    strides = np.zeros(G, np.int64)
     s = 1
-    for i in range(L - 1, -1, -1):
-        n = like_shape[i]
+    for i in range(G - 1, lead - 1, -1):
+        n = like_shape[i - lead]
         if n != 1:
-            if n != g.shape[G - L + i]:
+            if n != g.shape[i]:
                 raise ValueError("unbroadcast: shapes are not broadcast-compatible")
-            sstr[G - L + i] = s
+            strides[i] = s
         s *= n
-    _scatter_add(np.ascontiguousarray(g).reshape(g.size),
-                 out.reshape(out.size), shape, sstr)
+    if big.size == 0:
+        return out
+    if small.size == 1:
+        small[0] = run_sum(big, 0, big.size, small[0])
+        return out
+    tail = _tail_block(g.shape, strides)
+    if tail > 0:  # the last axes kept, the others summed
+        _sum_rows(big, small, big.size // tail, tail)
+    elif tail < 0:  # the last axes summed, the others kept
+        _sum_each_row(big, small, small.size, -tail)
+    else:
+        _sum_by_rows(big, small, g.shape, strides)
     return out
+
+
+@njit
+def _tail_block(shape, strides):
+    """Where the axes (length-1 ones fit anywhere) are the last ones kept (stride != 0) and the others
+    summed, the number of entries of that kept block; the last ones summed and the others kept, minus
+    that of the summed block; 0 where kept and summed axes alternate more often."""
+    i = len(shape) - 1
+    while i > 0 and shape[i] == 1:
+        i -= 1
+    kept = strides[i] != 0
+    block = 1
+    while i >= 0 and (shape[i] == 1 or (strides[i] != 0) == kept):
+        block *= shape[i]
+        i -= 1
+    while i >= 0:
+        if shape[i] != 1 and (strides[i] != 0) == kept:
+            return 0
+        i -= 1
+    return block if kept else -block
+
+
+@njit
+def _sum_by_rows(big, small, shape, strides):
+    """small[off(i)] += big[i] over C-ordered multi-indices i of `shape`, a row of the last axis at a time."""
+    G, inner = len(shape), shape[len(shape) - 1]
+    step = strides[G - 1]
+    index = np.zeros(G, np.int64)
+    off = 0
+    for k in range(0, big.size, inner):
+        if step == 0:
+            total = small[off]
+            for j in range(inner):
+                total += big[k + j]
+            small[off] = total
+        else:
+            for j in range(inner):
+                small[off + j * step] += big[k + j]
+        d = G - 2
+        while d >= 0:  # the next row's multi-index, and its offset in small
+            index[d] += 1
+            off += strides[d]
+            if index[d] < shape[d]:
+                break
+            off -= strides[d] * shape[d]
+            index[d] = 0
+            d -= 1
+
+
+@njit
+def _sum_each_row(big, small, rows, inner):
+    """small[a] += the sum of row a of big (rows of length inner, end to end)."""
+    if inner < SHORT_RUN:  # one pass down each column
+        for j in range(inner):
+            for a in range(rows):
+                small[a] += big[a * inner + j]
+        return
+    for a in range(rows):
+        k = a * inner
+        if inner >= SPLIT_ROW:
+            small[a] = run_sum(big, k, inner, small[a])
+        else:
+            total = small[a]
+            for j in range(inner):
+                total += big[k + j]
+            small[a] = total
 
 
 # ---------------------------------------------------------------------------
