@@ -124,6 +124,16 @@ def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tu
     return tuple(out)
 
 
+def _refuse_gathering_argnums(fn, argnums: tuple, params: list[str], gathering: list[str]) -> None:
+    """JAX's argnums count a call's positional arguments, s2sad's the parameters: they part ways at `*args`,
+    so argnums may not name it (nor `**kwargs`)."""
+    for n in argnums:
+        if params[n] in gathering:
+            raise ValueError(f"argnums={n} names `{params[n]}`, which gathers {fn.__name__}'s extra arguments: "
+                             "s2sad differentiates with respect to the parameters before it; to differentiate "
+                             "an extra argument, make it a parameter of its own, or pass a tuple")
+
+
 def _on_gpu(a) -> bool:
     """A GPU array: numba's device arrays (and the simulator's), CuPy, PyTorch CUDA tensors."""
     return hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")
@@ -165,7 +175,10 @@ class _Transform:
         self.fun = _as_function(fun)
         self.signature = _user_signature(self.fun)
         self.params = list(self.signature.parameters)
+        gathering = [p.name for p in self.signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        self.gathers = bool(gathering)
         self.argnums = _normalize_argnums(self.fun, argnums, self.params)
+        _refuse_gathering_argnums(self.fun, self.argnums, self.params, gathering)
         self.single = isinstance(argnums, int)
         self.backend = backend
         self._generated: Generated | None = None
@@ -326,7 +339,8 @@ class _Transform:
         return fn
 
     def bind(self, args, kwargs) -> tuple:
-        if kwargs or len(args) != len(self.params):
+        """The call's arguments, one per parameter: `*args` and `**kwargs` parameters get a tuple and a dict."""
+        if kwargs or len(args) != len(self.params) or self.gathers:
             bound = self.signature.bind(*args, **kwargs)
             bound.apply_defaults()
             args = tuple(bound.arguments.values())

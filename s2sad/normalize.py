@@ -3651,17 +3651,11 @@ class Lowerer:
         self.emit(out, copy, Prim(rule, (Var(name),), (), spelled))
         self.copied.append(name)
 
-    def check_signature(self, func: cst.FunctionDef, inlined: bool):
-        """Refuse what a plain `def` returning a value does not have: async, yield, and at the top
-        *args/**kwargs (an inlined helper gets static tuples and dicts there)."""
+    def check_signature(self, func: cst.FunctionDef):
+        """Refuse what a plain `def` returning a value does not have: async, yield."""
         if func.asynchronous is not None:
             raise self.err(func, "`async def` functions cannot be differentiated",
                            "differentiate a plain `def` function, and await outside it")
-        star = func.params.star_arg
-        for p, stars in ((star if isinstance(star, cst.Param) else None, "*"), (func.params.star_kwarg, "**")):
-            if p is not None and not inlined:
-                raise self.err(p, f"the function s2sad transforms cannot take `{stars}{p.name.value}`; a function "
-                                  "it calls can", _star_hint(func, stars))
         if func.params.posonly_params:
             raise self.err(func.params.posonly_params[0], "positional-only parameters (`/`) are not supported",
                            "remove the `/` from the signature")
@@ -3675,18 +3669,18 @@ class Lowerer:
         func = self.parsed.node
         self.locals = assigned_names(func)
         self.written_lists = _written_at_run_time(func)
-        self.check_signature(func, inlined=bound is not None)
+        self.check_signature(func)
         self._params = []
         rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
         marked = dict(hidden.marked(self.parsed.fn)) if bound is None else {}
-        for p in (func.params.star_arg, func.params.star_kwarg):
-            if isinstance(p, cst.Param) and bound is not None:  # `*args` of an inlined helper: a static tuple
+        for p in _gathering_params(func):
+            if bound is not None:  # `*args` of an inlined helper: a static tuple
                 self.trees[p.name.value] = bound[p.name.value]
         written = updated = set()
         if bound is None and self.copy_arguments:
             written = _written_arguments(self.parsed.fn, func)
             updated = _written_arguments(self.parsed.fn, func, updates=True) - written
-        for p in func.params.params + func.params.kwonly_params:
+        for p in _params_in_order(func, with_gathering=bound is None):
             if p.name.value in marked:  # generated code read again: its hidden parameters stay hidden
                 self.hidden.params[marked[p.name.value]] = self.var(p.name.value)
                 continue
@@ -3890,13 +3884,18 @@ class UnknownKinds(dict):
     asked = False
 
 
-def _star_hint(func: cst.FunctionDef, stars: str) -> str:
-    """How to transform `def f(x0, *x)`: through a lambda that calls it, or with a tuple/dict parameter."""
-    named = [p.name.value for p in func.params.params]
-    params = ", ".join(named or (["a", "b"] if stars == "*" else ["a"]))
-    passed = ", ".join(named + (["a", "b"] if stars == "*" and named else ["k=a"] if stars == "**" else []))
-    return (f"transform a lambda that calls it: s2sad.grad(lambda {params}: {func.name.value}({passed or params})); "
-            f"or take a {'tuple' if stars == '*' else 'dict'} argument instead (s2sad differentiates those)")
+def _gathering_params(func: cst.FunctionDef) -> list[cst.Param]:
+    """The `*args` and `**kwargs` parameters of `func`."""
+    return [p for p in (func.params.star_arg, func.params.star_kwarg) if isinstance(p, cst.Param)]
+
+
+def _params_in_order(func: cst.FunctionDef, with_gathering: bool) -> list[cst.Param]:
+    """`func`'s parameters in the order its signature lists them; `*args` and `**kwargs` (which the
+    transformed function takes as a tuple and a dict) only `with_gathering`."""
+    star, star_kwarg = func.params.star_arg, func.params.star_kwarg
+    gathering = with_gathering and isinstance(star, cst.Param)
+    return (list(func.params.params) + ([star] if gathering else []) + list(func.params.kwonly_params)
+            + ([star_kwarg] if with_gathering and star_kwarg is not None else []))
 
 
 def _plain_lambda(node, arity: int) -> bool:

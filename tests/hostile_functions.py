@@ -89,14 +89,6 @@ def fstring(x):
     return x * 2.0
 
 
-def star_args(*xs):
-    return xs[0] * 2.0
-
-
-def star_kwargs(x, **options):
-    return x * 2.0
-
-
 def positional_only(x, /, y=2.0):
     return x * y
 

@@ -160,6 +160,13 @@ def spread_arguments(X0, omega):
     return np.sum(midpoint(oscillator, X0, np.arange(5) * 0.25, *params) ** 2, **options)
 
 
+def least_squares(coefficients, *data, weight=1.0, **options):
+    """A scipy.optimize objective, `fun(x, *args)`: the data arrive as extra positional arguments."""
+    xs, ys = data[0], data[1]
+    model = coefficients[0] + xs * coefficients[1] + xs ** 2 * coefficients[2]
+    return weight * np.sum((ys - model) ** 2) + options.get("ridge", 0.0) * np.sum(coefficients ** 2)
+
+
 TRANSITION = np.array([[1.0, 0.1], [0.0, 1.0]])  # a filter's model, read from a global as filterpy's users do
 
 

@@ -155,6 +155,20 @@ def test_star_arguments_spread_static_tuples_and_dicts(backend):
     assert_close(gw, fd_grad(of.spread_arguments, (X0, 1.3), 1))
 
 
+def test_the_transformed_function_takes_star_args_and_kwargs(backend):
+    c, xs = np.array([1.0, -0.9, 0.3]), np.linspace(0.0, 1.0, 11)
+    ys = np.exp(-xs)
+    g = s2sad.grad(of.least_squares, backend=backend)
+    assert_close(g(c, xs, ys), fd_grad(lambda c: of.least_squares(c, xs, ys), (c,), 0))
+    assert_close(g(c, xs, ys, weight=2.0, ridge=0.5),
+                 fd_grad(lambda c: of.least_squares(c, xs, ys, weight=2.0, ridge=0.5), (c,), 0))
+
+
+def test_argnums_may_not_name_star_args():  # JAX's argnums count positional arguments, s2sad's parameters
+    with pytest.raises(ValueError, match=r"argnums=1 names `data`, which gathers least_squares's extra arguments"):
+        s2sad.grad(of.least_squares, argnums=1)
+
+
 def test_a_rank_test_on_what_a_global_array_makes_folds_in_a_loop(backend):
     x, P, zs = np.array([0.5, 1.0]), np.array([[1.0, 0.1], [0.1, 2.0]]), np.array([0.6, 0.75, 0.9])
     grads = s2sad.grad(of.filtered, argnums=(0, 1, 2), backend=backend)(x, P, zs)
