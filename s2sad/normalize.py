@@ -12,6 +12,7 @@ import builtins
 import collections
 import contextlib
 import dataclasses
+import enum
 import functools
 import importlib
 import inspect
@@ -1212,7 +1213,7 @@ class Lowerer:
             return item if is_tree(item) else None
         if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             base = self.tree_of(node.value)
-            if is_tree(base):
+            if is_tree(base) and self.is_static_key(node.slice[0].slice.value):
                 try:
                     item = base[self.static_key(node.slice[0].slice.value)]
                 except (KeyError, IndexError, TypeError):
@@ -1708,7 +1709,17 @@ class Lowerer:
                 return None
             found = item.value in [k.value if isinstance(k, Const) else k for k in keys]
             return Const(found == isinstance(op, cst.In))
+        if isinstance(op, (cst.Equal, cst.NotEqual)):
+            return self.enum_comparison(node.left, right, isinstance(op, cst.Equal))
         return None
+
+    def enum_comparison(self, left, right, equal: bool) -> Const | None:
+        """`option_type == OptionTypes.EUROPEAN_CALL`: an enum member (an argument or a global) compared with
+        another, decided when the code is generated, as `is` is."""
+        refs = [self.static_ref(n) if isinstance(n, (cst.Name, cst.Attribute)) else None for n in (left, right)]
+        if None in refs or not any(isinstance(r.obj, enum.Enum) for r in refs):
+            return None
+        return Const((refs[0].obj == refs[1].obj) == equal)
 
     def same_object(self, left, right, out) -> bool:
         """`F is K`: the same variable (or function, object, constant) while lowering. Two variables are two

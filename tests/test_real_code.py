@@ -2,6 +2,7 @@
 
 import copy
 import dataclasses
+import enum
 import logging
 import math
 import warnings
@@ -1667,3 +1668,55 @@ def test_np_where_of_numbers_is_a_number_a_variable_can_also_hold(backend):
     for x in (0.3, 1.5, 2.5):
         assert_close(s2sad.grad(_where_of_numbers, backend=backend)(x), fd_grad(_where_of_numbers, (x,), 0))
         assert_close(s2sad.jvp(_where_of_numbers, (x,), (1.0,), backend=backend)[1], fd_grad(_where_of_numbers, (x,), 0))
+
+
+class _OptionKind(enum.Enum):
+    CALL = 1
+    PUT = 2
+
+
+def _payoff_of_kind(s, k, kind):  # FinancePy's `if option_type == FinOptionTypes.EUROPEAN_CALL:`
+    if kind == _OptionKind.CALL:
+        return max(s - k, 0.0) * s
+    elif kind != _OptionKind.PUT:
+        return 0.0
+    return max(k - s, 0.0) * s
+
+
+def test_an_enum_argument_compared_with_a_member_picks_its_branch_per_member(backend):
+    grad = s2sad.grad(_payoff_of_kind, backend=backend)
+    assert_close(grad(3.0, 2.0, _OptionKind.CALL), 2 * 3.0 - 2.0)
+    assert_close(grad(1.0, 2.0, _OptionKind.PUT), 2.0 - 2 * 1.0)  # the same code object, the other member
+    assert_close(grad(3.0, 2.0, _OptionKind.PUT), 0.0)
+
+
+def _clenshaw_of_list(t):  # FinancePy's normcdf_slow: a list of constants filled item by item, read at i
+    a = [0.0] * 4
+    a[0] = 0.5
+    a[1] = -0.25
+    a[2] = 0.125
+    a[3] = 0.0625
+    b = 0.0
+    bm = 0.0
+    bp = 0.0
+    for i in range(0, 4):
+        bp = b
+        b = bm
+        bm = t * b - bp + a[3 - i]
+    return bm - bp
+
+
+def test_a_list_of_constants_is_read_at_a_run_time_index(backend):
+    t = 0.3
+    assert_close(s2sad.grad(_clenshaw_of_list, backend=backend)(t), fd_grad(_clenshaw_of_list, (t,), 0))
+
+
+def _garch_nll_with_np_size(mu, data):  # `T = np.size(data, 0)`: numba has no axis argument, nor np.size(number)
+    T = np.size(data, 0)
+    eps = data - mu
+    return np.sum(eps ** 2) / T + np.size(data) * 0.0 + data.size * 0.0 + (np.size(mu) - 1) * mu
+
+
+def test_np_size_with_an_axis_compiles(backend):
+    data = np.arange(6.0)
+    assert_close(s2sad.grad(_garch_nll_with_np_size, backend=backend)(0.5, data), -2.0 * np.sum(data - 0.5) / 6)

@@ -108,8 +108,8 @@ def prim_text(p: Prim) -> str:
         return f"{atom(p.args[0])}.pop()"
     if rule.name == "make_tuple":
         return "(" + "".join(f"{atom(a)}, " for a in p.args).rstrip(" ") + ")"
-    if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs:
-        return f"{atom(p.args[0])}.{rule.name}"
+    if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs and not (p.spelled and rule.print_as):
+        return f"{atom(p.args[0])}.{rule.name}"  # (a call where the rule has a stand-in: `np_size(mu)` of a number)
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]
     if isinstance(rule, Opaque) and rule.form != "call":  # `x.astype(np.int64)`, `x.dtype`
         rest = f"({', '.join(args[1:])})" if rule.form == "method" else ""

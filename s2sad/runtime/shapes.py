@@ -34,6 +34,7 @@ __all__ = [
     "concat_embed",
     "atleast_1d",
     "atleast_2d",
+    "np_size",
     "atleast_3d",
     "as_float",
     "as_float32",
@@ -285,6 +286,21 @@ def _ol_atleast_1d(x):
     if x.ndim == 0:
         return lambda x: np.ascontiguousarray(x).reshape(1)
     return lambda x: x
+
+
+def np_size(x, axis=None):
+    """np.size(x) or np.size(x, axis) (`T = np.size(data, 0)`); numba has neither the axis nor a number's size."""
+    return np.size(x, axis)
+
+
+@overload(np_size)
+def _ol_np_size(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: 1
+    _require_array("np.size", x)
+    if _is_none_type(axis):
+        return lambda x, axis=None: x.size
+    return lambda x, axis=None: x.shape[axis]
 
 
 def atleast_2d(x):
