@@ -400,6 +400,8 @@ class Lowerer:
         folded = _fold_ints(key, args) if not kwargs else None
         if folded is not None:  # `n - 1`, `n == 0` of constant ints: what unrolled recursion decides on
             return self.emit(out, target, Copy(folded)) if target else folded
+        if key == "pow" and args[1] == Const(0.5):  # `r = (dx * dx) ** 0.5`: np.sqrt's rule keeps r = 0 finite
+            key, args = "sqrt", args[:1]
         rule = rules.lookup(key) if isinstance(key, str) else key
         target = target or self.temp(hint or rule.name)
         return self.emit(out, target, Prim(rule, tuple(args), tuple(kwargs)))

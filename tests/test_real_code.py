@@ -1720,3 +1720,21 @@ def _garch_nll_with_np_size(mu, data):  # `T = np.size(data, 0)`: numba has no a
 def test_np_size_with_an_axis_compiles(backend):
     data = np.arange(6.0)
     assert_close(s2sad.grad(_garch_nll_with_np_size, backend=backend)(0.5, data), -2.0 * np.sum(data - 0.5) / 6)
+
+
+def _sph_density(pos):  # hfathie/SPH_1: `rr = (...) ** 0.5` is 0 on the self pair i == j, where the kernel is flat
+    s = 0.0
+    for i in range(pos.shape[0]):
+        for j in range(pos.shape[0]):
+            dx = pos[i] - pos[j]
+            rr = (dx ** 2) ** 0.5
+            q = rr / 1.3
+            s += 1.0 - 1.5 * q ** 2 + 0.75 * q ** 3
+    return s
+
+
+def test_a_distance_written_as_a_half_power_is_finite_at_zero(backend):  # as np.sqrt's rule keeps it
+    pos, v = np.array([0.1, 0.5, 0.9]), np.array([1.0, 0.3, -0.2])
+    assert_close(s2sad.grad(_sph_density, backend=backend)(pos), fd_grad(_sph_density, (pos,), 0))
+    _, tangent = s2sad.jvp(_sph_density, (pos,), (v,), backend=backend)
+    assert_close(tangent, fd_grad(_sph_density, (pos,), 0) @ v)
