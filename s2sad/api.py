@@ -7,6 +7,7 @@ import functools
 import inspect
 import numbers
 import textwrap
+import time
 import types
 from typing import Any, Callable, Sequence
 
@@ -475,8 +476,10 @@ class _Reverse(_Transform):
             return False
         g = self.generated
         primal = compile_function(g.source, g.stem, g.primal, "python")
+        started = time.perf_counter()
         outcome, out = background.run_briefly(primal, args, background.PRIMAL_SECONDS)
         if outcome == "done":
+            background.expect_python(module_name(g.source, g.stem), time.perf_counter() - started)
             self.check_scalar(out[0] if self.has_aux else out)
         elif outcome != "unavailable":  # off the main thread Python never ran: it says nothing of its speed
             background.compile_in_process(module_name(g.source, g.stem))

@@ -3,13 +3,13 @@
 numba takes seconds to compile a generated module, even a small one; the same readable source runs
 as Python in milliseconds on small inputs. So the first call for some argument types, with no
 compiled code for them in memory or in the disk cache, runs the python backend's function, for at
-most `PYTHON_SECONDS`:
+most `PYTHON_SECONDS` (longer where grad's primal ran quickly as Python: `expect_python`):
 
 - if it answers in time, that is the call's result, and a worker process compiles the function into
   the disk cache meanwhile; each later call runs as Python until the compile lands (then it stops and
   runs compiled), and from then on calls run compiled;
 - if it does not (a long scalar loop, slow as Python), the run stops and the call compiles in-process,
-  as it would without this module: a first call costs at most `PYTHON_SECONDS` of Python (plus
+  as it would without this module: a first call costs at most its budget of Python (plus
   `PRIMAL_SECONDS` for grad's check of its output) more, and time inside long NumPy calls up to
   `IN_NUMPY_FACTOR` times that (`_PythonClock`).
 
@@ -45,6 +45,10 @@ VARIABLE = "S2SAD_BACKGROUND_COMPILE"
 # to compile the smallest gradient, so Python runs only where it answers first.
 PYTHON_SECONDS = 0.4
 PRIMAL_SECONDS = PYTHON_SECONDS / 4  # a gradient takes several times its primal: a slower primal says "compile"
+# Where the primal answered as Python, the gradient may run up to this many times as long (a GMM's gradient
+# of 0.6 s beside a 50 ms primal, whose compile takes over a minute), up to LONGEST_PYTHON_SECONDS.
+GRADIENT_TO_PRIMAL = 20
+LONGEST_PYTHON_SECONDS = 2.0
 # Time inside single long calls into NumPy does not count towards those budgets (compiled code spends it
 # too: first touches of large arrays, BLAS), up to this many times the budget in all.
 IN_NUMPY_FACTOR = 5
@@ -84,6 +88,7 @@ class CompileJob:
 _LOCK = threading.RLock()
 _JOBS: dict[tuple, CompileJob] = {}
 _IN_PROCESS: set[str] = set()  # generated modules whose calls compile in-process (see in_process)
+_BUDGETS: dict[str, float] = {}  # generated module -> seconds of Python its first calls may run (expect_python)
 _worker: "_Worker | None" = None
 _failed_to_start = False
 
@@ -94,6 +99,7 @@ def _forget_after_fork() -> None:
     _LOCK = threading.RLock()
     _JOBS.clear()
     _IN_PROCESS.clear()
+    _BUDGETS.clear()
     _worker = None
 
 
@@ -123,12 +129,18 @@ def compile_in_process(module: str) -> None:
     _IN_PROCESS.add(module)
 
 
+def expect_python(module: str, primal_seconds: float) -> None:
+    """The primal of `module` ran as Python in `primal_seconds`: its derivative may take proportionally long
+    before its first call gives up on Python and compiles in-process."""
+    _BUDGETS[module] = min(LONGEST_PYTHON_SECONDS, max(PYTHON_SECONDS, GRADIENT_TO_PRIMAL * primal_seconds))
+
+
 def first_call(key: tuple, module: str, make: Callable[[], CompileJob], compiled: Callable, args: tuple) -> Any:
     """The first call for `key` (a function, argument types), where `alarm_free()`: Python's answer and a
     compile in the worker, or (Python slow, failing, or no worker) `compiled(*args)`, which compiles
     in-process."""
     job = make()
-    outcome, value = run_briefly(job.uncompiled(), args, PYTHON_SECONDS)
+    outcome, value = run_briefly(job.uncompiled(), args, _BUDGETS.get(module, PYTHON_SECONDS))
     with _LOCK:
         worker = _worker_process() if outcome == "done" else None
         if worker is None:  # slow, an error (numba's result or error is the one to give), or no worker

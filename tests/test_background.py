@@ -220,3 +220,22 @@ def _c_iterations_for(seconds: float) -> int:
     t = time.perf_counter()
     sum(range(1_000_000))
     return int(1_000_000 * seconds / (time.perf_counter() - t))
+
+
+def test_a_gradient_may_run_as_python_in_proportion_to_its_primal(monkeypatch):
+    """A primal that answered quickly as Python lets its gradient's first call run as Python longer (a
+    GMM's gradient takes 0.6 s where its compile takes a minute), within LONGEST_PYTHON_SECONDS."""
+    monkeypatch.setattr(background, "_BUDGETS", {})
+    monkeypatch.setattr(background, "_IN_PROCESS", set())
+    for module, primal in (("fast", 0.001), ("proportional", 0.05), ("long", 0.5)):
+        background.expect_python(module, primal)
+    assert background._BUDGETS == pytest.approx({
+        "fast": background.PYTHON_SECONDS, "proportional": background.GRADIENT_TO_PRIMAL * 0.05,
+        "long": background.LONGEST_PYTHON_SECONDS})
+    budgets = []
+    monkeypatch.setattr(background, "run_briefly", lambda fn, args, seconds: budgets.append(seconds) or ("stopped", None))
+    job = type("Job", (), {"uncompiled": lambda self: None})()
+    for module in ("proportional", "unseen"):
+        assert background.first_call((module, ()), module, lambda: job, lambda: "compiled", ()) == "compiled"
+    assert budgets == pytest.approx([background.GRADIENT_TO_PRIMAL * 0.05, background.PYTHON_SECONDS])
+    assert background.in_process("proportional")  # Python ran out of time: its calls compile in-process
