@@ -472,7 +472,8 @@ def _tail_block(shape, strides):
 
 @njit
 def _sum_by_rows(big, small, shape, strides):
-    """small[off(i)] += big[i] over C-ordered multi-indices i of `shape`, a row of the last axis at a time."""
+    """small[off(i)] += big[i] over C-ordered multi-indices i of `shape`, a row of the last axis at a time
+    (block_offsets' walk, without the array of offsets)."""
     G, inner = len(shape), shape[len(shape) - 1]
     step = strides[G - 1]
     index = np.zeros(G, np.int64)
