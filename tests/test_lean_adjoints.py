@@ -79,8 +79,10 @@ def test_loop_temporaries_are_recomputed_not_taped(backend):
 
 
 def code(text: str) -> str:
-    """Generated text without its comments (which quote the user's lines)."""
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    """Generated text without its docstring (which names the user's file) and comments (which quote the
+    user's lines)."""
+    body = text.split('"""', 2)[2] if text.startswith('"""') else text
+    return "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("#"))
 
 
 def kepler(M, e):
