@@ -63,7 +63,8 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
            "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "max": np.max, "min": np.min,
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
            "squeeze": np.squeeze, "trace": np.trace, "diagonal": np.diagonal, "clip": np.clip, "argmax": np.argmax,
-           "argmin": np.argmin, "item": only_item}
+           "argmin": np.argmin, "item": only_item, "conj": np.conjugate, "conjugate": np.conjugate}
+TUNING_KEYWORDS = {np.einsum: ("optimize",)}  # change how NumPy computes, not what: the runtime picks its own way
 VARARG_METHODS = ("reshape", "transpose")  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 ATTRIBUTES = {"shape": np.shape, "size": np.size, "ndim": np.ndim, "T": np.transpose, "flat": np.ravel}
 SHAPE_FIRST = (np.zeros, np.ones, np.empty, np.full)  # a list first argument is a shape, not data
@@ -608,6 +609,8 @@ class Lowerer:
             return {self.loop_flag(node, "cont", out)}
         elif isinstance(node, cst.Pass):
             pass
+        elif isinstance(node, cst.Del) and _deletes_only_names(node.target):
+            pass  # `del t`: code that runs never reads `t` again before rebinding it
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
             pass  # docstring
         elif isinstance(node, cst.Expr) and self.is_list_append(node.value) \
@@ -2261,7 +2264,8 @@ class Lowerer:
             if any(a.star for a in node.args):
                 raise self.err(node, "`*args` / `**kwargs` in calls are not supported")
             args = leading + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
-            kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
+            kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None
+                      and a.keyword.value not in TUNING_KEYWORDS.get(fn, ())]
             rule = found[0]
             if rule.operator and kwargs:
                 op = rules.registry.OPERATORS[rule.operator][0]
@@ -2358,6 +2362,10 @@ class Lowerer:
         leaves, _ = flatten(value)
         if all(isinstance(v, Const) for v in leaves) and not isinstance(value, dict):
             return Const(_constant_tuple(value))  # e.g. pad widths ((1, 0), (0, 2))
+        if type(value) is tuple and all(type(v) is tuple and not any(is_tree(w) for w in v) for v in value):
+            # pad widths from run-time ints: `((0, 0), (pad, pad))`
+            pairs = tuple(self.prim(out, "make_tuple", tuple(v), hint="dims") for v in value)
+            return self.prim(out, "make_tuple", pairs, hint="dims")
         if not isinstance(value, (tuple, list)) or any(is_tree(v) for v in value):
             raise self.err(node, "a NumPy function takes numbers, arrays, or a tuple of ints here")
         if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
@@ -4344,6 +4352,13 @@ def _callee(fn, func) -> types.FunctionType | None:
     if not isinstance(obj, types.FunctionType) or _in_library(obj) or rules.lookup_object(obj) is not None:
         return None
     return obj
+
+
+def _deletes_only_names(target) -> bool:
+    """`del t` or `del a, b`: unbinding locals, not removing items or attributes."""
+    if isinstance(target, cst.Tuple):
+        return all(_deletes_only_names(element.value) for element in target.elements)
+    return isinstance(target, cst.Name)
 
 
 def _dotted(node) -> str:

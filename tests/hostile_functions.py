@@ -70,8 +70,8 @@ def attribute_write(x):
 
 
 def deletes(x):
-    y = x * 2.0
-    del y
+    y = [x, 2.0]
+    del y[0]
     return x
 
 

@@ -1738,3 +1738,71 @@ def test_a_distance_written_as_a_half_power_is_finite_at_zero(backend):  # as np
     assert_close(s2sad.grad(_sph_density, backend=backend)(pos), fd_grad(_sph_density, (pos,), 0))
     _, tangent = s2sad.jvp(_sph_density, (pos,), (v,), backend=backend)
     assert_close(tangent, fd_grad(_sph_density, (pos,), 0) @ v)
+
+
+def _two_body_rhs_with_del(t, state, mu):  # Reagamo44/NEO_orbit: `del t` drops an argument ODE solvers pass
+    del t
+    r_vec = state[0:3]
+    r_norm = np.linalg.norm(r_vec)
+    return np.sum(np.hstack((state[3:6], -mu * r_vec / r_norm ** 3)) ** 2)
+
+
+def test_del_of_a_name_unbinds_it_and_changes_no_value(backend):
+    state = np.array([1.0, 0.3, 0.2, 0.1, 0.9, 0.0])
+    f = s2sad.grad(_two_body_rhs_with_del, argnums=(1, 2), backend=backend)
+    for got, k in zip(f(0.0, state, 1.3), (1, 2)):
+        assert_close(got, fd_grad(_two_body_rhs_with_del, (0.0, state, 1.3), k))
+
+
+def _del_of_an_item(x):
+    y = x * 2.0
+    del y[0]
+    return np.sum(y)
+
+
+def test_del_of_an_item_is_refused_at_its_line():
+    with pytest.raises(s2sad.UnsupportedError, match=r"Del.*\n.*del y\[0\]"):
+        s2sad.grad(_del_of_an_item, backend="python")(np.ones(3))
+
+
+def _mps_overlap(gamma, lam):  # an MPS norm: np.conj of real tensors, as code written for complex ones has it
+    theta = np.tensordot(np.diag(lam), gamma, axes=(1, 0))
+    return np.tensordot(np.conj(theta), theta, axes=([0, 1, 2], [0, 1, 2])) + np.sum(theta.conj() * np.conjugate(theta))
+
+
+def test_conj_of_real_values_leaves_them_as_they_are(backend):
+    rng = np.random.default_rng(4)
+    gamma, lam = rng.normal(size=(2, 2, 3)), 0.5 + rng.random(2)
+    for got, k in zip(s2sad.grad(_mps_overlap, argnums=(0, 1), backend=backend)(gamma, lam), (0, 1)):
+        assert_close(got, fd_grad(_mps_overlap, (gamma, lam), k))
+
+
+def _conv_forward(x, w, conv_param):  # Usman-Bajwa1/CNN-Scratch: pad widths from a dict's ints, then loops
+    pad, stride = conv_param["pad"], conv_param["stride"]
+    x_pad = np.pad(x, ((0, 0), (pad, pad), (pad, pad)), 'constant')
+    out_h = 1 + (x.shape[1] + 2 * pad - w.shape[0]) // stride
+    out = np.zeros((x.shape[0], out_h, out_h))
+    for c in range(x.shape[0]):
+        for i in range(out_h):
+            for j in range(out_h):
+                out[c, i, j] = np.sum(x_pad[c, i * stride:i * stride + w.shape[0], j * stride:j * stride + w.shape[1]] * w)
+    return np.sum(out ** 2)
+
+
+def test_pad_widths_may_be_pairs_of_run_time_ints(backend):
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(2, 4, 4)), rng.normal(size=(3, 3))
+    param = {"pad": 1, "stride": 2}
+    gx, gw = s2sad.grad(_conv_forward, argnums=(0, 1), backend=backend)(x, w, param)
+    assert_close(gx, fd_grad(_conv_forward, (x, w, param), 0))
+    assert_close(gw, fd_grad(_conv_forward, (x, w, param), 1))
+
+
+def _mse_einsum(a, y):  # HoshiMeisa/NumPy-CNN's MSELoss: `optimize=True` tunes NumPy's own contraction order
+    u = a - y
+    return np.einsum('ij,ij->', u, u, optimize=True) / u.size + np.sum(np.einsum('ij,kj->ik', a, y, optimize='greedy'))
+
+
+def test_einsum_takes_and_ignores_its_optimize_keyword(backend):
+    a, y = np.array([[0.3, -1.2], [0.5, 2.0]]), np.array([[1.0, 0.2], [-0.4, 0.1]])
+    assert_close(s2sad.grad(_mse_einsum, backend=backend)(a, y), (a - y) / 2 + np.ones((2, 2)) @ y)

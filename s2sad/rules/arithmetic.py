@@ -84,6 +84,7 @@ alias("truediv", np.divide, np.true_divide)
 alias("pow", np.float_power)
 alias("neg", np.negative)
 alias("pos", np.positive)
+alias("pos", np.conjugate)  # np.conj too: s2sad differentiates real values only, which it leaves as they are
 alias("matmul", np.matmul)
 
 for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "not", "and", "or"):
