@@ -1,4 +1,4 @@
-"""Products and linear algebra: dot, vdot, inner, outer, tensordot, einsum, solve, inv, det, cholesky, and the
+"""Products and linear algebra: dot, vdot, inner, outer, kron, tensordot, einsum, solve, inv, det, cholesky, and the
 parts of a matrix: triu, tril, diag, diagonal.
 
 Contractions numba lacks (einsum, tensordot, inner) print as runtime stand-ins (s2sad/runtime/linalg.py).
@@ -10,6 +10,7 @@ import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
 from s2sad.runtime import (diag_adjoint, diagonal_2d, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
+                           kron_adjoint_a, kron_adjoint_b,
                            logabsdet, matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
                            tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
 
@@ -52,6 +53,18 @@ def outer_tangent(g, out, x, y):
 def outer(g, out, x, y):
     g = unbroadcast(g, out)
     return g @ y, x @ g
+
+
+def kron_tangent(g, out, x, y):
+    return np.kron(g, y), np.kron(x, g)
+
+
+# Operands of one or two axes, as numba's np.kron takes them.
+@defrule(np.kron, elementwise=False, cheap=False, tangent=kron_tangent,
+         checks=[Check("np.kron(a, b)", shapes=(((3,), (2,)), ((2, 3), (3, 2)), ((3,), (2, 2))))])
+def kron(g, out, x, y):
+    g = unbroadcast(g, out)
+    return kron_adjoint_a(g, x, y), kron_adjoint_b(g, x, y)
 
 
 def inner_tangent(g, out, x, y):

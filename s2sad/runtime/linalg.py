@@ -30,6 +30,8 @@ __all__ = [
     "tril_half",
     "sym_lower",
     "vdot_flat",
+    "kron_adjoint_a",
+    "kron_adjoint_b",
     "inner_op",
     "tensordot_op",
     "tensordot_spec",
@@ -81,6 +83,59 @@ def _ol_sym_lower(x):
 # ---------------------------------------------------------------------------
 # vdot
 # ---------------------------------------------------------------------------
+
+def kron_adjoint_a(g, a, b):
+    """The adjoint of `a` in `out = np.kron(a, b)`, operands of one or two axes: a 1-D operand is a row, as
+    np.kron pads it, and `out` is then (rows of a, rows of b, columns of a, columns of b) end to end."""
+    g4, a2, b2 = _kron_parts(g, a, b)
+    return np.einsum("ikjl,kl->ij", g4, b2).reshape(np.shape(a))
+
+
+def kron_adjoint_b(g, a, b):
+    """The adjoint of `b` in `out = np.kron(a, b)` (see kron_adjoint_a)."""
+    g4, a2, b2 = _kron_parts(g, a, b)
+    return np.einsum("ikjl,ij->kl", g4, a2).reshape(np.shape(b))
+
+
+def _kron_parts(g, a, b):
+    if np.ndim(a) > 2 or np.ndim(b) > 2:
+        raise ValueError("s2sad differentiates np.kron of operands with one or two axes")
+    a2, b2 = np.atleast_2d(a), np.atleast_2d(b)
+    (m, n), (p, q) = a2.shape, b2.shape
+    return np.reshape(g, (m, p, n, q)), a2, b2
+
+
+@overload(kron_adjoint_a)
+def _ol_kron_adjoint_a(g, a, b):
+    _require_kron_operands(a, b)
+    return lambda g, a, b: _kron_adjoints(g, np.atleast_2d(a), np.atleast_2d(b))[0].reshape(a.shape)
+
+
+@overload(kron_adjoint_b)
+def _ol_kron_adjoint_b(g, a, b):
+    _require_kron_operands(a, b)
+    return lambda g, a, b: _kron_adjoints(g, np.atleast_2d(a), np.atleast_2d(b))[1].reshape(b.shape)
+
+
+def _require_kron_operands(a, b):
+    if not all(isinstance(x, types.Array) and 1 <= x.ndim <= 2 for x in (a, b)):
+        raise TypingError(f"s2sad differentiates np.kron of arrays with one or two axes, not {a} and {b}")
+
+
+@njit
+def _kron_adjoints(g, a2, b2):
+    """Both adjoints of np.kron on 2-D operands, in one pass over g."""
+    (m, n), (p, q) = a2.shape, b2.shape
+    g4 = np.ascontiguousarray(g).reshape((m, p, n, q))
+    ga, gb = np.zeros((m, n)), np.zeros((p, q))
+    for i in range(m):
+        for k in range(p):
+            for j in range(n):
+                for l in range(q):
+                    ga[i, j] += g4[i, k, j, l] * b2[k, l]
+                    gb[k, l] += g4[i, k, j, l] * a2[i, j]
+    return ga, gb
+
 
 def vdot_flat(x, y):
     """np.vdot(x, y) for real arrays of any (equal) size."""
