@@ -81,40 +81,44 @@ def _ol_sym_lower(x):
 
 
 # ---------------------------------------------------------------------------
-# vdot
+# kron
 # ---------------------------------------------------------------------------
 
 def kron_adjoint_a(g, a, b):
     """The adjoint of `a` in `out = np.kron(a, b)`, operands of one or two axes: a 1-D operand is a row, as
     np.kron pads it, and `out` is then (rows of a, rows of b, columns of a, columns of b) end to end."""
-    g4, a2, b2 = _kron_parts(g, a, b)
-    return np.einsum("ikjl,kl->ij", g4, b2).reshape(np.shape(a))
+    return _kron_share(_kron_blocks(g, a, b), np.atleast_2d(b)).reshape(np.shape(a))
 
 
 def kron_adjoint_b(g, a, b):
-    """The adjoint of `b` in `out = np.kron(a, b)` (see kron_adjoint_a)."""
-    g4, a2, b2 = _kron_parts(g, a, b)
-    return np.einsum("ikjl,ij->kl", g4, a2).reshape(np.shape(b))
+    """The adjoint of `b` in `out = np.kron(a, b)`: `a`'s in np.kron(b, a), whose blocks are g's transposed."""
+    return _kron_share(_kron_blocks(g, a, b).transpose(1, 0, 3, 2), np.atleast_2d(a)).reshape(np.shape(b))
 
 
-def _kron_parts(g, a, b):
+def _kron_blocks(g, a, b):
+    """g as (rows of a, rows of b, columns of a, columns of b)."""
     if np.ndim(a) > 2 or np.ndim(b) > 2:
         raise ValueError("s2sad differentiates np.kron of operands with one or two axes")
-    a2, b2 = np.atleast_2d(a), np.atleast_2d(b)
-    (m, n), (p, q) = a2.shape, b2.shape
-    return np.reshape(g, (m, p, n, q)), a2, b2
+    (m, n), (p, q) = np.atleast_2d(a).shape, np.atleast_2d(b).shape
+    return np.reshape(g, (m, p, n, q))
+
+
+def _kron_share(blocks, other):
+    """share[i, j] = the sum over k, l of blocks[i, k, j, l] * other[k, l]."""
+    return np.einsum("ikjl,kl->ij", blocks, other)
 
 
 @overload(kron_adjoint_a)
 def _ol_kron_adjoint_a(g, a, b):
     _require_kron_operands(a, b)
-    return lambda g, a, b: _kron_adjoints(g, np.atleast_2d(a), np.atleast_2d(b))[0].reshape(a.shape)
+    return lambda g, a, b: _kron_share_nb(_kron_blocks_nb(g, a, b), np.atleast_2d(b)).reshape(a.shape)
 
 
 @overload(kron_adjoint_b)
 def _ol_kron_adjoint_b(g, a, b):
     _require_kron_operands(a, b)
-    return lambda g, a, b: _kron_adjoints(g, np.atleast_2d(a), np.atleast_2d(b))[1].reshape(b.shape)
+    return lambda g, a, b: _kron_share_nb(_kron_blocks_nb(g, a, b).transpose(1, 0, 3, 2),
+                                          np.atleast_2d(a)).reshape(b.shape)
 
 
 def _require_kron_operands(a, b):
@@ -123,19 +127,27 @@ def _require_kron_operands(a, b):
 
 
 @njit
-def _kron_adjoints(g, a2, b2):
-    """Both adjoints of np.kron on 2-D operands, in one pass over g."""
-    (m, n), (p, q) = a2.shape, b2.shape
-    g4 = np.ascontiguousarray(g).reshape((m, p, n, q))
-    ga, gb = np.zeros((m, n)), np.zeros((p, q))
+def _kron_blocks_nb(g, a, b):
+    (m, n), (p, q) = np.atleast_2d(a).shape, np.atleast_2d(b).shape
+    return np.ascontiguousarray(g).reshape((m, p, n, q))
+
+
+@njit
+def _kron_share_nb(blocks, other):
+    """`_kron_share` as loops (numba has no einsum)."""
+    m, p, n, q = blocks.shape
+    share = np.zeros((m, n))
     for i in range(m):
         for k in range(p):
             for j in range(n):
                 for l in range(q):
-                    ga[i, j] += g4[i, k, j, l] * b2[k, l]
-                    gb[k, l] += g4[i, k, j, l] * a2[i, j]
-    return ga, gb
+                    share[i, j] += blocks[i, k, j, l] * other[k, l]
+    return share
 
+
+# ---------------------------------------------------------------------------
+# vdot
+# ---------------------------------------------------------------------------
 
 def vdot_flat(x, y):
     """np.vdot(x, y) for real arrays of any (equal) size."""
