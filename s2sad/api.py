@@ -132,7 +132,8 @@ def _refuse_gathering_argnums(fn, argnums: tuple, params: list[str], gathering: 
         if params[n] in gathering:
             raise ValueError(f"argnums={n} names `{params[n]}`, which gathers {fn.__name__}'s extra arguments: "
                              "s2sad differentiates with respect to the parameters before it; to differentiate "
-                             "an extra argument, make it a parameter of its own, or pass a tuple")
+                             "an extra argument, name it in a lambda: "
+                             f"s2sad.grad(lambda x, a: {fn.__name__}(x, a), argnums=1)")
 
 
 def _on_gpu(a) -> bool:

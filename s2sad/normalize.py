@@ -4387,7 +4387,9 @@ def _bind(fn, args, kwargs) -> dict:
     sig = inspect.signature(fn)
     bound = sig.bind(*args, **kwargs)
     for name, p in sig.parameters.items():
-        if name not in bound.arguments:
+        if name not in bound.arguments and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            bound.arguments[name] = () if p.kind is p.VAR_POSITIONAL else {}  # `*args`, `**options` left empty
+        elif name not in bound.arguments:
             default = p.default
             if isinstance(default, (int, float, bool, type(None))):
                 bound.arguments[name] = Const(default)

@@ -167,6 +167,14 @@ def least_squares(coefficients, *data, weight=1.0, **options):
     return weight * np.sum((ys - model) ** 2) + options.get("ridge", 0.0) * np.sum(coefficients ** 2)
 
 
+def scaled_by_options(x, *extra, **options):
+    return x * options.get("scale", 2.0) + len(extra) * x
+
+
+def calls_without_extras(x):
+    return scaled_by_options(x) ** 2
+
+
 TRANSITION = np.array([[1.0, 0.1], [0.0, 1.0]])  # a filter's model, read from a global as filterpy's users do
 
 

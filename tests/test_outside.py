@@ -164,9 +164,18 @@ def test_the_transformed_function_takes_star_args_and_kwargs(backend):
                  fd_grad(lambda c: of.least_squares(c, xs, ys, weight=2.0, ridge=0.5), (c,), 0))
 
 
+def test_a_helper_called_without_its_star_arguments_gets_them_empty(backend):  # () and {}, as Python binds them
+    assert_close(s2sad.grad(of.calls_without_extras, backend=backend)(1.5), 8.0 * 1.5)  # d/dx (2x)^2
+
+
 def test_argnums_may_not_name_star_args():  # JAX's argnums count positional arguments, s2sad's parameters
-    with pytest.raises(ValueError, match=r"argnums=1 names `data`, which gathers least_squares's extra arguments"):
+    with pytest.raises(ValueError, match=r"argnums=1 names `data`, which gathers least_squares's extra arguments"
+                                         r".*s2sad.grad\(lambda x, a: least_squares\(x, a\), argnums=1\)"):
         s2sad.grad(of.least_squares, argnums=1)
+    c, xs = np.array([1.0, -0.9, 0.3]), np.linspace(0.0, 1.0, 11)  # the hint, followed
+    ys = np.exp(-xs)
+    g = s2sad.grad(lambda x, a: of.least_squares(c, x, a), argnums=1, backend="python")(xs, ys)
+    assert_close(g, fd_grad(lambda a: of.least_squares(c, xs, a), (ys,), 0))
 
 
 def test_a_rank_test_on_what_a_global_array_makes_folds_in_a_loop(backend):
