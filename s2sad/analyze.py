@@ -21,7 +21,7 @@ from s2sad import ir
 from s2sad.errors import NoRuleError, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.rules.registry import Opaque
-from s2sad.sharing import check_shared_memory, may_share
+from s2sad.sharing import check_shared_memory, may_share, view_source
 
 FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
@@ -621,14 +621,14 @@ class Analysis:
         return False
 
     def handed_over(self, d: Assign, seen: frozenset = frozenset()) -> bool:
-        """`x = y` where `y` is a new array (or a name it was handed over to: an inlined helper's
-        `return 2.0 * np.outer(x, x)`) used before only to compute values or to be filled (as
-        `x = x_new` in generated tangent code, or `out[i] = ...` then `u = out` in a time step)
-        and never after: the buffer keeps one live name, so a write through `x` reaches no one
-        else. In a loop, `y` must be made anew in the same pass, before it is filled."""
-        if not (isinstance(d.value, Copy) and isinstance(d.value.value, Var)) or id(d) in seen:
+        """`x = y`, or a view of `y` (`x = y.T`, `x = y[1:]`), where `y` is a new array (or a name it
+        was handed over to: an inlined helper's `return 2.0 * np.outer(x, x)`) used before only to
+        compute values or to be filled (as `x = x_new` in generated tangent code, or `out[i] = ...` then
+        `u = out` in a time step) and never after: the buffer keeps one live name, so a write through
+        `x` reaches no one else. In a loop, `y` must be made anew in the same pass, before it is filled."""
+        y = d.value.value.name if isinstance(d.value, Copy) and isinstance(d.value.value, Var) else view_source(d.value)
+        if y is None or id(d) in seen:
             return False
-        y = d.value.value.name
         defs, block = self.defs.get(y, []), self.block_of[id(d)]
         if y in self.fn.params or not defs or not all(
                 isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value)

@@ -438,3 +438,17 @@ def row_updated_and_stored_back_each_pass(m):
         w += np.sin(m[i])
         v[i] = w * 0.5
     return np.sum(v * m)
+
+
+# A view of a new array that no other name reads, then written: accepted
+
+def transpose_of_a_new_array_written(m):  # clipped = np.maximum(...).T; clipped[idx] = 0 (an image filter)
+    clipped = np.maximum(m, 0.1).T
+    clipped[np.array([0, 2])] = 0.0
+    return np.sum(clipped * clipped * m.T)
+
+
+def slice_of_a_new_array_written(x):
+    tail = np.exp(x)[1:]
+    tail[0] = 0.5
+    return np.sum(tail * x[:-1])

@@ -59,6 +59,8 @@ ACCEPTED = [
     (F.swapped_names_written_between_swaps, SIX),  # the store into `v` is undone for the adjoint's read of `w`
     (F.view_handed_through_a_helper_then_its_array_written, SIX),
     (F.row_updated_and_stored_back_each_pass, MATRIX),  # `w` is bound anew before the next pass reads it
+    (F.transpose_of_a_new_array_written, MATRIX),
+    (F.slice_of_a_new_array_written, SIX),
 ]
 
 
