@@ -10,7 +10,6 @@ time and its peak memory, and a failing part prints its whole output.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import subprocess
@@ -20,7 +19,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -62,7 +60,7 @@ def parts() -> list[Part]:
 
 def start(part: Part, pytest_args: list[str]) -> None:
     """A forked copy of this process where the platform forks (it has numba, s2sad and the helpers
-    warm_up compiled already, so each part skips importing and compiling them); a new interpreter
+    warm_programs compiled already, so each part skips importing and compiling them); a new interpreter
     elsewhere."""
     part.log = tempfile.TemporaryFile(mode="w+")
     part.started = time.perf_counter()
@@ -88,45 +86,6 @@ def start(part: Part, pytest_args: list[str]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
-
-
-def warm_up() -> None:
-    """Compile what nearly every part compiles, once, before the parts are forked from this process:
-    numba keeps each helper it compiled for a type, and a forked part inherits them."""
-    import warnings
-
-    import s2sad
-
-    rng = np.random.default_rng(0)
-    w, x, b, v = np.full(3, 0.1), rng.normal(size=(4, 3)), np.full(3, 0.2), np.linspace(0.1, 1.0, 5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba's note that -O0 code cannot be cached
-        for backend in ("python", "numba"):
-            s2sad.grad(_warm_loss, backend=backend)(w, x)
-        s2sad.grad(_warm_bias, argnums=(0, 1))(w, b, x)  # a broadcast summed back to a vector
-        s2sad.grad(_warm_rows)(x)  # reductions along an axis, a max's adjoint
-        s2sad.grad(_warm_loop)(v)  # a loop over elements: tapes, element adjoints
-        s2sad.jvp(_warm_rows, (x,), (x,))  # forward mode
-
-
-def _warm_loss(w, x):
-    return np.sum(np.tanh(x @ w) ** 2) + 0.5 * np.sum(w * w)
-
-
-def _warm_bias(w, b, x):
-    return np.sum(np.log1p(np.exp(x * w + b)))
-
-
-def _warm_rows(a):
-    m = np.max(a, axis=1, keepdims=True)
-    return np.sum(np.log(np.sum(np.exp(a - m), axis=1)) + m[:, 0])
-
-
-def _warm_loop(v):
-    s = 0.0
-    for i in range(v.shape[0]):
-        s = s + math.sin(v[i]) * v[i]
-    return s
 
 
 def finished(part: Part) -> bool:
@@ -174,11 +133,18 @@ def report(part: Part) -> None:
 
 
 def main(pytest_args: list[str]) -> int:
+    import warm_programs  # after suite_env: it imports numba
+
     jobs = int(os.environ.get("S2SAD_TEST_JOBS", os.cpu_count() or 1))
-    if hasattr(os, "fork"):
-        warm_up()
+    forks = hasattr(os, "fork")
+    if forks:
+        warm_programs.common()
     waiting, running, done = parts(), [], []
     began = time.perf_counter()
+    if forks and jobs > 1:  # the first part runs on one core while this process warms up more on the other
+        start(waiting[0], pytest_args)
+        running.append(waiting.pop(0))
+        warm_programs.broader()
     while waiting or running:
         while waiting and len(running) < jobs:
             part = waiting.pop(0)
