@@ -9,6 +9,7 @@ import numbers
 import textwrap
 import time
 import types
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -168,8 +169,28 @@ def _check_float(value, name: str, index: int, fname: str, what: str):
                         "s2sad differentiates with respect to floats and NumPy arrays")
 
 
+@dataclass
+class _Made:
+    """What a transform makes from its specification, each on first use. A transform derived from another
+    (for another structure, other ranks, other differentiated leaves, another target) starts with none of it."""
+
+    ir: Any = None  # the lowered function
+    generated: Generated | None = None
+    reads_kinds: bool | None = None
+    compiled: dict = field(default_factory=dict)  # "primal", "derivative", ... -> compiled function
+    derived: dict = field(default_factory=dict)  # key -> the transform derived from this one for it
+    checked_ranks: set = field(default_factory=set)  # argument ranks whose scalar output is checked
+    rebuild: list | None = None  # per argnum: how to rebuild its pytree from flat gradients
+    entries: dict = field(default_factory=dict)  # s2sad.entry functions, per call structure
+    flat_entries: dict = field(default_factory=dict)  # numba_callable's flat entry points, per structure
+    kernels: dict = field(default_factory=dict)  # vmap(target="cuda"): a kernel per per-example shapes
+
+
 class _Transform:
-    """One function, one set of differentiated arguments: its generated module, compiled lazily."""
+    """One function, one set of differentiated arguments: its generated module, compiled lazily.
+
+    The attributes set in __init__ (and by `derive`) specify it and do not change; `made` holds what it
+    makes from them."""
 
     what = "transform"
 
@@ -183,23 +204,30 @@ class _Transform:
         _refuse_gathering_argnums(self.fun, self.argnums, self.params, gathering)
         self.single = isinstance(argnums, int)
         self.backend = backend
-        self._generated: Generated | None = None
-        self._ir = None
-        self._compiled: dict[str, Callable] = {}
         self.defs: tuple | None = None  # the pytree structure of each argument, when specialized
         self.leaf_counts: tuple | None = None  # and how many leaves each has
         self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
-        self._specialized: dict[tuple, _Transform] = {}
         self.kinds: tuple | None = None  # ((param, ndim, type, unit axes), ...) where the code depends on them
-        self._reads_kinds: bool | None = None
+        self.made = _Made()
+
+    def derive(self, key, keep_ir: bool = False, **spec) -> "_Transform":
+        """The transform that differs from this one in the attributes `spec`, made once per `key`: nothing
+        it makes is shared with this one, except (keep_ir) the lowered function."""
+        found = self.made.derived.get(key)
+        if found is None:
+            found = copy.copy(self)
+            found.__dict__.update(spec)
+            found.made = _Made(ir=self.made.ir if keep_ir else None)
+            self.made.derived[key] = found
+        return found
 
     @property
     def ir(self):
         """The lowered function, specialized to the argument structure (and kinds, where it reads them)."""
-        if self._ir is None:
+        if self.made.ir is None:
             trees = {p: d for p, d in zip(self.params, self.defs or ()) if d is not LEAF}
-            self._ir = self.normalized(trees)
-        return self._ir
+            self.made.ir = self.normalized(trees)
+        return self.made.ir
 
     def normalized(self, trees: dict):
         """The function lowered for arguments of structure `trees` (parameter -> PyTreeDef)."""
@@ -211,14 +239,15 @@ class _Transform:
 
     @property
     def generated(self) -> Generated:
-        if self._generated is None:
+        made = self.made
+        if made.generated is None:
             key = self.cache_key()
-            if key is None or self._ir is not None:  # (lowered already: what it read went unrecorded)
-                self._generated = self.generate(self.ir)
+            if key is None or made.ir is not None:  # (lowered already: what it read went unrecorded)
+                made.generated = self.generate(self.ir)
             else:  # a later process reuses the module when nothing generation read has changed
-                self._generated = gencache.cached_generate(key, self.fun, self.fun.__name__,
-                                                           lambda: self.generate(self.ir))
-        return self._generated
+                made.generated = gencache.cached_generate(key, self.fun, self.fun.__name__,
+                                                          lambda: self.generate(self.ir))
+        return made.generated
 
     def cache_key(self) -> tuple | None:
         """What besides the function decides the generated module (None: never kept on disk)."""
@@ -245,26 +274,20 @@ class _Transform:
 
     def reads_kinds(self) -> bool:
         """Does the code depend on the arguments' ranks or types? (Lowering without them says so.)"""
-        if self._reads_kinds is None:
+        if self.made.reads_kinds is None:
             try:
-                self._reads_kinds = self.generated.fn.asks_types
+                self.made.reads_kinds = self.generated.fn.asks_types
             except TypesNeeded:
-                self._reads_kinds = True
+                self.made.reads_kinds = True
             except Exception:  # not about types: the call path generates again and raises it where it always has
                 return False
-        return self._reads_kinds
+        return self.made.reads_kinds
 
     def with_kinds(self, kinds: tuple) -> "_Transform":
         """This transform, generated for arguments of these ranks and types."""
-        key = ("kinds", kinds)
-        if key not in self._specialized:
-            found = copy.copy(self)
-            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
-            for cached in ("_checked_ranks", "_rebuild", "_entries"):
-                found.__dict__.pop(cached, None)
-            found.kinds, found._reads_kinds = kinds, True
-            self._specialized[key] = found
-        return self._specialized[key]
+        found = self.derive(("kinds", kinds), kinds=kinds)
+        found.made.reads_kinds = True
+        return found
 
     def specialize_structure(self, args) -> tuple["_Transform", tuple]:
         """The transform for the structure of `args` (pytrees), and their leaves."""
@@ -288,28 +311,22 @@ class _Transform:
         defs = tuple(defs)
         if all(d is LEAF or d == LEAF for d in defs):
             return self, args
-        found = self._specialized.get(defs)
+        found = self.made.derived.get(defs)
         if found is None:
-            found = self._specialized[defs] = copy.copy(self)
-            found._generated, found._ir, found._compiled, found._specialized, found.defs = None, None, {}, {}, defs
-            found.__dict__.pop("_checked_ranks", None)
-            found.__dict__.pop("_rebuild", None)
-            found.__dict__.pop("_entries", None)
-            found.leaf_counts = tuple(d.num_leaves for d in defs)
-            offsets = np.cumsum([0, *found.leaf_counts])
-            found.flat_argnums = tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1]))
+            counts = tuple(d.num_leaves for d in defs)
+            offsets = np.cumsum([0, *counts])
+            found = self.derive(defs, defs=defs, leaf_counts=counts,
+                                flat_argnums=tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1])))
         return found, tuple(flat)
 
     def regroup(self, flat_grads) -> tuple:
         """Gradients of the differentiated leaves, rebuilt into the structure of each argnum."""
         if self.defs is None:
             return tuple(flat_grads)
-        rebuild = self.__dict__.get("_rebuild")
+        rebuild = self.made.rebuild
         if rebuild is None:  # once per structure: finding a builder hashes the tree, num_leaves walks it
-            if self.leaf_counts is None:
-                self.leaf_counts = tuple(d.num_leaves for d in self.defs)
-            rebuild = self._rebuild = [(tree_builder(self.defs[i]), self.defs[i], self.leaf_counts[i])
-                                       for i in self.argnums]
+            counts = self.leaf_counts or tuple(d.num_leaves for d in self.defs)
+            rebuild = self.made.rebuild = [(tree_builder(self.defs[i]), self.defs[i], counts[i]) for i in self.argnums]
         out, k = [], 0
         for build, treedef, n in rebuild:
             part = flat_grads[k:k + n]
@@ -322,11 +339,12 @@ class _Transform:
 
     def compiled(self, which: str) -> Callable:
         """`which` of the generated module ("primal", "derivative"), compiled for the backend."""
-        if which not in self._compiled:
+        compiled = self.made.compiled
+        if which not in compiled:
             g = self.generated
             remember_lowered(g.source, g.stem, g.fn)
-            self._compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend)
-        return self._compiled[which]
+            compiled[which] = compile_function(g.source, g.stem, getattr(g, which), self.backend)
+        return compiled[which]
 
     @property
     def primal_fn(self):
@@ -378,14 +396,7 @@ class _Reverse(_Transform):
         """This transform, or for target="cuda" the same one recomputing libm values (a thread keeps no tape)."""
         if target != "cuda" or self.recompute_libm:
             return self
-        key = ("recompute_libm",)
-        if key not in self._specialized:
-            found = copy.copy(self)
-            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
-            found.__dict__.pop("_entries", None)
-            found.recompute_libm = True
-            self._specialized[key] = found
-        return self._specialized[key]
+        return self.derive(("recompute_libm",), recompute_libm=True)
 
     def generate(self, fn_ir) -> Generated:
         shape = fn_ir.output_shape
@@ -443,7 +454,7 @@ class _Reverse(_Transform):
         later processes), and on every call in Python."""
         fn = self.compiled("wrapper")
         ranks = tuple([a.ndim if type(a) is np.ndarray else type(a) for a in args])
-        checked = self.__dict__.setdefault("_checked_ranks", set())
+        checked = self.made.checked_ranks
         if ranks not in checked:
             if self.backend == "python":
                 self.check_output(args)
@@ -525,7 +536,7 @@ class _Reverse(_Transform):
         if self.backend == "python" or len(args) != len(self.params):
             return None  # the python backend checks the output on every call; defaults need binding
         key = (specialized.defs, tuple([(type(a), a.ndim, a.dtype) if type(a) is np.ndarray else type(a) for a in leaves]))
-        entries = self.__dict__.setdefault("_entries", {})
+        entries = self.made.entries
         if key not in entries:
             entries[key] = entry_function(specialized, leaves)
         return entries[key]
@@ -547,13 +558,7 @@ class _Forward(_Transform):
 
     def with_wrt(self, flat_positions: tuple) -> "_Forward":
         """The same structure, differentiating exactly these leaves (cached)."""
-        key = ("wrt", flat_positions)
-        if key not in self._specialized:
-            found = copy.copy(self)
-            found._generated, found._compiled, found._specialized = None, {}, {}
-            found.flat_argnums = flat_positions  # same structure, same lowered function
-            self._specialized[key] = found
-        return self._specialized[key]
+        return self.derive(("wrt", flat_positions), keep_ir=True, flat_argnums=flat_positions)  # same lowering
 
     def generate(self, fn_ir) -> Generated:
         return jvp_module(fn_ir, self.wrt(fn_ir))
@@ -893,11 +898,11 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
 
 def _hessian_jacobian(rev: _Reverse) -> Callable:
     """jacfwd of the gradient `rev` generates, made once per structure (codegen must not run on every call)."""
-    if "hessian" not in rev._compiled:
+    if "hessian" not in rev.made.compiled:
         leaves = rev.flat_argnums
         gradient = rev.source_function()  # leaves -> gradient leaves, as generated source
-        rev._compiled["hessian"] = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=rev.backend)
-    return rev._compiled["hessian"]
+        rev.made.compiled["hessian"] = jacfwd(gradient, leaves[0] if len(leaves) == 1 else leaves, backend=rev.backend)
+    return rev.made.compiled["hessian"]
 
 
 class _AsWritten(_Transform):
@@ -921,7 +926,6 @@ class _Batched(_Transform):
     def __init__(self, fun: Callable, batched: tuple[bool, ...], target: str, backend: str):
         super().__init__(fun, tuple(i for i, b in enumerate(batched) if b) or 0, backend)
         self.batched, self.target, self.what = batched, target, "vmap"
-        self._kernels: dict[tuple, Callable] = {}
         self._last_shapes: tuple | None = None
         self._last_dtype = "float64"
 
@@ -929,13 +933,7 @@ class _Batched(_Transform):
         """The batch loop for arguments of structure `defs` (None: plain arrays) batched leaf by leaf."""
         if defs is None and leaf_batched == self.batched:
             return self
-        key = ("batched", defs, leaf_batched)
-        found = self._specialized.get(key)
-        if found is None:
-            found = self._specialized[key] = copy.copy(self)
-            found._generated, found._ir, found._compiled, found._specialized = None, None, {}, {}
-            found._kernels, found.defs, found.batched, found.leaf_counts = {}, defs, leaf_batched, None
-        return found
+        return self.derive(("batched", defs, leaf_batched), defs=defs, batched=leaf_batched, leaf_counts=None)
 
     def generate(self, fn_ir) -> Generated:
         if self.target == "cuda":
@@ -959,12 +957,12 @@ class _Batched(_Transform):
             return self.compiled("derivative")(*leaves, *self.hidden_args())
         shapes = tuple(tuple(np.shape(a)[1:] if b else np.shape(a)) for a, b in zip(leaves, self.batched))
         dtype = _kernel_dtype(leaves)
-        kernel = self._kernels.get((shapes, dtype))
+        kernel = self.made.kernels.get((shapes, dtype))
         if kernel is None:  # the kernel's local arrays take their sizes from these shapes
-            self._last_shapes, self._last_dtype, self._generated = shapes, dtype, None
+            self._last_shapes, self._last_dtype, self.made.generated = shapes, dtype, None
             g = self.generated
             kernel = getattr(load_module(g.source, g.stem, "python"), g.derivative)
-            self._kernels[shapes, dtype] = kernel
+            self.made.kernels[shapes, dtype] = kernel
         return kernel(*leaves)
 
 
@@ -1062,9 +1060,9 @@ def _vmap_of_grad(rev: "_Reverse", batch: _Batched, defs: list, leaves: list, le
         n += d.num_leaves
     r, _ = rev.for_target(batch.target).specialize(tuple(per_example))
     key = ("grad", r.defs, tuple(ax is not None for ax in leaf_axes))
-    b = batch._specialized.get(key)
+    b = batch.made.derived.get(key)
     if b is None:
-        b = batch._specialized[key] = _Batched(r.source_function(), key[2], batch.target, batch.backend)
+        b = batch.made.derived[key] = _Batched(r.source_function(), key[2], batch.target, batch.backend)
     out = b.run(_batch_first(b, leaves, leaf_axes))
     out = list(out) if isinstance(out, tuple) else [out]
     grads = r.regroup([_move_out(o, out_axes) for o in out])
@@ -1218,7 +1216,7 @@ def _specialized(t: _Transform, args: tuple, fun: Callable) -> _Transform:
 
 def _last_call(t: _Transform) -> _Transform:
     """The specialization (argument structure, then ranks and types) that `t`'s last new call made."""
-    structural = [v for k, v in t._specialized.items()
+    structural = [v for k, v in t.made.derived.items()
                   if not (isinstance(k, tuple) and k[:1] in (("wrt",), ("recompute_libm",)))]
     return _last_call(structural[-1]) if structural else t
 

@@ -148,7 +148,7 @@ def flat_entry(public: Callable, *examples):
     r, leaves = t.specialize(t.bind(examples, {}))
     r.check(leaves)
     key = ("numba flat", r.defs)
-    flat = t.__dict__.setdefault("_flat_entries", {}).get(key)
+    flat = t.made.flat_entries.get(key)
     if flat is None:
         params = list(r.generated.fn.params)[:len(leaves) - len(r.generated.fn.hidden)]
         flat = synthesize.function(f"{spec.name}_flat", params, ["raise TypeError('call it from numba code')"], {},
@@ -156,7 +156,7 @@ def flat_entry(public: Callable, *examples):
         flat.__s2sad_transform__ = r
         flat.__s2sad_numba__ = Spec("flat", r, params, spec.name, what=spec.kind)
         flat._s2sad_dispatcher = None
-        t._flat_entries[key] = flat
+        t.made.flat_entries[key] = flat
     return dispatcher_of(flat)
 
 

@@ -120,16 +120,16 @@ def test_the_scalar_output_check_runs_once_per_argument_ranks_across_processes(t
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
     first = s2sad.grad(doubled)
     assert first(3.0) == 2.0
-    assert not first.__s2sad_transform__._compiled["primal"].signatures  # typed, never compiled
+    assert not first.__s2sad_transform__.made.compiled["primal"].signatures  # typed, never compiled
     assert [p.suffix for p in tmp_path.glob("s2sad_gen_doubled_*.checked")] == [".checked"]
     later = s2sad.grad(doubled)
     assert later(5.0) == 2.0
-    assert "primal" not in later.__s2sad_transform__._compiled
+    assert "primal" not in later.__s2sad_transform__.made.compiled
     with pytest.raises(TypeError, match=r"requires a scalar output.*shape \(3,\)"):
         later(np.ones(3))  # other ranks: checked, and refused
     with_aux = s2sad.grad(doubled_with_aux, has_aux=True)
     assert with_aux(3.0) == (2.0, 9.0)
-    assert not with_aux.__s2sad_transform__._compiled["primal"].signatures
+    assert not with_aux.__s2sad_transform__.made.compiled["primal"].signatures
     own = {p for folder in (tmp_path, numba_dir(tmp_path)) for p in folder.rglob("*") if p.is_file()}
     assert cache_info()["files"] == len(own)  # cleared with the rest (numba's too, wherever NUMBA_CACHE_DIR puts them)
 
@@ -144,7 +144,7 @@ def test_the_scalar_output_check_runs_the_primal_where_numba_typing_alone_is_una
     monkeypatch.setattr(backend, "_typing_pipeline", missing)
     g = s2sad.grad(doubled)
     assert g(3.0) == 2.0
-    assert g.__s2sad_transform__._compiled["primal"].signatures  # checked the old way: compiled and run
+    assert g.__s2sad_transform__.made.compiled["primal"].signatures  # checked the old way: compiled and run
     with pytest.raises(TypeError, match=r"requires a scalar output.*shape \(3,\)"):
         g(np.ones(3))
 

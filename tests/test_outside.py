@@ -136,7 +136,7 @@ def test_a_function_passed_as_an_argument_is_inlined_and_keys_the_code(backend):
     g = s2sad.grad(of.descends, argnums=1, backend=backend)
     for f in (of.bumpy, of.cubic, of.bumpy):
         assert_close(g(f, x), fd_grad(of.descends, (f, x), 1))
-    assert len(g.__s2sad_transform__._specialized) == 2
+    assert len(g.__s2sad_transform__.made.derived) == 2
 
 
 def test_a_plain_object_argument_is_read_like_a_global_one(backend):

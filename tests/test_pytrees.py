@@ -110,7 +110,7 @@ def test_same_structure_compiles_once_new_structure_compiles_anew():
     x = R.normal(size=3)
     grad(mlp_params([3, 4, 2]), x)
     grad(mlp_params([3, 4, 2]), x)  # same structure (and types): no new code, no new compile
-    specialized = grad.__s2sad_transform__._specialized
+    specialized = grad.__s2sad_transform__.made.derived
     assert len(specialized) == 1
     (only,) = specialized.values()
     assert len(only.vjp_fn.signatures) == 1
