@@ -10,7 +10,7 @@ array) after which another name sharing the memory may be read, and raises a loc
 says how to break the sharing.
 
 Only names known to be arrays take part: a store's base, a name bound to a slice or to a view
-function's result (`VIEWS`), an array lowering knows (made by NumPy, an argument whose type is known,
+function's result (a rule with `views`), an array lowering knows (made by NumPy, an argument whose type is known,
 a row `m[i]` of an array whose rank it knows), a plain copy of one of those, and what an augmented
 assignment of one of those makes. An element read whose rank lowering cannot tell may be a row: where
 that would be refused, code made without the argument types asks for them. A double buffer's next
@@ -27,15 +27,6 @@ from s2sad import ir
 from s2sad.errors import TypesNeeded, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, For, Load, Prim, Slice, Store, Var, While
 
-VIEWS = ("reshape", "ravel", "squeeze", "expand_dims", "expand_dims_any", "atleast_1d", "atleast_2d",
-         "broadcast_to", "transpose", "swapaxes", "moveaxis", "flip",
-         "ascontiguousarray", "asfortranarray", "asarray", "atleast_3d", "diag",
-         "diagonal")  # NumPy may return a view of (or) the operand
-# argument positions whose values are never read, only their shapes (a read there sees no write)
-SHAPE_ONLY = {"shape": (0,), "len": (0,), "size": (0,), "ndim": (0,), "zeros_like": (0,), "ones_like": (0,),
-              "empty_like": (0,), "zeros_like_adj": (0,), "unbroadcast": (1,), "reshape_like": (1,),
-              "broadcast_like": (1,), "sum_expand": (1,), "sum_expand_view": (1,), "sum_adjoint": (1,),
-              "mean_adjoint": (1,)}
 OPERATORS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
              "matmul": "@"}
 _BEFORE_ALL, _AFTER_ALL = -1, float("inf")  # where a parameter is bound, where the outputs are read
@@ -86,14 +77,14 @@ def may_share(value) -> bool:
     """May this right-hand side share memory with another name (a plain copy of a name, or a view)?"""
     if isinstance(value, Copy):
         return isinstance(value.value, Var)
-    return isinstance(value, Load) or isinstance(value, Prim) and value.rule.name in VIEWS
+    return isinstance(value, Load) or isinstance(value, Prim) and value.rule.views
 
 
 def view_source(value) -> str | None:
     """The name whose memory a right-hand side is certainly a view of (a slice, a view function), else None."""
     if isinstance(value, Load) and any(isinstance(i, Slice) or i == Const(Ellipsis) for i in value.index):
         return value.base.name
-    if isinstance(value, Prim) and value.rule.name in VIEWS and value.args and isinstance(value.args[0], Var):
+    if isinstance(value, Prim) and value.rule.views and value.args and isinstance(value.args[0], Var):
         return value.args[0].name
     return None
 
@@ -354,7 +345,7 @@ def _shape_reads_only(s) -> set[str]:
     """The names statement `s` reads only for their shapes."""
     if not (isinstance(s, Assign) and isinstance(s.value, Prim)):
         return set()
-    positions = SHAPE_ONLY.get(s.value.rule.name, ())
+    positions = s.value.rule.shape_only
     shaped = {a.name for i, a in enumerate(s.value.args) if i in positions and isinstance(a, Var)}
     valued = {a.name for i, a in enumerate(s.value.args) if i not in positions and isinstance(a, Var)}
     valued |= {a.name for _, a in s.value.kwargs if isinstance(a, Var)}

@@ -38,7 +38,7 @@ def unbroadcast_tangent(g, out, t, like):
     return unbroadcast(g, like), None
 
 
-@defrule(unbroadcast, name="unbroadcast", elementwise=False, tangent=unbroadcast_tangent, cuda="{0}",
+@defrule(unbroadcast, name="unbroadcast", elementwise=False, shape_only=(1,), tangent=unbroadcast_tangent, cuda="{0}",
          checks=[Check("unbroadcast(a, b)", shapes=BROADCAST)])
 def unbroadcast_rule(g, out, t, like):
     return broadcast_like(g, t), None
@@ -48,7 +48,7 @@ def broadcast_like_tangent(g, out, t, like):
     return broadcast_like(g, like), None
 
 
-@defrule(broadcast_like, name="broadcast_like", elementwise=False, tangent=broadcast_like_tangent, cuda="{0}",
+@defrule(broadcast_like, name="broadcast_like", elementwise=False, shape_only=(1,), tangent=broadcast_like_tangent, cuda="{0}",
          checks=[Check("broadcast_like(b, a)", shapes=BROADCAST)])
 def broadcast_like_rule(g, out, t, like):
     return unbroadcast(g, t), None
@@ -68,7 +68,7 @@ def sum_adjoint_tangent(g, out, r, x, axis=None):
     return sum_adjoint(g, x, axis), None
 
 
-@defrule(sum_adjoint, name="sum_adjoint", elementwise=False, tangent=sum_adjoint_tangent,
+@defrule(sum_adjoint, name="sum_adjoint", elementwise=False, shape_only=(1,), tangent=sum_adjoint_tangent,
          checks=[Check("sum_adjoint(a, b)", shapes=REDUCED), Check("sum_adjoint(a, b, 0)", shapes=(((3,), (2, 3)),))])
 def sum_adjoint_rule(g, out, r, x, axis=None):
     return sum_axis(g, axis), None
@@ -78,7 +78,7 @@ def mean_adjoint_tangent(g, out, r, x, axis=None):
     return mean_adjoint(g, x, axis), None
 
 
-@defrule(mean_adjoint, name="mean_adjoint", elementwise=False, tangent=mean_adjoint_tangent,
+@defrule(mean_adjoint, name="mean_adjoint", elementwise=False, shape_only=(1,), tangent=mean_adjoint_tangent,
          checks=[Check("mean_adjoint(a, b)", shapes=REDUCED),
                  Check("mean_adjoint(a, b, 1)", shapes=(((2,), (2, 3)),))])
 def mean_adjoint_rule(g, out, r, x, axis=None):
@@ -151,7 +151,7 @@ nondiff(name="make_tuple")  # `(n, m)`: a shape or axes built from variables
 nondiff(same_shape, name="same_shape")  # `x.shape == (n, 1)`
 nondiff(hstack_axis, name="hstack_axis")
 nondiff(batch_empty, name="batch_empty")
-nondiff(zeros_like_adj, name="zeros_like_adj")
+nondiff(zeros_like_adj, name="zeros_like_adj", shape_only=(0,))
 nondiff(range_last, name="range_last")
 # Tapes: creating one has no derivative; pushes, pops and `restore` move values in and out
 # of it, and each transformation gives them their derivative (codegen/forward.py, reverse.py).

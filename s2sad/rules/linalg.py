@@ -233,7 +233,7 @@ def diag_tangent(g, out, v, k=0):
     return np.diag(g, k), None
 
 
-@defrule(np.diag, elementwise=False, tangent=diag_tangent,
+@defrule(np.diag, elementwise=False, views=True, tangent=diag_tangent,
          checks=[Check("np.diag(a)", shapes=((3,), (3, 3), (2, 3))), Check("np.diag(a, 1)", shapes=((2,), (3, 4))),
                  Check("np.diag(a, -2)", shapes=((2,), (4, 3))), Check("np.diag(a, k=1)", shapes=((3, 3),))])
 def diag(g, out, v, k=0):
@@ -244,7 +244,7 @@ def diagonal_tangent(g, out, x, offset=0):
     return diagonal_2d(g, offset), None
 
 
-@defrule(np.diagonal, diagonal_2d, elementwise=False, print_as="diagonal_2d", tangent=diagonal_tangent,
+@defrule(np.diagonal, diagonal_2d, elementwise=False, views=True, print_as="diagonal_2d", tangent=diagonal_tangent,
          checks=[Check("np.diagonal(a)", shapes=SQUARE + MATRIX), Check("np.diagonal(a, 1)", shapes=((3, 4),)),
                  Check("np.diagonal(a, -1)", shapes=SQUARE)])
 def diagonal(g, out, x, offset=0):

@@ -70,6 +70,8 @@ class Rule:
     vmath: str | None = None  # the runtime.vmath kernel numba compiles for `np.<name>(x)` (its loops vectorize)
     cuda: str | None = None  # its CUDA device form on scalars: a callee ("math.asinh") or a format ("{0} * {0}")
     singular: bool = False  # its derivative is infinite or nan somewhere on the reals: np.where guards its operands
+    views: bool = False  # NumPy may return its first operand, or a view of it: a write into one shows in the other
+    shape_only: tuple = ()  # operand positions read only for their shapes: a later write there changes no result
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -237,7 +239,7 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
             tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None,
-            singular=False):
+            singular=False, views=False, shape_only=()):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -247,7 +249,7 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
                     print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces, fuses=fuses,
-                    vmath=vmath, cuda=cuda, singular=singular)
+                    vmath=vmath, cuda=cuda, singular=singular, views=views, shape_only=tuple(shape_only))
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
@@ -284,9 +286,9 @@ def alias(name: str, *objects: Any) -> Rule:
 
 
 def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None,
-            cuda: str | None = None) -> Rule:
+            cuda: str | None = None, shape_only: tuple = ()) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
-    return register(Rule(name, None, operator, print_as=print_as, cuda=cuda), *objects)
+    return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only)), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:

@@ -27,7 +27,7 @@ def reshape_tangent(g, out, x, shape):
     return reshape_any(g, shape), None
 
 
-@defrule(np.reshape, reshape_any, elementwise=False, print_as="reshape_any", tangent=reshape_tangent,
+@defrule(np.reshape, reshape_any, elementwise=False, views=True, print_as="reshape_any", tangent=reshape_tangent,
          checks=[Check("np.reshape(a, (3, 2))", shapes=MATRIX), Check("np.reshape(a, (-1,))", shapes=ND),
                  Check("np.reshape(a, (2, -1))", shapes=((3, 4), (2, 3, 2))),
                  Check("np.reshape(a, (1, 1))", shapes=((),)),
@@ -40,7 +40,7 @@ def reshape_like_tangent(g, out, t, like):
     return reshape_like(g, like), None
 
 
-@defrule(reshape_like, name="reshape_like", elementwise=False, tangent=reshape_like_tangent,
+@defrule(reshape_like, name="reshape_like", elementwise=False, shape_only=(1,), tangent=reshape_like_tangent,
          checks=[Check("reshape_like(a, b)", shapes=(((6,), (2, 3)), ((2, 3), (3, 2)), ((3, 2), (2, 3, 1)),
                                                       ((1,), ()), ((), (1, 1)), ((1, 1), ())))])
 def reshape_like_rule(g, out, t, like):
@@ -51,7 +51,7 @@ def ravel_tangent(g, out, x):
     return (np.ravel(g),)
 
 
-@defrule(np.ravel, elementwise=False, tangent=ravel_tangent,
+@defrule(np.ravel, elementwise=False, views=True, tangent=ravel_tangent,
          checks=[Check("np.ravel(a)", shapes=ND), Check("np.ravel(np.transpose(a))", shapes=CUBE)])
 def ravel(g, out, x):
     return (reshape_like(unbroadcast(g, out), x),)
@@ -62,7 +62,7 @@ def squeeze_tangent(g, out, x, axis=None):
 
 
 # numba needs the axis: without one, the result's rank would depend on the operand's shape
-@defrule(np.squeeze, squeeze_any, elementwise=False, print_as="squeeze_any", tangent=squeeze_tangent,
+@defrule(np.squeeze, squeeze_any, elementwise=False, views=True, print_as="squeeze_any", tangent=squeeze_tangent,
          checks=[Check("np.squeeze(a, 0)", shapes=((1, 3), (1,))), Check("np.squeeze(a, -2)", shapes=((2, 1, 3),)),
                  Check("np.squeeze(a, (0, 2))", shapes=((1, 3, 1),))])
 def squeeze(g, out, x, axis=None):
@@ -78,11 +78,11 @@ def expand_dims_adjoint(g, out, x, axis):
 
 
 # Two rules, one template: np.expand_dims itself, and the helper the frontend lowers np.stack to.
-defrule(np.expand_dims, name="expand_dims", elementwise=False, print_as="expand_dims_any",
+defrule(np.expand_dims, name="expand_dims", elementwise=False, views=True, print_as="expand_dims_any",
         tangent=expand_dims_tangent,
         checks=[Check("np.expand_dims(a, 0)", shapes=((), (3,), (2, 3))), Check("np.expand_dims(a, -1)", shapes=ND),
                 Check("np.expand_dims(a, (0, 2))", shapes=MATRIX)])(expand_dims_adjoint)
-defrule(expand_dims_any, name="expand_dims_any", elementwise=False, tangent=expand_dims_tangent,
+defrule(expand_dims_any, name="expand_dims_any", elementwise=False, views=True, tangent=expand_dims_tangent,
         checks=[Check("expand_dims_any(a, 0)", shapes=((), (3,), (2, 3))),
                 Check("expand_dims_any(a, -1)", shapes=((), (2, 3)))])(expand_dims_adjoint)
 
@@ -91,7 +91,7 @@ def atleast_1d_tangent(g, out, x):
     return (atleast_1d(g),)
 
 
-@defrule(atleast_1d, np.atleast_1d, name="atleast_1d", elementwise=False, print_as="atleast_1d",
+@defrule(atleast_1d, np.atleast_1d, name="atleast_1d", elementwise=False, views=True, print_as="atleast_1d",
          tangent=atleast_1d_tangent,
          checks=[Check("atleast_1d(a)", shapes=((), (3,), (2, 3))), Check("np.atleast_1d(a)", shapes=((),))])
 def atleast_1d_rule(g, out, x):
@@ -102,7 +102,7 @@ def atleast_2d_tangent(g, out, x):
     return (atleast_2d(g),)
 
 
-@defrule(atleast_2d, np.atleast_2d, name="atleast_2d", elementwise=False, print_as="atleast_2d",
+@defrule(atleast_2d, np.atleast_2d, name="atleast_2d", elementwise=False, views=True, print_as="atleast_2d",
          tangent=atleast_2d_tangent,
          checks=[Check("atleast_2d(a)", shapes=((), (3,), (2, 3), (2, 3, 2))), Check("np.atleast_2d(a)", shapes=((),))])
 def atleast_2d_rule(g, out, x):
@@ -113,7 +113,7 @@ def atleast_3d_tangent(g, out, x):
     return (atleast_3d(g),)
 
 
-@defrule(atleast_3d, np.atleast_3d, name="atleast_3d", elementwise=False, print_as="atleast_3d",
+@defrule(atleast_3d, np.atleast_3d, name="atleast_3d", elementwise=False, views=True, print_as="atleast_3d",
          tangent=atleast_3d_tangent,
          checks=[Check("np.atleast_3d(a)", shapes=((), (3,), (2, 3), (2, 3, 2)))])
 def atleast_3d_rule(g, out, x):
@@ -162,7 +162,7 @@ def broadcast_to_tangent(g, out, x, shape):
     return np.broadcast_to(g, shape), None
 
 
-@defrule(np.broadcast_to, elementwise=False, tangent=broadcast_to_tangent,
+@defrule(np.broadcast_to, elementwise=False, views=True, tangent=broadcast_to_tangent,
          checks=[Check("np.broadcast_to(a, (2, 3))", shapes=((), (3,), (1, 3), (2, 1))),
                  Check("np.broadcast_to(a, (4, 2, 3))", shapes=MATRIX), Check("np.broadcast_to(a, 3)", shapes=((),))])
 def broadcast_to(g, out, x, shape):
@@ -195,13 +195,13 @@ def full_like(g, out, x, fill_value):
 # ------------------------------------------------------------------ memory layouts
 # The same values, perhaps in another memory order (what numba's "'@' is faster on contiguous arrays"
 # asks for). NumPy hands back the operand itself when it already has the layout, so the result counts as
-# a view (analyze.VIEWS: no in-place writes through it). ascontiguousarray of a scalar is a 1-element array.
+# a view (`views=True`: a write into either shows in the other). ascontiguousarray of a scalar is a 1-element array.
 
 def ascontiguousarray_tangent(g, out, x):
     return (np.ascontiguousarray(g),)
 
 
-@defrule(np.ascontiguousarray, elementwise=False, tangent=ascontiguousarray_tangent,
+@defrule(np.ascontiguousarray, elementwise=False, views=True, tangent=ascontiguousarray_tangent,
          checks=[Check("np.ascontiguousarray(a)", shapes=ND), Check("np.ascontiguousarray(np.transpose(a))", shapes=CUBE),
                  Check("np.ascontiguousarray(a)", shapes=((),))])
 def ascontiguousarray(g, out, x):
@@ -212,7 +212,7 @@ def asfortranarray_tangent(g, out, x):
     return (np.asfortranarray(g),)
 
 
-@defrule(np.asfortranarray, elementwise=False, tangent=asfortranarray_tangent,
+@defrule(np.asfortranarray, elementwise=False, views=True, tangent=asfortranarray_tangent,
          checks=[Check("np.asfortranarray(a)", shapes=ND), Check("np.asfortranarray(a[::-1])", shapes=MATRIX)])
 def asfortranarray(g, out, x):
     return (reshape_like(unbroadcast(g, out), x),)
@@ -222,7 +222,7 @@ def asarray_tangent(g, out, x):
     return (np.asarray(g),)
 
 
-@defrule(np.asarray, elementwise=False, tangent=asarray_tangent,
+@defrule(np.asarray, elementwise=False, views=True, tangent=asarray_tangent,
          checks=[Check("np.asarray(a)", shapes=ND), Check("np.asarray(a)", shapes=((),))])
 def asarray(g, out, x):
     return (reshape_like(unbroadcast(g, out), x),)
@@ -234,7 +234,7 @@ def transpose_tangent(g, out, x, axes=None):
     return (np.transpose(g, axes),)
 
 
-@defrule(np.transpose, elementwise=False, tangent=transpose_tangent,
+@defrule(np.transpose, elementwise=False, views=True, tangent=transpose_tangent,
          checks=[Check("np.transpose(a)", shapes=ND), Check("np.transpose(a, (1, 2, 0))", shapes=CUBE),
                  Check("np.transpose(a, (-1, 0, 1))", shapes=CUBE), Check("np.transpose(a, (1, 0))", shapes=MATRIX)])
 def transpose(g, out, x, axes=None):
@@ -255,7 +255,7 @@ def swapaxes_tangent(g, out, x, axis1, axis2):
     return np.swapaxes(g, axis1, axis2), None, None
 
 
-@defrule(np.swapaxes, elementwise=False, tangent=swapaxes_tangent,
+@defrule(np.swapaxes, elementwise=False, views=True, tangent=swapaxes_tangent,
          checks=[Check("np.swapaxes(a, 0, 1)", shapes=MATRIX), Check("np.swapaxes(a, 0, -1)", shapes=CUBE)])
 def swapaxes(g, out, x, axis1, axis2):
     return np.swapaxes(unbroadcast(g, out), axis1, axis2), None, None
@@ -265,7 +265,7 @@ def moveaxis_tangent(g, out, x, source, destination):
     return np.moveaxis(g, source, destination), None, None
 
 
-@defrule(np.moveaxis, elementwise=False, tangent=moveaxis_tangent,
+@defrule(np.moveaxis, elementwise=False, views=True, tangent=moveaxis_tangent,
          checks=[Check("np.moveaxis(a, 0, -1)", shapes=((2, 3), (2, 3, 4))),
                  Check("np.moveaxis(a, (0, 1), (2, 0))", shapes=CUBE)])
 def moveaxis(g, out, x, source, destination):
@@ -276,7 +276,7 @@ def flip_tangent(g, out, x, axis=None):
     return (flip_any(g, axis),)
 
 
-@defrule(np.flip, flip_any, elementwise=False, print_as="flip_any", tangent=flip_tangent,
+@defrule(np.flip, flip_any, elementwise=False, views=True, print_as="flip_any", tangent=flip_tangent,
          checks=[Check("np.flip(a)", shapes=ND), Check("np.flip(a, 1)", shapes=MATRIX),
                  Check("np.flip(a, -1)", shapes=CUBE), Check("np.flip(a, (0, 2))", shapes=CUBE)])
 def flip(g, out, x, axis=None):
