@@ -23,10 +23,7 @@ from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var,
 from s2sad.rules.registry import Opaque
 from s2sad.sharing import check_shared_memory, may_share, view_source
 
-FILLS = {"zeros": 0.0, "ones": 1.0}
 TAPE_READS = ("tape_pop", "restore")
-FRESH = ("copy", "copy_adj", "zeros_like_adj")  # rules whose result is a new array
-INT_RESULTS = ("len", "int", "argmax", "argmin", "range_last", "size", "ndim")
 INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
 
 
@@ -212,7 +209,7 @@ class Analysis:
             return bool(base_defs) and all(isinstance(b, Assign) and isinstance(b.value, Prim)
                                            and b.value.rule.name == "shape" for b in base_defs)
         operands = ir.expr_operands(v)
-        if isinstance(v, Prim) and v.rule.name in INT_RESULTS:
+        if isinstance(v, Prim) and v.rule.int_result:
             return True
         if isinstance(v, Prim) and v.rule.name not in INT_ARITHMETIC:
             return False
@@ -503,7 +500,7 @@ class Analysis:
         if len(defs) != 1 or not isinstance(defs[0], Assign) or self.depth[id(defs[0])] != 0:
             return None
         value = defs[0].value
-        if not (isinstance(value, Prim) and value.rule.name in FILLS):
+        if not (isinstance(value, Prim) and value.rule.fills is not None):
             return None
         if any(isinstance(s, Assign) and isinstance(s.value, Copy) and s.value.value == Var(name)
                for s in self.stmts()):
@@ -526,7 +523,7 @@ class Analysis:
             return None
         if loops and any(len(c) != 1 or c[0] >= loops[0].start.value or c[0] < 0 for c in consts):
             return None
-        return FILLS[value.rule.name]
+        return value.rule.fills
 
     def enclosing_loops(self, s) -> list:
         loops = []
@@ -599,7 +596,7 @@ class Analysis:
             return False
         aliasing = [self.top[id(d)] for d in copies] + ([-1] if name in self.fn.params else [])
         fresh = [i for i, s in enumerate(self.fn.body) if isinstance(s, Assign) and s.target == name
-                 and isinstance(s.value, Prim) and s.value.rule.name in FRESH]
+                 and isinstance(s.value, Prim) and s.value.rule.fresh]
         for store in self.stores[name]:
             if self.made_fresh_before(store, name):
                 continue
@@ -617,7 +614,7 @@ class Analysis:
         for s in reversed(block[:_position(block, store)]):
             binds = [t for t, _, _ in ir.walk([s]) if isinstance(t, (Assign, For)) and t.target == name]
             if binds:
-                return binds == [s] and isinstance(s.value, Prim) and s.value.rule.name in FRESH
+                return binds == [s] and isinstance(s.value, Prim) and s.value.rule.fresh
         return False
 
     def handed_over(self, d: Assign, seen: frozenset = frozenset()) -> bool:
@@ -708,7 +705,8 @@ def _counts(value) -> bool:
     """Does this keep an integer derived from a loop counter an integer (arithmetic, `int`, `len`)?"""
     if isinstance(value, Copy):
         return True
-    return isinstance(value, Prim) and (value.rule.name in INT_ARITHMETIC + INT_RESULTS or not value.rule.differentiable)
+    return isinstance(value, Prim) and (value.rule.name in INT_ARITHMETIC or value.rule.int_result
+                                        or not value.rule.differentiable)
 
 
 def _varies(value, operands: set, written: set, counters: set, varying: set) -> bool:

@@ -286,7 +286,7 @@ def copy_tangent(g, out, x):
     return (copy_adj(g),)
 
 
-@defrule(np.copy, float, tangent=copy_tangent, cuda="{0}",
+@defrule(np.copy, float, tangent=copy_tangent, cuda="{0}", fresh=True,
          checks=[Check("np.copy(a)", shapes=((3,),)), Check("float(a)", shapes=SCALAR)])
 def copy(g, out, x):
     return (g,)
@@ -304,7 +304,7 @@ nondiff(np.fix, name="fix", print_as="np.trunc")  # numba lacks np.fix; on float
 nondiff(np.floor_divide, name="floor_divide")
 nondiff(np.heaviside, np_heaviside, name="heaviside", print_as="np_heaviside")
 nondiff(math.factorial, math_factorial, name="factorial", print_as="math_factorial")
-nondiff(int, name="int", cuda="int")
+nondiff(int, name="int", cuda="int", int_result=True)
 nondiff(bool, name="bool", cuda="bool")
 nondiff(np.isnan, math.isnan, name="isnan")
 nondiff(np.isinf, math.isinf, name="isinf")

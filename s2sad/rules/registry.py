@@ -72,6 +72,9 @@ class Rule:
     singular: bool = False  # its derivative is infinite or nan somewhere on the reals: np.where guards its operands
     views: bool = False  # NumPy may return its first operand, or a view of it: a write into one shows in the other
     shape_only: tuple = ()  # operand positions read only for their shapes: a later write there changes no result
+    fresh: bool = False  # its result is always a new array, never an operand or a view of one
+    fills: float | None = None  # it allocates an array whose every element starts at this value (np.zeros: 0.0)
+    int_result: bool = False  # its result is an integer (a length, an index), whatever its operands
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -239,7 +242,7 @@ def register(rule: Rule, *objects: Any) -> Rule:
 
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
             tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None,
-            singular=False, views=False, shape_only=()):
+            singular=False, views=False, shape_only=(), fresh=False):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -249,7 +252,8 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
     def deco(adjoint):
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
                     print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces, fuses=fuses,
-                    vmath=vmath, cuda=cuda, singular=singular, views=views, shape_only=tuple(shape_only))
+                    vmath=vmath, cuda=cuda, singular=singular, views=views, shape_only=tuple(shape_only),
+                    fresh=fresh)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
@@ -286,9 +290,11 @@ def alias(name: str, *objects: Any) -> Rule:
 
 
 def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None,
-            cuda: str | None = None, shape_only: tuple = ()) -> Rule:
+            cuda: str | None = None, shape_only: tuple = (), fresh: bool = False, fills: float | None = None,
+            int_result: bool = False) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
-    return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only)), *objects)
+    return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only), fresh=fresh,
+                         fills=fills, int_result=int_result), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:
