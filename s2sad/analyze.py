@@ -23,7 +23,6 @@ from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var,
 from s2sad.rules.registry import Opaque
 from s2sad.sharing import check_shared_memory, may_share, view_source
 
-TAPE_READS = ("tape_pop", "restore")
 INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
 
 
@@ -35,7 +34,7 @@ def diff_positions(prim: Prim) -> list[int]:
 
 def diff_operands(expr) -> list[str]:
     """Variables whose adjoint this expression's adjoint writes to."""
-    if isinstance(expr, Prim) and expr.rule.name in TAPE_READS:
+    if isinstance(expr, Prim) and expr.rule.reads_tape:
         return ir.atom_vars(expr.args)
     if isinstance(expr, Prim):
         return [expr.args[i].name for i in diff_positions(expr) if isinstance(expr.args[i], Var)]
@@ -241,7 +240,7 @@ class Analysis:
                 continue
             if self.depth[id(s)] == 0 or (isinstance(s.value, Prim) and not s.value.rule.cheap):
                 continue
-            if isinstance(s.value, Prim) and s.value.rule.name in TAPE_READS:
+            if isinstance(s.value, Prim) and s.value.rule.reads_tape:
                 continue  # not pure: a replay would pop the tape again
             block = self.block_of[id(s)]
             pos = _position(block, s)
@@ -340,7 +339,7 @@ class Analysis:
             reads = set(ir.atom_vars(ir.index_atoms(v.index)))
             # `c = c[1:]` (in a loop, say): the adjoint of the old `c` takes its shape from its value
             return reads | {s.target} if v.base.name == s.target else reads
-        if isinstance(v, Prim) and v.rule.name in TAPE_READS:
+        if isinstance(v, Prim) and v.rule.reads_tape:
             return set()  # their adjoints read the adjoint tape's length, not the tape
         if isinstance(v, Prim):
             positions = [i for i in diff_positions(v) if isinstance(v.args[i], Var) and v.args[i].name in self.active]

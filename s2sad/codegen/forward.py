@@ -8,7 +8,7 @@ active operand's contribution (J_i @ operand_dot); the contributions are summed.
 from __future__ import annotations
 
 from s2sad import ir
-from s2sad.analyze import TAPE_READS, Analysis, diff_positions, template_mapping
+from s2sad.analyze import Analysis, diff_positions, template_mapping
 from s2sad.codegen.emit import Writer, atom, effect_text, expr_text, index_text, instantiate
 from s2sad.codegen.reverse import range_text
 from s2sad.ir import Assign, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
@@ -73,7 +73,7 @@ class ForwardGen:
         if x not in self.a.active:
             w.line(f"{x} = {expr_text(v)}")
             return
-        if isinstance(v, Prim) and v.rule.name in TAPE_READS:
+        if isinstance(v, Prim) and v.rule.reads_tape:
             self.tape_read(w, s)
             return
         tangent = self.tangent_text(s)

@@ -10,8 +10,7 @@ own call (the `np.cos(x)` in sin's adjoint) reads such a value where the primal 
 from __future__ import annotations
 
 from s2sad import ir
-from s2sad.analyze import (TAPE_READS, Analysis, diff_positions, reuse_pattern, template_mapping,
-                           template_reads)
+from s2sad.analyze import Analysis, diff_positions, reuse_pattern, template_mapping, template_reads
 from s2sad.codegen.emit import Writer, atom, const_text, effect_text, expr_text, index_text, index_value_text, instantiate
 from s2sad.codegen.fuse import fuse_elementwise
 from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
@@ -190,7 +189,7 @@ class ReverseGen:
                 w.line(f"{out_text} = {x}")
             w.line(f"{x} = restore({self.tapes[x]}, {x})")
         operands = set()
-        if has_adj and isinstance(s.value, Prim) and s.value.rule.name in TAPE_READS:
+        if has_adj and isinstance(s.value, Prim) and s.value.rule.reads_tape:
             self.reverse_tape_read(w, s)
             return
         if has_adj:

@@ -156,5 +156,5 @@ nondiff(range_last, name="range_last", int_result=True)
 # Tapes: creating one has no derivative; pushes, pops and `restore` move values in and out
 # of it, and each transformation gives them their derivative (codegen/forward.py, reverse.py).
 nondiff(List, PythonTape, name="tape", print_as="List")
-nondiff(restore, name="restore")
-nondiff(name="tape_pop")  # `tape.pop()`
+nondiff(restore, name="restore", reads_tape=True)
+nondiff(name="tape_pop", reads_tape=True)  # `tape.pop()`

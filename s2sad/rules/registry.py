@@ -75,6 +75,7 @@ class Rule:
     fresh: bool = False  # its result is always a new array, never an operand or a view of one
     fills: float | None = None  # it allocates an array whose every element starts at this value (np.zeros: 0.0)
     int_result: bool = False  # its result is an integer (a length, an index), whatever its operands
+    reads_tape: bool = False  # takes a value off a tape (its first operand): each mode differentiates it itself
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -291,10 +292,10 @@ def alias(name: str, *objects: Any) -> Rule:
 
 def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None,
             cuda: str | None = None, shape_only: tuple = (), fresh: bool = False, fills: float | None = None,
-            int_result: bool = False) -> Rule:
+            int_result: bool = False, reads_tape: bool = False) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
     return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only), fresh=fresh,
-                         fills=fills, int_result=int_result), *objects)
+                         fills=fills, int_result=int_result, reads_tape=reads_tape), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:
