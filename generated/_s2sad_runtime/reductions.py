@@ -269,8 +269,8 @@ def _reduce(x, red, op, keep, out):
 # ---------------------------------------------------------------------------
 # sums, max, min and the max's adjoint over consecutive axes (the usual case: one axis, or all): x
 # viewed as (outer, n, inner), reduced over the middle axis. The passes above, which handle any set of
-# axes (axis=(0, 2)), run 1.3-3.5x slower over (1000, 5) and (100, 1000) arrays. The loops index flat
-# arrays: numba's 3-D indexing of a reshaped array costs 8x as much where inner loops run once or twice.
+# axes (axis=(0, 2)), keep an index per axis and run slower. The loops index flat arrays: numba's 3-D
+# indexing of a reshaped array dominates where inner loops run once or twice.
 # ---------------------------------------------------------------------------
 
 @njit
@@ -297,7 +297,7 @@ def _block(shape, red):
 @njit
 def _sum_runs(xf, out, outer, n):
     """out[o] += the sum of the run xf[o*n:(o + 1)*n] (`run_sum`). Runs of 2 and 3 (points in the
-    plane and in space) have loops of their own, in the same order: 4x faster than the general loop."""
+    plane and in space) have loops of their own, in the same order: the general loop's setup would dominate them."""
     if n == 2:
         for o in range(outer):
             out[o] = (out[o] + xf[2 * o]) + xf[2 * o + 1]
@@ -615,7 +615,7 @@ def _ol_sum_reduce(x, axis=None, keepdims=False):
             def by_axis(x, axis=None, keepdims=False):
                 if axis != -1 and axis != N - 1:
                     return np.sum(x, axis=axis)
-                red = _red_flags(N, axis)  # numba's sum along the last axis runs 4-14x slower than this
+                red = _red_flags(N, axis)  # numba's sum along the last axis adds in one chain
                 out, shape = _reduce(x, red, SUM, False, np.zeros(_n_kept(x, red), dt))
                 return out.reshape(to_fixed_tuple(shape, M))
             return by_axis

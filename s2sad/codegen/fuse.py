@@ -2,7 +2,7 @@
 
 Generated code names every intermediate (`mul = a * b`, `add = mul + c`), and numba fuses array
 arithmetic only within one statement, so each named intermediate costs a pass over memory and an
-allocation. `a * b + c` written as one expression runs as one loop: 3x faster on 10^4 elements.
+allocation. `a * b + c` written as one expression runs as one loop, with no temporary.
 
 A temporary `t = EXPR` at the top level of the function is folded into its single later use when
 EXPR is arithmetic on names and constants (operators and NumPy ufuncs), `t` is read nowhere else,

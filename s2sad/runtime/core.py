@@ -364,11 +364,10 @@ def _ol_unbroadcast(g, like):
 LONG_RUN = 16  # runs this long are summed in four partial sums
 
 
-@njit(inline="always")  # called per run: a call of its own costs 1.5-4x over short runs
+@njit(inline="always")  # called per run: over short runs a call of its own would cost more than the sum
 def run_sum(xf, base, n, total):
     """total + the sum of xf[base:base + n], in a register; a long run in four partial sums side by
-    side (4x faster over 10^4 entries than numba's np.sum, which adds in one chain; slower over runs
-    of 10). Integer sums stay exact: `total` sets the type."""
+    side (long runs vectorize, where numba's np.sum adds in one chain; short runs pay for the setup). Integer sums stay exact: `total` sets the type."""
     r = 0
     if n >= LONG_RUN:
         s1 = s2 = s3 = total * False  # a zero of total's type (numba's int 0 times a float32 is float64)

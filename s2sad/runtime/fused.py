@@ -453,7 +453,7 @@ def _run_offsets(E, S, m):
     """Per row of `S`: the offset where each run of the last of the `m` merged axes starts, C order.
 
     Unsigned, and kept apart from the loop over elements: with signed offsets, or offsets advanced
-    in that loop (an index per axis), LLVM does not vectorize it (4-6x slower)."""
+    in that loop (an index per axis), LLVM does not vectorize it."""
     rows = S.shape[0]
     runs = 1
     for d in range(m - 1):

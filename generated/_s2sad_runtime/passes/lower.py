@@ -31,8 +31,8 @@ IMPORT = ("from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_
 
 
 NEW_AXIS = "expand_dims_any("  # how `x[:, None, :]` reads in generated code
-MIN_RANK = 3  # over 1-d and 2-d arrays numba's array expressions are within 1.3x of a loop, or faster
-MIN_RANK_INTO = 2  # `x += unbroadcast(E, x)` builds E, then adds it: one loop is 2-2.6x faster from 2-d on
+MIN_RANK = 3  # over 1-d and 2-d arrays numba's array expressions run about as fast as a loop
+MIN_RANK_INTO = 2  # `x += unbroadcast(E, x)` builds E, then adds it: from 2-d on, one loop saves that pass
 
 
 def elementwise_loops(source: str) -> str:
@@ -42,8 +42,8 @@ def elementwise_loops(source: str) -> str:
 
     Each rewritten expression compiles a loop of its own (less for scalars, which gain nothing).
     Broadcasting along a new axis (`x[:, None, :] - m[None, :, :]`) is where numba's array
-    expressions are slowest, 4-8x (short inner axes of 3-d arrays); over 1-d and 2-d arrays they are
-    within 1.3x of the loops (faster where they broadcast a column, as (64, 128) * (64, 1)), so other
+    expressions are slowest (short inner axes of 3-d arrays); over 1-d and 2-d arrays they run about as
+    fast as the loops (faster where they broadcast a column, as (64, 128) * (64, 1)), so other
     expressions stay as written, compile no loop of their own, and give the same results either
     way. An addition `x += unbroadcast(E, x)` as written makes E, then adds it; the loop adds in one
     pass, which pays from 2-d arrays on. Which arrays have how many dimensions is read from the text (`rank_bounds`).
