@@ -19,6 +19,7 @@ import inspect
 import math
 import operator
 import random
+import re
 import sys
 import types
 import warnings
@@ -47,11 +48,13 @@ from s2sad.units import of_shape, pointwise, unit_axes
 BINOPS = {
     cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "truediv",
     cst.FloorDivide: "floordiv", cst.Modulo: "mod", cst.Power: "pow", cst.MatrixMultiply: "matmul",
+    cst.BitAnd: "bitand", cst.BitOr: "bitor", cst.BitXor: "bitxor",  # masks: `(r > 0) & (r < cut)`
 }
 AUGOPS = {
     cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul", cst.DivideAssign: "truediv",
     cst.FloorDivideAssign: "floordiv", cst.ModuloAssign: "mod", cst.PowerAssign: "pow",
-    cst.MatrixMultiplyAssign: "matmul",
+    cst.MatrixMultiplyAssign: "matmul", cst.BitAndAssign: "bitand", cst.BitOrAssign: "bitor",
+    cst.BitXorAssign: "bitxor",
 }
 COMPARED = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
             "ne": operator.ne}
@@ -99,8 +102,11 @@ METHOD_HINT = (f"s2sad knows the array methods .{', .'.join(sorted(METHODS))} an
                "instead (`np.sort(x)` for `x.sort()`), or a function of your own")
 DRAW_HINT = ("a random draw has no derivative with respect to its parameters: draw from constants and transform "
              "the draw, e.g. `mu + sigma * np.random.normal(0.0, 1.0, n)`")
-NO_DERIVATIVE_OPERATOR = ("bitwise and shift operators have no derivative: use `and`/`or`/`not` in conditions, "
-                          "or arithmetic")
+NO_DERIVATIVE_OPERATOR = ("shift operators have no derivative: use `and`/`or`/`not` in conditions, `&`, `|`, `~` "
+                          "on masks, or arithmetic")
+BITWISE = ("bitand", "bitor", "bitxor")
+BITWISE_HINT = ("bitwise operators have no derivative, and take booleans and ints only: use `and`/`or`/`not` in "
+                "conditions, `&`, `|`, `~` on masks, or arithmetic")
 BUILTIN_HINTS = {  # builtins with no derivative: what to use instead
     "print": "call print as a statement of its own (`print(x)`): its value is None",
     "isinstance": "test an argument of the function itself (`isinstance(x, np.ndarray)`): s2sad decides it per "
@@ -1585,6 +1591,9 @@ class Lowerer:
             b = self.expr(node.right, out)
             if Const(None) in (a, b):
                 return self.none_operand(node, out, target)
+            if op in BITWISE and any(self.is_float_number(v) for v in (a, b)):
+                raise self.err(node, f"operator `{_spelled(node.operator)}` is not supported on floats",
+                               BITWISE_HINT)
             return self.prim(out, op, (a, b), target=target)
         if isinstance(node, cst.Comparison):
             return self.comparison(node, out, target)
@@ -1645,6 +1654,11 @@ class Lowerer:
         raise self.err(node, f"`{what}` is a {kind}, which cannot be used as a number or array here",
                        "call it, pass it to a Python function that calls it, or read its array and number attributes")
 
+    def is_float_number(self, atom) -> bool:
+        """Is `atom` a float (a constant, or an argument passed a float), which `&`, `|`, `^` do not take?"""
+        kind = self.kind_of(atom)
+        return kind is not None and kind[0] == 0 and issubclass(kind[1], (float, np.floating))
+
     def unary(self, node, out, target):
         op = node.operator
         if isinstance(op, cst.Not):
@@ -1657,7 +1671,10 @@ class Lowerer:
             if isinstance(a, Const) and isinstance(a.value, (int, float)):
                 return Const(-a.value if isinstance(op, cst.Minus) else a.value)
             return self.prim(out, "neg" if isinstance(op, cst.Minus) else "pos", (a,), target=target)
-        raise self.err(node, "bitwise `~` is not supported", NO_DERIVATIVE_OPERATOR)
+        operand = self.expr(node.expression, out)  # `~mask`
+        if self.is_float_number(operand):
+            raise self.err(node, "operator `~` is not supported on floats", BITWISE_HINT)
+        return self.prim(out, "invert", (operand,), target=target)
 
     def comparison(self, node: cst.Comparison, out, target):
         decided = self.static_comparison(node, out)
@@ -1786,14 +1803,21 @@ class Lowerer:
             return self.record_field(node)
         base = self.expr(node.value, out)
         attr = node.attr.value
-        if attr == "ndim" and self.kind_of(base) is not None:
-            return Const(self.kind_of(base)[0])
-        if attr == "ndim" and isinstance(base, Var) and base.name in self.ranks:  # `z.ndim` of a row of an argument
-            return Const(self.ranks[base.name])
+        if attr == "ndim":
+            return self.ndim_of(base, out, target)
         if attr in ATTRIBUTES:
             found = rules.lookup_object(ATTRIBUTES[attr])
             return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_{attr}")
         return self.opaque_attribute(node, base, out, target)
+
+    def ndim_of(self, base, out, target):
+        """`x.ndim` / `np.ndim(x)`: a constant where the argument's type or the array's rank is known."""
+        if self.kind_of(base) is not None:
+            return Const(self.kind_of(base)[0])
+        if isinstance(base, Var) and base.name in self.ranks:  # `z.ndim` of a row of an argument
+            return Const(self.ranks[base.name])
+        found = rules.lookup_object(np.ndim)
+        return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_ndim")
 
     def static_value(self, node):
         """The object an attribute chain such as `np.linalg.norm` names, or _NOT_STATIC."""
@@ -2047,6 +2071,8 @@ class Lowerer:
             return self.construct(node, ref, out)
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
+        if fn is np.ndim and len(node.args) == 1 and node.args[0].keyword is None:  # as `x.ndim` reads it
+            return self.ndim_of(self.expr(node.args[0].value, out), out, target)
         if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
             return self.inline(node, written, [], out, target)
         if calls_its_call_method(fn):  # `loss_fn(x)` of an object with a Python `__call__`
@@ -2289,6 +2315,8 @@ class Lowerer:
                     return self.expr_result(args[0], out, target)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
         scalar_code = getattr(getattr(fn, "_dispatcher", None), "py_func", None)  # a numba.vectorize ufunc
+        if isinstance(scalar_code, types.FunctionType) and _gufunc_layout(fn) is not None:
+            return self.gufunc_call(node, fn, scalar_code, leading, out, target)
         if isinstance(scalar_code, types.FunctionType):
             return self.vectorized(node, scalar_code, leading, out, target)
         inner = unwrap(fn)
@@ -2332,6 +2360,81 @@ class Lowerer:
             self.nested -= 1
         out.append(For(counter, Const(0), n, Const(1), body, self.loc))
         return self.prim(out, "reshape", (results, shape), target=target, hint=fn.__name__)
+
+    def gufunc_call(self, node: cst.Call, fn, code, leading, out, target):
+        """A `@numba.guvectorize` function called with its inputs, as NumPy calls a gufunc: its outputs made here
+        (float64, of the core shapes its layout names), and its Python code run on the core of each operand,
+        once, or for each item along one leading loop axis. A `()` operand reaches the code as an array of one
+        item, as numba passes it."""
+        ins, outs = _gufunc_layout(fn)
+        name = getattr(fn, "__name__", "gufunc")
+        if any(a.keyword or a.star for a in node.args):
+            raise self.err(node, f"call the @guvectorize function `{name}` with positional arguments")
+        if len(leading) + len(node.args) != len(ins):
+            raise self.err(node, f"`{name}` is a @guvectorize function: s2sad calls it with its {len(ins)} input(s) "
+                                 f"and returns its output(s), as NumPy calls a gufunc",
+                           "leave the output arguments out: `y = f(x)` rather than `f(x, y)`")
+        if any(t.split("->")[1] != "d" * len(outs) for t in fn.types):
+            raise self.err(node, f"`{name}` is a @guvectorize function whose outputs are not all float64",
+                           "declare float64 outputs")
+        args = leading + [self.expr(a.value, out) for a in node.args]
+        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
+        if None in ranks and isinstance(self.kinds, UnknownKinds):
+            self.kind_of(args[ranks.index(None)], required=True)
+        if None in ranks:
+            raise self.err(node, f"`{name}` is a gufunc: s2sad needs to know the ranks of its operands",
+                           "pass arrays made with NumPy, or call grad(f) on arguments")
+        loops = [r - len(core) for r, core in zip(ranks, ins)]
+        lead = max(loops)
+        if min(loops) < 0 or lead > 1 or any(k not in (0, lead) for k in loops):
+            raise self.err(node, f"s2sad runs the gufunc `{name}` on operands with at most one leading axis beyond "
+                                 "the core axes of its layout, that axis the same for all that have it",
+                           "reshape the operands to (n, *core), or loop over them")
+        sizes: dict = {}
+        for a, core, k in zip(args, ins, loops):
+            if any(d not in sizes for d in core):
+                shape = self.prim(out, "shape", (a,), hint="shape")
+                for axis, d in enumerate(core):
+                    sizes.setdefault(d, self.emit(out, self.temp(f"{d}_dim"), Load(shape, (Const(k + axis),))))
+        if any(d not in sizes for core in outs for d in core):
+            raise self.err(node, f"an output axis of the gufunc `{name}` is named by no input, so its length is "
+                                 "not known", "call it with an output argument of your own, outside s2sad")
+
+        declared = _gufunc_operand_types(fn)
+        as_array = [not core and (declared is None or hasattr(declared[i], "ndim")) for i, core in enumerate(ins)]
+
+        def one_item(v, body):  # a `()` operand declared an array (`intp[:]`): an array of one item
+            return self.prim(body, "expand_dims_any", (v, Const(0)), hint="item")
+
+        def made_outputs(body, extra=()):
+            return [self.prim(body, "zeros", (self.prim(body, "make_tuple", (*extra, *(sizes[d] for d in core)),
+                                                        hint="dims"),), hint=f"{name}_out")
+                    if core or extra else self.prim(body, "zeros", (Const(1),), hint=f"{name}_out") for core in outs]
+
+        call = node.with_changes(args=[])
+        fixed = [one_item(a, out) if wrap and not k else a for a, wrap, k in zip(args, as_array, loops)]
+        if not lead:
+            made = made_outputs(out)
+            self.inline(call, code, fixed + made, out, None)
+            results = [m if core else self.emit(out, self.temp(name), Load(m, (Const(0),))) for m, core in zip(made, outs)]
+        else:
+            n = self.prim(out, "len", (args[loops.index(1)],), hint="n")
+            results = made_outputs(out, (n,))
+            counter = self.names.fresh("k")
+            self.ints.add(counter)
+            body: list = []
+            with self.inside_loop():
+                items = [self.emit(body, self.temp(f"{a.name}_row"), Load(a, (Var(counter),))) if k else f
+                         for a, f, k in zip(args, fixed, loops)]
+                items = [one_item(v, body) if k and wrap else v for v, wrap, k in zip(items, as_array, loops)]
+                made = made_outputs(body)
+                self.inline(call, code, items + made, body, None)
+                for r, m, core in zip(results, made, outs):
+                    value = m if core else self.emit(body, self.temp(name), Load(m, (Const(0),)))
+                    body.append(Store(r.name, (Var(counter),), value, self.loc))
+            out.append(For(counter, Const(0), n, Const(1), body, self.loc))
+        value = results[0] if len(results) == 1 else tuple(results)
+        return self.emit(out, target, Copy(value)) if target is not None and len(results) == 1 else value
 
     def isscalar_call(self, node, out, target):
         """`np.isscalar(H)`: decided when the code is generated for numbers, containers and arrays (filterpy's
@@ -2478,8 +2581,12 @@ class Lowerer:
             return self.emit(out, target or self.temp("array"), Prim(rule, (items,), (), spelled))
         if fn is np.array and len(node.args) == 1 and is_tree(items) and any(is_tree(i) for i in items):
             return self.nested_array(node, items, out, target, as_float)
+        if isinstance(items, (tuple, list)) and fn is not np.array:  # `np.concatenate(([0.0], np.cumsum(x)))`
+            items = [self.nested_array(node, i, out, None) if _numbers_tree(i) else i for i in items]
         if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
-            raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)")
+            raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)",
+                           "an item may also be a list of numbers, `[0.0]`" if isinstance(items, (tuple, list))
+                           else "")
         axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]
         axis = self.expr(axis_nodes[0], out) if axis_nodes else Const(0)
         if fn is np.array:
@@ -3428,6 +3535,9 @@ class Lowerer:
         if fn is not _NOT_STATIC and _output_argument(call, fn) is not None:
             self.value(call, out)  # `np.sqrt(d, d)`: it writes into `d`
             return
+        if fn is not _NOT_STATIC and _gufunc_layout(fn) is not None:  # `move_mean(x, 3, out)`: refused there
+            self.value(call, out)
+            return
         if fn is not _NOT_STATIC and self.runs_as_written(fn) and self.builtin_name(fn) not in BUILTIN_HINTS:
             value = self.opaque_call(call, fn, out, None, effect=True)
             out.append(Effect(out.pop().value, self.loc))  # the call opaque_call emitted, without a result
@@ -3562,6 +3672,10 @@ class Lowerer:
         name = getattr(fn, "__name__", None)
         if name is None:  # a callable object
             what = cst.Module([]).code_for_node(node.func)
+            if type(fn).__name__ == "StencilFunc":
+                return self.message_at(node, f"`{what}` is a numba @stencil, which s2sad does not differentiate",
+                                       "write its loop out: `out = np.zeros_like(a)`, then `out[i, j] = ...` over "
+                                       "the interior, reading `a[i, j + 1]` for the stencil's `a[0, 1]`")
             return self.message_at(node, f"no derivative rule for `{what}`, a {type(fn).__name__} object", HINT_RULE)
         if self.builtin_name(fn):
             return self.message_at(node, f"the builtin `{name}` has no derivative rule",
@@ -3949,6 +4063,36 @@ def is_tree(value) -> bool:
     return isinstance(value, (tuple, list, dict))
 
 
+def _gufunc_layout(fn) -> tuple[list, list] | None:
+    """The core axes of a numba gufunc's inputs and outputs, from its layout `(n),()->(n)`; None for other objects."""
+    layout = getattr(fn, "signature", None)
+    if type(fn).__name__ != "GUFunc" or not isinstance(layout, str) or "->" not in layout:
+        return None
+
+    def operands(part):
+        return [tuple(d.strip() for d in group.split(",") if d.strip()) for group in re.findall(r"\(([^)]*)\)", part)]
+
+    ins, outs = layout.replace(" ", "").split("->")
+    return operands(ins), operands(outs)
+
+
+def _gufunc_operand_types(fn) -> tuple | None:
+    """The numba types a gufunc's first signature declares for its operands (a `()` operand may be declared a
+    number, `float64`, or an array of one item, `intp[:]`), or None where numba keeps them elsewhere."""
+    try:
+        return tuple(fn.gufunc_builder._sigs[0].args)
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def _numbers_tree(value) -> bool:
+    """A non-empty static list/tuple (rows of them) of numbers: what NumPy makes an array of where it wants one."""
+    if not isinstance(value, (tuple, list)) or not value:
+        return False
+    leaves = flatten(value)[0]
+    return all(isinstance(a, Var) or isinstance(a, Const) and type(a.value) in (int, float, bool) for a in leaves)
+
+
 def _is_none(value) -> bool:
     if isinstance(value, StaticRef):
         return value.obj is None
@@ -4256,8 +4400,14 @@ def _output_argument(call: cst.Call, fn) -> cst.Arg | None:
         if a.keyword is not None and a.keyword.value == "out":
             return a
     positional = [a for a in call.args if a.keyword is None and not a.star]
-    inputs = fn.nin if isinstance(fn, np.ufunc) else _OUT_AFTER.get(fn)
+    inputs = fn.nin if isinstance(fn, np.ufunc) or _numba_ufunc(fn) else _OUT_AFTER.get(fn)
     return positional[inputs] if inputs is not None and len(positional) > inputs else None
+
+
+def _numba_ufunc(fn) -> bool:
+    """A `@numba.vectorize` function, a ufunc of numba's: `f(x, y, out)` writes into `out`, as NumPy's do."""
+    return isinstance(getattr(getattr(fn, "_dispatcher", None), "py_func", None), types.FunctionType) \
+        and _gufunc_layout(fn) is None and isinstance(getattr(fn, "nin", None), int)
 
 
 _OUT_AFTER = {np.dot: 2, np.clip: 3}  # NumPy functions (not ufuncs) whose output argument may come by position

@@ -47,11 +47,11 @@ def test_errors_are_located_with_libcst_public_resolve_too(monkeypatch):
 def test_call_without_rule_suggests_custom_rules():
     with pytest.raises(s2sad.UnsupportedError) as info:
         s2sad.grad(bad_functions.calls_unknown)(1.0)
-    text = _located(info, 0, "np.sinc(y)")
-    assert "no derivative rule for `sinc`" in text and "custom_jvp" in text
+    text = _located(info, 0, "np.i0(y)")
+    assert "no derivative rule for `i0`" in text and "custom_jvp" in text
     col = int(re.match(r".*?:\d+:(\d+):", text).group(1))
     assert Path(bad_functions.__file__).read_text().splitlines()[int(re.match(r".*?:(\d+):", text).group(1)) - 1][
-        col - 1:].startswith("np.sinc")
+        col - 1:].startswith("np.i0")
 
 
 def test_print_statement_runs_as_written(capsys):

@@ -1806,3 +1806,80 @@ def _mse_einsum(a, y):  # HoshiMeisa/NumPy-CNN's MSELoss: `optimize=True` tunes 
 def test_einsum_takes_and_ignores_its_optimize_keyword(backend):
     a, y = np.array([[0.3, -1.2], [0.5, 2.0]]), np.array([[1.0, 0.2], [-0.4, 0.1]])
     assert_close(s2sad.grad(_mse_einsum, backend=backend)(a, y), (a - y) / 2 + np.ones((2, 2)) @ y)
+
+
+# ---- @guvectorize kernels (numba's movemean example, numbagg-style), called as NumPy calls a gufunc --------------
+
+@numba.guvectorize(["void(float64[:], intp[:], float64[:])"], "(n),()->(n)")
+def _running_mean(a, window_arr, out):  # a `()` operand arrives as an array of one item
+    window = window_arr[0]
+    total = 0.0
+    for i in range(len(a)):
+        total += a[i]
+        if i >= window:
+            total -= a[i - window]
+        out[i] = total / min(i + 1, window)
+
+
+@numba.guvectorize(["void(float64[:], float64[:], float64, float64[:])"], "(n),(n),()->()")
+def _weighted_sq(x, w, scale, res):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += w[i] * x[i] * x[i]
+    res[0] = scale * acc
+
+
+def _smoothed_energy(series, w, scale):
+    return np.sum(_running_mean(series, 3) ** 2) + np.sum(_weighted_sq(series, w, scale)) + _weighted_sq(w, w, 0.5)
+
+
+def test_a_guvectorize_function_runs_on_the_core_of_each_row(backend):
+    rng = np.random.default_rng(11)
+    series, w = rng.normal(size=(2, 6)), rng.uniform(0.5, 1.5, size=6)
+    args = (series, w, 0.7)
+    assert_close(s2sad.value_and_grad(_smoothed_energy, backend=backend)(*args)[0], _smoothed_energy(*args),
+                 rtol=1e-12)
+    for k, g in enumerate(s2sad.grad(_smoothed_energy, argnums=(0, 1, 2), backend=backend)(*args)):
+        assert_close(g, fd_grad(_smoothed_energy, args, k))
+
+
+def test_a_guvectorize_function_given_its_output_argument_is_refused_with_the_numpy_call_to_write():
+    def f(x):
+        out = np.zeros_like(x)
+        _running_mean(x, 2, out)
+        return np.sum(out)
+
+    with pytest.raises(s2sad.UnsupportedError, match="is a @guvectorize function") as err:
+        s2sad.grad(f, backend="python")(np.ones(4))
+    assert "_running_mean(x, 2, out)" in str(err.value) and "y = f(x)" in str(err.value)
+
+
+@numba.vectorize([numba.float64(numba.float64, numba.float64)])
+def _cubic_wave(x, y):
+    return math.pow(x, 3.0) + 4.0 * math.sin(y)
+
+
+def _filled_by_a_ufunc(x, y):  # ENCCS-style @vectorize kernel given its output array by position
+    res = np.zeros_like(x)
+    _cubic_wave(x, y, res)
+    return np.sum(res * x)
+
+
+def test_a_vectorize_function_writes_into_an_output_given_by_position(backend):
+    x, y = np.array([1.0, 2.0, -0.5]), np.array([0.3, 0.4, 1.1])
+    for k, g in enumerate(s2sad.grad(_filled_by_a_ufunc, argnums=(0, 1), backend=backend)(x, y)):
+        assert_close(g, fd_grad(_filled_by_a_ufunc, (x, y), k))
+
+
+@numba.stencil
+def _four_neighbours(a):
+    return 0.25 * (a[0, 1] + a[1, 0] + a[0, -1] + a[-1, 0])
+
+
+def test_a_numba_stencil_is_refused_at_its_call_with_the_loop_to_write():
+    def f(a):
+        return np.sum(_four_neighbours(a) ** 2)
+
+    with pytest.raises(s2sad.UnsupportedError, match="is a numba @stencil") as err:
+        s2sad.grad(f, backend="python")(np.ones((3, 4)))
+    assert "_four_neighbours(a)" in str(err.value) and "a[i, j + 1]" in str(err.value)

@@ -239,3 +239,176 @@ def test_compiled_stand_ins_match_scipy():
                 norm.logpdf(x, 0.3, 2.0), sp.logsumexp(x[:6]), sp.logsumexp(x[:6].reshape(2, 3), 1))
     for got, want in zip(compiled(x, p), expected):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+
+
+# ---- spellings from public numba kernels that were refused: np.interp of a table, np.nansum, a list of
+# numbers among the arrays np.concatenate joins, np.ndim(x) of a number ---------------------------------------
+
+def _table_energy(x, knots, values):  # a tabulated potential read at run-time positions, some beyond the table
+    return np.sum(np.sin(np.interp(x, knots, values)) + 0.5 * np.interp(x, knots, values, left=0.0, right=1.0))
+
+
+def _table_value(x, values):
+    return np.interp(x, np.array([0.0, 0.5, 1.5, 2.0]), values) ** 2
+
+
+def test_np_interp_differentiates_in_the_points_the_knots_and_the_values(backend):
+    x = np.array([[-0.4, 0.3, 0.9], [1.4, 2.2, 2.9]])
+    knots, values = np.array([0.0, 0.6, 1.1, 2.0, 2.6]), np.array([0.2, -0.5, 0.9, 1.3, 0.4])
+    grads = s2sad.grad(_table_energy, argnums=(0, 1, 2), backend=backend)(x, knots, values)
+    for k, g in enumerate(grads):
+        assert_close(g, fd_grad(_table_energy, (x, knots, values), k))
+    assert grads[0][0, 0] == 0.0 and grads[0][1, 2] == 0.0  # flat beyond the table, as NumPy's values are
+    assert_close(s2sad.value_and_grad(_table_value, argnums=(0, 1), backend=backend)(1.2, values[:4])[0],
+                 _table_value(1.2, values[:4]), rtol=1e-12)
+    for k, g in enumerate(s2sad.grad(_table_value, argnums=(0, 1), backend=backend)(1.2, values[:4])):
+        assert_close(g, fd_grad(_table_value, (1.2, values[:4]), k))
+
+
+def _masked_chi2(mu, y, s):  # missing observations are nan; np.nansum and np.nanmean leave them out
+    return np.sum(np.nansum(((y - mu) / s) ** 2, axis=0)) + np.nansum(y * mu) + np.sum(np.nanmean(y * s, axis=1))
+
+
+def test_np_nansum_and_nanmean_leave_nan_items_out_of_the_value_and_the_gradient(backend):
+    y = np.array([[0.3, np.nan, 1.1], [0.7, 0.2, np.nan]])
+    mu, s = np.array([0.1, 0.4, 0.9]), np.array([[1.0, 2.0, 0.5], [1.5, 1.0, 2.0]])
+    value, grads = s2sad.value_and_grad(_masked_chi2, argnums=(0, 1, 2), backend=backend)(mu, y, s)
+    assert_close(value, _masked_chi2(mu, y, s), rtol=1e-12)
+    for k, g in enumerate(grads):
+        assert np.all(np.isfinite(g))
+        assert_close(g, fd_grad(_masked_chi2, (mu, y, s), k))
+    assert grads[1][0, 1] == 0.0 and grads[2][1, 2] == 0.0
+
+
+def _normalized_cumulative_trapezoid(f, x, w0):  # tardis-style: the integral from x[0], 0 first
+    integ = (np.diff(x) * (f[1:] + f[:-1]) / 2.0).cumsum()
+    cdf = np.concatenate(([0], integ / integ[-1]))
+    return np.sum(np.hstack(([1.0, w0], cdf)) * np.arange(1.0, 8.0))
+
+
+def test_a_list_of_numbers_among_the_arrays_np_concatenate_joins(backend):
+    f, x = np.array([1.0, 1.3, 0.8, 0.5, 0.9]), np.array([0.0, 0.4, 1.0, 1.3, 2.0])
+    grads = s2sad.grad(_normalized_cumulative_trapezoid, argnums=(0, 1, 2), backend=backend)(f, x, 0.3)
+    for k, g in enumerate(grads):
+        assert_close(g, fd_grad(_normalized_cumulative_trapezoid, (f, x, 0.3), k))
+
+
+def _norm2_any(x):
+    if np.ndim(x) == 0:
+        return x * x
+    return np.sum(x * x)
+
+
+def test_np_ndim_of_a_number_is_decided_as_x_ndim_is(backend):
+    assert_close(s2sad.grad(_norm2_any, backend=backend)(0.7), 1.4, rtol=1e-12)
+    assert_close(s2sad.grad(_norm2_any, backend=backend)(np.array([0.7, -0.2])), [1.4, -0.4], rtol=1e-12)
+
+
+def _pair_energy_in_shell(r, y, cut):  # masks combined with `&`, `|`, `^` and `~`, as NumPy code writes them
+    shell = (r > 0.5) & (r < cut)
+    shell |= r > 2.5
+    seen = ~np.isnan(y)
+    seen &= ~(shell ^ (y > 0.0))
+    return np.sum(1.0 / r[shell] ** 6) + np.sum((y[seen] - r[seen]) ** 2) + (5 & 3) * np.sum(r[~shell])
+
+
+def test_masks_combine_with_bitwise_operators(backend):
+    r, y = np.array([0.3, 0.8, 1.4, 2.0, 2.7]), np.array([0.5, np.nan, 1.0, -0.4, 2.0])
+    grads = s2sad.grad(_pair_energy_in_shell, argnums=(0, 1), backend=backend)(r, y, 1.8)
+    for k, g in enumerate(grads):
+        assert_close(g, fd_grad(_pair_energy_in_shell, (r, y, 1.8), k))
+
+
+def test_a_bitwise_operator_on_a_float_is_refused_at_its_line():
+    def f(x):
+        return (x | 2) * x
+
+    with pytest.raises(s2sad.UnsupportedError, match=r"operator `\|` is not supported on floats") as err:
+        s2sad.grad(f, backend="python")(1.5)
+    assert "x | 2" in str(err.value) and "booleans and ints" in str(err.value)
+
+
+# ---- NumPy functions s2sad writes out with others that have rules (rules/inlined.py) -----------------
+
+
+def _elementwise_spellings(x):
+    return np.sum(np.fabs(x) * np.rad2deg(x) + np.degrees(x) * np.sinc(x) + np.real(x) ** 2 + np.imag(x))
+
+
+def _integrals(y, t, c):
+    return (np.trapezoid(y[0] ** 2, t) + np.sum(np.trapezoid(y, dx=0.5, axis=0)) + np.sum(np.polyval(c, t))
+            + np.polyval(c, 0.3))
+
+
+def _vectors(a, b):
+    n = np.cross(a, b)
+    return np.sum(n * n) + np.sum(np.column_stack((a[:, 0], b)) ** 2) + np.sum(np.ediff1d(a) ** 2)
+
+
+def _order_statistics(x, m):
+    ranked = np.sort(x)
+    return (np.sum(ranked * np.arange(x.shape[0])) + np.median(x) + np.median(x[1:]) + np.sum(np.ptp(m, axis=0))
+            + np.ptp(x))
+
+
+def _weighted(a, w):
+    return (np.average(a, weights=w) + np.sum(np.average(a, axis=0, weights=w) ** 2) + np.average(a[0])
+            + np.sum(np.take(a, np.array([0, 2])) ** 2) + np.sum(np.take(a, np.array([1, 0]), axis=1) * w[:, :2]))
+
+
+def _quarter_turns(m):
+    weights = np.arange(m.size, dtype=np.float64).reshape(m.shape)
+    return np.sum(weights * (np.flipud(m) + np.fliplr(m) + np.rot90(m, 2) + np.rot90(m.T, 1).T + np.rot90(m.T, -1).T
+                             + np.rot90(m.T, 3).T))
+
+
+def _statistics_of_items(x, m):
+    return (np.nanmax(m) + np.sum(np.nanmin(m, axis=1)) + np.quantile(x, 0.3) + np.percentile(m[1], 75.0) + np.median(m[1])
+            + np.sum(np.gradient(x, 0.5) ** 2) + np.sum(np.gradient(x) * x))
+
+
+def _grids_and_norms(x, y):
+    gx, gy = np.meshgrid(x, y)
+    ix, iy = np.meshgrid(x, y, indexing="ij")
+    close = 1.0 if np.allclose(x[:2], y[:2]) else 2.0
+    return (np.sum(gx * gy ** 2) + np.sum(ix ** 2 * iy) + np.sum(np.vecdot(gx, gy)) * close
+            + np.linalg.vector_norm(x) + np.sum(np.diagflat(y) ** 2) + np.sum(np.where(np.isclose(x[:2], y[:2]), 0.0, x[:2])))
+
+
+def _without_nans(m, v):
+    return (np.nanvar(m) + np.sum(np.nanstd(m, axis=0)) + np.nanprod(m[1]) + np.sum(np.nancumsum(m) * np.arange(6.0))
+            + np.sum(np.dstack((v, v * v)) ** 2) + np.sum(np.take_along_axis(m, np.array([[0, 2], [1, 1]]), axis=1) ** 2)
+            + np.sum(np.take_along_axis(v, np.array([2, 0]), axis=0)) + np.sum(np.angle(v) * v)
+            + np.linalg.matrix_norm(m[:, ::2]))
+
+
+WRITTEN_OUT = [
+    (_elementwise_spellings, (np.array([0.3, -1.2, 0.0, 2.0]),)),
+    (_integrals, (np.array([[0.2, 0.5, -0.3, 1.0], [0.1, -0.4, 0.8, 0.6]]), np.array([0.0, 0.4, 1.1, 1.5]),
+                  np.array([0.5, -1.0, 2.0]))),
+    (_vectors, (np.array([[0.2, 0.5, -0.3], [1.0, 0.1, -0.4]]), np.array([[0.8, 0.6, 0.3], [-0.2, 0.7, 0.9]]))),
+    (_order_statistics, (np.array([0.3, -1.2, 0.8, 2.0, -0.1]), np.array([[0.2, 0.5, -0.3], [1.0, 0.1, -0.4]]))),
+    (_weighted, (np.array([[0.2, 0.5, -0.3], [1.0, 0.1, -0.4]]), np.array([[1.0, 2.0, 0.5], [0.3, 1.5, 2.5]]))),
+    (_quarter_turns, (np.array([[0.2, 0.5, -0.3], [1.0, 0.1, -0.4], [0.7, -0.8, 0.9]]),)),
+    (_statistics_of_items, (np.array([0.3, -1.2, 0.8, 2.0, -0.1]), np.array([[0.2, np.nan, -0.3], [1.0, 0.1, -0.4]]))),
+    (_grids_and_norms, (np.array([0.3, -1.2, 0.8]), np.array([0.5, 1.1]))),
+    (_without_nans, (np.array([[0.2, np.nan, -0.3], [1.0, 0.1, -0.4]]), np.array([0.3, -1.2, 0.8]))),
+]
+
+
+@pytest.mark.parametrize("fn, args", WRITTEN_OUT, ids=[f.__name__.strip("_") for f, _ in WRITTEN_OUT])
+def test_numpy_functions_written_out_with_ruled_ones(fn, args, backend):
+    argnums = tuple(range(len(args)))
+    grads = s2sad.grad(fn, argnums=argnums, backend=backend)(*args)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(fn, args, i))
+
+
+def _middle(v):
+    return np.median(v) + np.quantile(v, 0.5)
+
+
+def test_a_median_or_quantile_of_items_with_a_nan_is_nan_as_in_numpy(backend):
+    x = np.array([0.3, np.nan, -1.2])
+    value, _ = s2sad.value_and_grad(_middle, backend=backend)(x)
+    assert np.isnan(value) and np.isnan(_middle(x))

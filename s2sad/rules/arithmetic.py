@@ -89,3 +89,8 @@ alias("matmul", np.matmul)
 
 for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "not", "and", "or"):
     nondiff(name=_key, operator=_key)
+# `&`, `|`, `^`, `~`: combine boolean masks (`(r > 0) & (r < cut)`, `y[~np.isnan(y)]`), or the bits of ints
+nondiff(np.bitwise_and, name="bitand", operator="bitand")
+nondiff(np.bitwise_or, name="bitor", operator="bitor")
+nondiff(np.bitwise_xor, name="bitxor", operator="bitxor")
+nondiff(np.invert, name="invert", operator="invert")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from s2sad.rules import FAMILIES, FAMILY_OF, load_optional, registry
+from s2sad.rules import FAMILIES, FAMILY_OF, inlined, load_optional, registry
 
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 HELPERS = "Runtime helpers (generated code)"
@@ -39,6 +39,7 @@ def markdown() -> str:
 
     joined = ", ".join(f"np.{f.__name__}" for f in SEQUENCE_CALLS)
     rows.append(f"| Joining and splitting (lowered to the rules above) | {joined} |  |")
+    rows.append(f"| Written out with the rules above (rules/inlined.py) | {', '.join(inlined.spelled())} |  |")
     methods = ", ".join([f"x.{m}()" for m in METHODS] + ["x.astype(float)", "x.astype(np.float32)"] + [f"x.{a}" for a in ATTRIBUTES])
     rows.append(f"| Array methods and attributes (same rules as the functions) | {methods} |  |")
     own = [r for r in registry.all_rules() if r.name in FAMILY_OF]

@@ -1,7 +1,11 @@
 """Library functions s2sad inlines as Python written with NumPy functions that have rules.
 
 np.linalg.matrix_power (a constant power) and multi_dot are products written out; np.append is
-np.concatenate.
+np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.nansum and
+np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
+the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
+last, makes them nan, as in NumPy). Flips, quarter turns, np.take and np.take_along_axis are views and
+index reads; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -88,8 +92,315 @@ def append(arr, values, axis=None):
     return np.concatenate((arr, np.array(values)), axis=axis)
 
 
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """np.interp: the segment of `xp` that holds x, found by np.searchsorted, then the straight line between its
+    ends. Beyond xp[0] and xp[-1] the position along the segment is clipped, so x there takes fp's first or last
+    value (or `left`, `right`) and gets no gradient, as in NumPy."""
+    if period is not None:
+        raise NotImplementedError("s2sad: np.interp with period=")
+    if np.ndim(x) > 1:  # numba gathers with 1-D index arrays
+        return np.reshape(_interp_segments(np.ravel(x), xp, fp, left, right), np.shape(x))
+    return _interp_segments(x, xp, fp, left, right)
+
+
+def _interp_segments(x, xp, fp, left, right):
+    j = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, len(xp) - 2)
+    x0 = xp[j]
+    f0 = fp[j]
+    t = np.clip((x - x0) / (xp[j + 1] - x0), 0.0, 1.0)
+    y = f0 + t * (fp[j + 1] - f0)
+    if left is not None:
+        y = np.where(x < xp[0], left, y)
+    if right is not None:
+        y = np.where(x > xp[-1], right, y)
+    return y
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nansum: nan items count as zero. Written with np.isnan, so that s2sad sees the function test for nan,
+    and the zero cotangent of a nan item meets no 0 * nan on its way back."""
+    if dtype is not None or out is not None:
+        raise NotImplementedError("s2sad: np.nansum with dtype= or out=")
+    return np.sum(np.where(np.isnan(a), 0.0, a), axis=axis, keepdims=keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nanmean: the mean of the items that are not nan."""
+    if dtype is not None or out is not None:
+        raise NotImplementedError("s2sad: np.nanmean with dtype= or out=")
+    kept = ~np.isnan(a)
+    return np.sum(np.where(kept, a, 0.0), axis=axis, keepdims=keepdims) / np.sum(kept, axis=axis, keepdims=keepdims)
+
+
+def fabs(x):
+    return np.abs(x)
+
+
+def rad2deg(x):
+    return x * (180.0 / np.pi)
+
+
+def sinc(x):
+    """np.sinc: sin(pi x) / (pi x), and 1 at 0 (where its slope is 0)."""
+    z = np.pi * np.where(x == 0.0, 1.0, x)
+    return np.where(x == 0.0, 1.0, np.sin(z) / z)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """np.trapezoid (np.trapz): the sum of the trapezoids between neighbours along `axis`."""
+    y = np.moveaxis(y, axis, -1)
+    mid = (y[..., 1:] + y[..., :-1]) * 0.5
+    if x is None:
+        return np.sum(mid, axis=-1) * dx
+    return np.sum(mid * np.diff(x), axis=-1)
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """np.cross of 3-vectors along the last axis."""
+    if axisa != -1 or axisb != -1 or axisc != -1 or axis is not None:
+        raise NotImplementedError("s2sad: np.cross along an axis other than the last")
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
+
+
+def polyval(p, x):
+    """np.polyval by Horner's rule: p[0] is the highest power's coefficient."""
+    y = p[0] + 0.0 * x
+    for i in range(1, len(p)):
+        y = y * x + p[i]
+    return y
+
+
+def sort(a, axis=-1, kind=None, order=None, stable=None):
+    """np.sort of a 1-D array: the items taken in np.argsort's order (their gradients go back to where
+    each item came from)."""
+    if np.ndim(a) != 1 or (axis != -1 and axis != 0):
+        raise NotImplementedError("s2sad: np.sort of an array of more than one axis")
+    return a[np.argsort(a)]
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    if axis is not None or out is not None or keepdims:
+        raise NotImplementedError("s2sad: np.median with axis=, out= or keepdims=")
+    s = sort(np.ravel(a))
+    n = s.shape[0]
+    return np.where(np.isnan(s[n - 1]), np.nan, 0.5 * (s[(n - 1) // 2] + s[n // 2]))  # nan sorts last
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    if out is not None:
+        raise NotImplementedError("s2sad: np.ptp with out=")
+    return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    if returned:
+        raise NotImplementedError("s2sad: np.average with returned=True")
+    if weights is None:
+        return np.mean(a, axis=axis, keepdims=keepdims)
+    if axis is not None and np.ndim(weights) == 1 and np.ndim(a) > 1:
+        raise NotImplementedError("s2sad: np.average with 1-D weights along one axis of a larger array")
+    return np.sum(a * weights, axis=axis, keepdims=keepdims) / np.sum(weights * np.ones_like(a), axis=axis,
+                                                                      keepdims=keepdims)
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    if out is not None or mode != "raise":
+        raise NotImplementedError("s2sad: np.take with out= or mode=")
+    if axis is None:
+        return np.ravel(a)[indices]
+    return np.moveaxis(np.moveaxis(a, axis, 0)[indices], 0, axis)
+
+
+def flipud(m):
+    return m[::-1]
+
+
+def fliplr(m):
+    return m[:, ::-1]
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """np.rot90 of the first two axes: k quarter turns counterclockwise."""
+    if len(axes) != 2 or axes[0] != 0 or axes[1] != 1:
+        raise NotImplementedError("s2sad: np.rot90 with axes other than (0, 1)")
+    k = k % 4
+    if k == 0:
+        return m[:, :]
+    if k == 1:
+        return np.swapaxes(m, 0, 1)[::-1]
+    if k == 2:
+        return m[::-1, ::-1]
+    return np.swapaxes(m[::-1], 0, 1)
+
+
+def real(val):
+    return val
+
+
+def imag(val):
+    return np.zeros_like(val)
+
+
+def column_stack(tup):
+    return np.concatenate([np.reshape(t, (-1, 1)) if np.ndim(t) == 1 else t for t in tup], axis=1)
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    if to_end is not None or to_begin is not None:
+        raise NotImplementedError("s2sad: np.ediff1d with to_end= or to_begin=")
+    flat = np.ravel(ary)
+    return flat[1:] - flat[:-1]
+
+
+
+
+def nanmax(a, axis=None, out=None, keepdims=False):
+    """np.nanmax: the max of the items that are not nan."""
+    if out is not None:
+        raise NotImplementedError("s2sad: np.nanmax with out=")
+    return np.max(np.where(np.isnan(a), -np.inf, a), axis=axis, keepdims=keepdims)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False):
+    if out is not None:
+        raise NotImplementedError("s2sad: np.nanmin with out=")
+    return np.min(np.where(np.isnan(a), np.inf, a), axis=axis, keepdims=keepdims)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
+    """np.quantile of all items (NumPy's default method): the sorted items' values at position q * (n - 1),
+    interpolated between the two neighbours."""
+    if axis is not None or out is not None or keepdims or method != "linear" or np.ndim(q) != 0:
+        raise NotImplementedError("s2sad: np.quantile of one q over all items, method='linear'")
+    s = sort(np.ravel(a))
+    at = q * (s.shape[0] - 1)
+    below = int(np.floor(at))
+    above = min(below + 1, s.shape[0] - 1)
+    return np.where(np.isnan(s[-1]), np.nan, s[below] + (at - below) * (s[above] - s[below]))  # nan sorts last
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
+    return quantile(a, q / 100.0, axis, out, overwrite_input, method, keepdims)
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """np.gradient of a 1-D array with a constant spacing: central differences inside, one-sided at the ends."""
+    if np.ndim(f) != 1 or axis is not None or edge_order != 1 or len(varargs) > 1:
+        raise NotImplementedError("s2sad: np.gradient of a 1-D array with one constant spacing")
+    h = varargs[0] if len(varargs) == 1 else 1.0
+    inner = (f[2:] - f[:-2]) / (2.0 * h)
+    return np.concatenate((np.reshape((f[1] - f[0]) / h, (1,)), inner, np.reshape((f[-1] - f[-2]) / h, (1,))))
+
+
+def meshgrid(x, y, indexing="xy"):
+    """np.meshgrid of two 1-D arrays: each broadcast over the other's axis."""
+    if indexing == "xy":
+        return np.ones((y.shape[0], 1)) * x, np.reshape(y, (-1, 1)) * np.ones(x.shape[0])
+    return np.reshape(x, (-1, 1)) * np.ones(y.shape[0]), np.ones((x.shape[0], 1)) * y
+
+
+def vecdot(x1, x2, axis=-1):
+    return np.sum(x1 * x2, axis=axis)
+
+
+def vector_norm(x, axis=None, keepdims=False, ord=2):
+    return np.linalg.norm(x if axis is not None else np.ravel(x), ord=ord, axis=axis, keepdims=keepdims)
+
+
+def diagflat(v, k=0):
+    return np.diag(np.ravel(v), k)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if equal_nan:
+        raise NotImplementedError("s2sad: np.isclose with equal_nan=True")
+    return np.abs(a - b) <= atol + rtol * np.abs(b)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(np.all(isclose(a, b, rtol, atol, equal_nan)))
+
+
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanvar: the variance of the items that are not nan."""
+    if dtype is not None or out is not None:
+        raise NotImplementedError("s2sad: np.nanvar with dtype= or out=")
+    kept = ~np.isnan(a)
+    count = np.sum(kept, axis=axis, keepdims=True)
+    centered = np.where(kept, a - np.sum(np.where(kept, a, 0.0), axis=axis, keepdims=True) / count, 0.0)
+    return np.sum(centered * centered, axis=axis, keepdims=keepdims) / (np.sum(kept, axis=axis, keepdims=keepdims) - ddof)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanstd; where the variance is 0 (one item), its derivative is 0, as np.std's rule makes it."""
+    v = nanvar(a, axis, dtype, out, ddof, keepdims)
+    positive = v > 0.0
+    return np.where(positive, np.sqrt(np.where(positive, v, 1.0)), 0.0)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
+    if dtype is not None or out is not None:
+        raise NotImplementedError("s2sad: np.nanprod with dtype= or out=")
+    return np.prod(np.where(np.isnan(a), 1.0, a), axis=axis, keepdims=keepdims)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    if dtype is not None or out is not None:
+        raise NotImplementedError("s2sad: np.nancumsum with dtype= or out=")
+    return np.cumsum(np.where(np.isnan(a), 0.0, a), axis=axis)
+
+
+def dstack(tup):
+    return np.concatenate([np.reshape(t, (1, -1, 1)) if np.ndim(t) == 1 else
+                           (np.reshape(t, t.shape + (1,)) if np.ndim(t) == 2 else t) for t in tup], axis=2)
+
+
+def take_along_axis(arr, indices, axis=-1):
+    """np.take_along_axis of a 1-D or 2-D array."""
+    if np.ndim(arr) == 1:
+        return arr[indices]
+    if np.ndim(arr) != 2:
+        raise NotImplementedError("s2sad: np.take_along_axis of an array of more than two axes")
+    if axis in (1, -1):  # row by row: numba indexes with one array at a time
+        out = np.empty(indices.shape)
+        for i in range(indices.shape[0]):
+            out[i] = arr[i][indices[i]]
+        return out
+    return take_along_axis(arr.T, indices.T, 1).T
+
+
+def angle(z, deg=False):
+    """np.angle of real numbers: 0 or pi, a step whose derivative is zero."""
+    half_turn = 180.0 if deg else np.pi
+    return np.where(z < 0, half_turn, 0.0) + 0.0 * z
+
+
+def matrix_norm(x, keepdims=False, ord="fro"):
+    if ord != "fro":
+        raise NotImplementedError("s2sad: np.linalg.matrix_norm other than ord='fro'")
+    return np.sqrt(np.sum(x * x, axis=(-2, -1), keepdims=keepdims))
+
+
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
-_NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append}
+_NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
+          np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanprod: nanprod,
+          np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
+          np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
+          np.quantile: quantile, np.percentile: percentile, np.ptp: ptp, np.average: average, np.take: take,
+          np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr, np.rot90: rot90, np.real: real,
+          np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
+          np.gradient: gradient, np.meshgrid: meshgrid, np.diagflat: diagflat, np.isclose: isclose,
+          np.allclose: allclose}
+# NumPy 2's spellings, where this NumPy has them (np.trapz is NumPy 1's)
+_NUMPY.update({getattr(np, name, None): fn for name, fn in (("trapezoid", trapezoid), ("trapz", trapezoid),
+                                                           ("vecdot", vecdot))})
+_NUMPY.update({getattr(np.linalg, name, None): fn for name, fn in (("vector_norm", vector_norm),
+                                                                  ("matrix_norm", matrix_norm))})
+_NUMPY.pop(None, None)
 
 
 def stand_in(fn):
@@ -101,3 +412,9 @@ def stand_in(fn):
         return _NUMPY.get(fn)
     except TypeError:  # not hashable
         return None
+
+
+def spelled() -> list[str]:
+    """How users write the functions written out here, for the README's table of supported functions."""
+    numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
+    return sorted(numpy) + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]
