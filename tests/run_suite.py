@@ -25,7 +25,7 @@ ROOT = TESTS.parent
 
 # Modules whose compiles outgrow one process's share of memory, split into this many parts (by item
 # number, so each part has every kind of case).
-PARTS = {"test_rules.py": 12, "test_runtime_layouts.py": 3, "test_real_code.py": 5}
+PARTS = {"test_rules.py": 12, "test_runtime_layouts.py": 3, "test_real_code.py": 5, "test_real_numpy.py": 2}
 # Run first, being the longest, so that no long part starts last.
 FIRST = ("test_rules.py", "test_real_code.py", "test_runtime_layouts.py", "test_real_numpy.py",
          "test_numpy_programs.py", "test_demo.py", "test_background.py")
@@ -141,10 +141,6 @@ def main(pytest_args: list[str]) -> int:
         warm_programs.common()
     waiting, running, done = parts(), [], []
     began = time.perf_counter()
-    if forks and jobs > 1:  # the first part runs on one core while this process warms up more on the other
-        start(waiting[0], pytest_args)
-        running.append(waiting.pop(0))
-        warm_programs.broader()
     while waiting or running:
         while waiting and len(running) < jobs:
             part = waiting.pop(0)
