@@ -337,7 +337,7 @@ def _elementwise_spellings(x):
 
 def _integrals(y, t, c):
     return (np.trapezoid(y[0] ** 2, t) + np.sum(np.trapezoid(y, dx=0.5, axis=0)) + np.sum(np.polyval(c, t))
-            + np.polyval(c, 0.3))
+            + np.polyval(c, 0.3) + np.sum(np.trapezoid(y, y * y + t, axis=0)))
 
 
 def _vectors(a, b):
@@ -353,7 +353,8 @@ def _order_statistics(x, m):
 
 def _weighted(a, w):
     return (np.average(a, weights=w) + np.sum(np.average(a, axis=0, weights=w) ** 2) + np.average(a[0])
-            + np.sum(np.take(a, np.array([0, 2])) ** 2) + np.sum(np.take(a, np.array([1, 0]), axis=1) * w[:, :2]))
+            + np.sum(np.take(a, np.array([0, 2])) ** 2) + np.sum(np.take(a, np.array([1, 0]), axis=1) * w[:, :2])
+            + np.sum(np.take(a, 1, axis=1) * w[:, 0]))
 
 
 def _quarter_turns(m):
@@ -412,3 +413,12 @@ def test_a_median_or_quantile_of_items_with_a_nan_is_nan_as_in_numpy(backend):
     x = np.array([0.3, np.nan, -1.2])
     value, _ = s2sad.value_and_grad(_middle, backend=backend)(x)
     assert np.isnan(value) and np.isnan(_middle(x))
+
+
+def _gradient_at_points(f, t):
+    return np.sum(np.gradient(f, t))
+
+
+def test_np_gradient_at_sample_coordinates_is_refused_not_read_as_a_spacing():
+    with pytest.raises(NotImplementedError, match="sample coordinates"):
+        s2sad.grad(_gradient_at_points, backend="python")(np.array([0.1, 0.4, 0.2]), np.array([0.0, 0.5, 1.5]))

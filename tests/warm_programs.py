@@ -4,7 +4,7 @@ inherits them instead of compiling its own.
 
 Each part inherits the parent's memory too (numba keeps every compile's machine code), so the set stays
 small: a broader one (three-axis broadcasts, reductions along axes, products, index reads and the forward
-mode of each) saved a few seconds in a dozen parts and added half a gigabyte to every part."""
+mode of each) saves a few seconds in a dozen parts and costs every part about half a gigabyte."""
 
 from __future__ import annotations
 

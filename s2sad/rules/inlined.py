@@ -152,6 +152,8 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     mid = (y[..., 1:] + y[..., :-1]) * 0.5
     if x is None:
         return np.sum(mid, axis=-1) * dx
+    if np.ndim(x) > 1:  # sample points for each item: along the same axis
+        x = np.moveaxis(x, axis, -1)
     return np.sum(mid * np.diff(x), axis=-1)
 
 
@@ -210,6 +212,8 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         raise NotImplementedError("s2sad: np.take with out= or mode=")
     if axis is None:
         return np.ravel(a)[indices]
+    if np.ndim(indices) == 0:  # one index: the axis goes
+        return np.moveaxis(a, axis, 0)[indices]
     return np.moveaxis(np.moveaxis(a, axis, 0)[indices], 0, axis)
 
 
@@ -236,10 +240,12 @@ def rot90(m, k=1, axes=(0, 1)):
 
 
 def real(val):
+    """Of real values, as s2sad differentiates them (np.conj is the identity likewise)."""
     return val
 
 
 def imag(val):
+    """Of real values: zeros."""
     return np.zeros_like(val)
 
 
@@ -252,8 +258,6 @@ def ediff1d(ary, to_end=None, to_begin=None):
         raise NotImplementedError("s2sad: np.ediff1d with to_end= or to_begin=")
     flat = np.ravel(ary)
     return flat[1:] - flat[:-1]
-
-
 
 
 def nanmax(a, axis=None, out=None, keepdims=False):
@@ -290,6 +294,8 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     if np.ndim(f) != 1 or axis is not None or edge_order != 1 or len(varargs) > 1:
         raise NotImplementedError("s2sad: np.gradient of a 1-D array with one constant spacing")
     h = varargs[0] if len(varargs) == 1 else 1.0
+    if np.ndim(h) != 0:
+        raise NotImplementedError("s2sad: np.gradient with sample coordinates (an array) in place of a spacing")
     inner = (f[2:] - f[:-2]) / (2.0 * h)
     return np.concatenate((np.reshape((f[1] - f[0]) / h, (1,)), inner, np.reshape((f[-1] - f[-2]) / h, (1,))))
 
@@ -323,16 +329,15 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     return bool(np.all(isclose(a, b, rtol, atol, equal_nan)))
 
 
-
-
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     """np.nanvar: the variance of the items that are not nan."""
     if dtype is not None or out is not None:
         raise NotImplementedError("s2sad: np.nanvar with dtype= or out=")
     kept = ~np.isnan(a)
-    count = np.sum(kept, axis=axis, keepdims=True)
-    centered = np.where(kept, a - np.sum(np.where(kept, a, 0.0), axis=axis, keepdims=True) / count, 0.0)
-    return np.sum(centered * centered, axis=axis, keepdims=keepdims) / (np.sum(kept, axis=axis, keepdims=keepdims) - ddof)
+    mean = np.sum(np.where(kept, a, 0.0), axis=axis, keepdims=True) / np.sum(kept, axis=axis, keepdims=True)
+    centered = np.where(kept, a - mean, 0.0)
+    return np.sum(centered * centered, axis=axis, keepdims=keepdims) / (np.sum(kept, axis=axis, keepdims=keepdims)
+                                                                          - ddof)
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
