@@ -1,4 +1,4 @@
-"""Objects a differentiated function builds or changes, while it is lowered (normalize.py).
+"""Objects a differentiated function builds or changes, while it is lowered (normalize/static.py).
 
 An instance of a plain Python class made inside the function (`ln = LayerNorm(4)`), and an outside
 object whose attributes the function assigns (`model.W = W`), are kept as a `LocalObject`: one

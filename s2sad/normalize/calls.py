@@ -1,0 +1,712 @@
+"""Calls: NumPy and math functions with rules, array methods, output arguments (`out=`), np.where and
+the index-array functions, np.array / np.stack / np.concatenate of sequences, @vectorize and
+@guvectorize functions, and s2sad's own transformations called inside user code. (Python functions are
+inlined by lowerer.py; builtins and containers are in iteration.py.)
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import libcst as cst
+import numpy as np
+
+from s2sad import ir, rules
+from s2sad.backend import load_module
+from s2sad.frontend import unwrap
+from s2sad.ir import Const, Copy, For, Load, Prim, Slice, Store, Var
+from s2sad.objects import LocalObject, is_namedtuple
+from s2sad.rules import inlined
+from s2sad.rules.registry import Custom
+from s2sad.units import pointwise
+from s2sad.normalize.pytrees import _constant_tuple, _numbers_tree, flatten, is_tree, unflatten
+from s2sad.normalize.state import _NOT_STATIC, NestedFunction, Positions, StaticRef, UnknownKinds
+from s2sad.normalize.static import _folded, _in_library, _user_class, calls_its_call_method
+from s2sad.normalize.syntax import _walk
+from s2sad.normalize.tables import METHOD_HINT, METHODS, SEQUENCE_CALLS, SHAPE_FIRST, TUNING_KEYWORDS, VARARG_METHODS
+
+
+@dataclass
+class Transformations:
+    """s2sad's own transformations, as user code calls them inside a function it lowers (`s2sad.grad(g)(x)`,
+    `s2sad.jvp(f, (x,), (dx,))`). api.py defines them and lowers functions, so it sits above this module:
+    it hands them down at import (`register_transformations`) rather than this module importing it."""
+
+    evaluated: tuple = ()  # grad, value_and_grad, vmap: called while lowering; the function they return is inlined
+    jvp: Any = None  # s2sad.jvp: the tangent function of its first argument is inlined
+    tangent: Callable | None = None  # (fn, n) -> the Generated forward module of `fn` in its first n arguments
+
+    def is_jvp(self, fn) -> bool:
+        return self.jvp is not None and fn is self.jvp
+
+
+TRANSFORMATIONS = Transformations()
+
+
+def register_transformations(evaluated: tuple, jvp: Callable, tangent: Callable) -> None:
+    """Called once by api.py, which defines them: see Transformations."""
+    TRANSFORMATIONS.evaluated, TRANSFORMATIONS.jvp, TRANSFORMATIONS.tangent = evaluated, jvp, tangent
+
+
+class CallsMixin:
+    def call(self, node: cst.Call, out, target):
+        if any(a.star for a in node.args):
+            node = self.spread(node, out)
+        if isinstance(node.func, cst.Call) and self.makes_object(node.func):  # `make_loss(k)(x)`, `Model(w)(x)`
+            made = self.value(node.func, out)
+            if isinstance(made, StaticRef):
+                node = node.with_changes(func=self.kept(made))
+        if isinstance(node.func, cst.Attribute) and self.makes_object(node.func.value):  # `KDE(h).fit(x)`
+            made = self.value(node.func.value, out)
+            if isinstance(made, StaticRef):
+                node = node.with_changes(func=node.func.with_changes(value=self.kept(made)))
+        if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
+            return self.apply(node, self.static_transform(node.func), [], out, target)
+        if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
+            frozen = node.func.value
+            node = node.with_changes(func=node.func.with_changes(value=frozen.func), args=[*node.args, *frozen.args])
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call) and \
+                self.callee_is(node.func.value.func, super):  # `super().__init__(d)`
+            method = self.super_method(node.func)
+            if method is None:
+                return Const(None)
+            return self.inline(node, method.obj.__func__, [StaticRef(method.obj.__self__, None)], out, target)
+        ref = self.static_ref(node.func)
+        fn = _NOT_STATIC if ref is None else ref.obj
+        if isinstance(fn, LocalObject):  # `model(x)` of an object the function built, with a `__call__`
+            ref = StaticRef(fn.class_attribute("__call__"), None)
+            fn = ref.obj
+        if (_user_class(fn) or is_namedtuple(fn)) and rules.lookup_object(fn) is None:
+            return self.construct(node, ref, out)
+        if isinstance(fn, NestedFunction):
+            return self.inline_nested(node, fn, out, target)
+        if fn is np.ndim and len(node.args) == 1 and node.args[0].keyword is None:  # as `x.ndim` reads it
+            return self.ndim_of(self.expr(node.args[0].value, out), out, target)
+        if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
+            return self.inline(node, written, [], out, target)
+        if calls_its_call_method(fn):  # `loss_fn(x)` of an object with a Python `__call__`
+            ref = StaticRef(fn.__call__, ref.where.then("attr", "__call__") if ref.where else None)
+            fn = ref.obj
+        if isinstance(fn, types.MethodType) and isinstance(unwrap(fn.__func__), types.FunctionType) \
+                and rules.lookup_object(fn) is None and not _in_library(unwrap(fn.__func__)):  # (norm.cdf has a rule)
+            owner = self.seen(StaticRef(fn.__self__, ref.where.then("attr", "__self__") if ref.where else None))
+            return self.inline(node, unwrap(fn.__func__), [owner], out, target)
+        if TRANSFORMATIONS.is_jvp(fn):
+            return self.inline_jvp(node, out, target)
+        if fn is _NOT_STATIC:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
+                    isinstance(table := self.tree_of(node.func.value), dict):  # `params.get("eps", 1e-5)`
+                return self.dict_get(node, table, out)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "item" and node.args:
+                return self.item_at(node, out, target)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in METHODS:
+                receiver = self.expr(node.func.value, out)
+                method = node.func.attr.value
+                positional = [a for a in node.args if a.keyword is None]
+                if method in VARARG_METHODS and len(positional) > 1:
+                    packed = cst.Arg(cst.Tuple([cst.Element(a.value) for a in positional]))
+                    node = node.with_changes(args=[packed] + [a for a in node.args if a.keyword is not None])
+                return self.apply(node, METHODS[method], [receiver], out, target)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype":
+                return self.astype(node, out, target)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "pop" and not node.args \
+                    and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
+                return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
+                                 hint="popped")
+            what = cst.Module([]).code_for_node(node.func)
+            raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
+                                 "and other Python functions", METHOD_HINT)
+        written = _output_argument(node, fn)
+        if written is not None:
+            return self.into_output(node, fn, written, out)
+        result = self.apply(node, fn, [], out, target)
+        return result
+
+    def item_at(self, node: cst.Call, out, target):
+        """`x.item(k)`, the k-th entry of x in C order, is `np.ravel(x)[k]`; `x.item(i, j)` is `x[i, j]`."""
+        if any(a.keyword is not None or a.star for a in node.args):
+            raise self.err(node, "write .item() with positions alone", "x.item(0), x.item(i, j)")
+        receiver = self.expr(node.func.value, out)
+        if len(node.args) > 1:
+            base = receiver
+        else:  # a NumPy number has .item(0) too
+            base = self.prim(out, "ravel", (self.prim(out, "atleast_1d", (receiver,)),), hint="flat")
+        positions = [cst.SubscriptElement(cst.Index(a.value)) for a in node.args]
+        return self.load(cst.Subscript(node.func.value, positions), base, out, target)
+
+    def dict_get(self, node: cst.Call, table: dict, out):
+        if not 1 <= len(node.args) <= 2 or any(a.keyword for a in node.args):
+            raise self.err(node, "dict.get takes a key and an optional default")
+        key = self.static_key(node.args[0].value)
+        if key in table:
+            return table[key]
+        return self.value(node.args[1].value, out) if len(node.args) == 2 else Const(None)
+
+    def into_output(self, node: cst.Call, fn, written: cst.Arg, out):
+        """`np.add(a, b, out)`, `np.sqrt(d, out=d)`, `np.dot(a, b, c)`: the result is written into the
+        output array, and the call's value is that array, as NumPy does. `out=np.zeros_like(a)` is a fresh
+        array; a ufunc's `where=mask` keeps the output's items where the mask is false."""
+        local = isinstance(written.value, cst.Name) and written.value.value in self.locals
+        fresh = isinstance(written.value, cst.Call) and self.static_value(written.value.func) in FRESH_OUTPUTS
+        if not local and not fresh:
+            raise self.err(written, "an output argument must be a local array variable (`out=d`) or a new array",
+                           "assign the result instead: `d[:] = np.sqrt(d)`")
+        where = next((a for a in node.args if a.keyword is not None and a.keyword.value == "where"), None)
+        rest = node.with_changes(args=[a for a in node.args if a is not written and a is not where])
+        mask = None if where is None else self.masked_inputs(where, rest, fn, out)
+        result = self.apply(rest, fn, [], out, None) if mask is None else \
+            self.apply(rest.with_changes(args=rest.args[fn.nin:]), fn, mask[1], out, None)
+        if is_tree(result):
+            raise self.err(written, "only functions with one result can write into an output argument")
+        kept = Var(self.var(written.value.value)) if local else self.expr(written.value, out)
+        if mask is not None:
+            result = self.prim(out, "where", (mask[0], result, kept))
+        if not local:
+            return result
+        out.append(Store(kept.name, (ir.Slice(None, None, None),), result, self.loc))
+        return kept
+
+    def masked_inputs(self, where: cst.Arg, call: cst.Call, fn, out):
+        """`where=mask` of a ufunc: the mask, and the inputs with 1.0 where it is false, so that the items
+        NumPy skips (`b == 0` in `np.divide(a, b, where=b != 0)`) send no inf or nan into the derivative."""
+        inputs = [a for a in call.args[:getattr(fn, "nin", 0)] if a.keyword is None and not a.star]
+        if not isinstance(fn, np.ufunc) or len(inputs) != fn.nin:
+            raise self.err(where, "`where=` is an argument of NumPy's ufuncs, with their inputs given by position")
+        mask = self.expr(where.value, out)
+        return mask, [self.prim(out, "where", (mask, self.expr(a.value, out), Const(1.0)), hint="kept") for a in inputs]
+
+    def spread(self, node: cst.Call, out) -> cst.Call:
+        """`f(x, *args, **options)` with a static tuple and dict: one argument per item, each read from the
+        lowered container (kept under a name no user code has)."""
+        args = []
+        for a in node.args:
+            if not a.star:
+                args.append(a)
+                continue
+            value = self.value(a.value, out)
+            if not (isinstance(value, dict) if a.star == "**" else isinstance(value, (tuple, list))):
+                kind = "dict" if a.star == "**" else "tuple or list"
+                raise self.err(a, f"`{a.star}` unpacks a {kind} whose items s2sad knows when it generates code",
+                               "pass the arguments one by one")
+            name = self.names.fresh("spread")
+            self.trees[name] = value
+            items = list(value) if a.star == "**" else range(len(value))
+            for key in items:
+                index = cst.SimpleString(repr(key)) if a.star == "**" else cst.Integer(str(key))
+                item = cst.Subscript(cst.Name(name), [cst.SubscriptElement(cst.Index(index))])
+                args.append(cst.Arg(item, keyword=cst.Name(key) if a.star == "**" else None))
+        return node.with_changes(args=args)
+
+    def is_frozen_distribution(self, func) -> bool:
+        """`dist(...).method`, where `dist` is an object whose methods have rules (scipy.stats.norm)."""
+        return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) \
+            and rules.registry.is_namespace(self.static_value(func.value.func))
+
+    def static_transform(self, node: cst.Call):
+        """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""
+        fn = self.static_value(node.func)
+        if fn not in TRANSFORMATIONS.evaluated:
+            raise self.err(node, "a called expression must be a function name, `s2sad.grad(...)`, "
+                                 "`s2sad.value_and_grad(...)` or `s2sad.vmap(...)`")
+        try:
+            args = [self.static_arg(a.value) for a in node.args if a.keyword is None]
+            kwargs = {a.keyword.value: self.static_arg(a.value) for a in node.args if a.keyword is not None}
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise self.err(node, f"bad transformation inside the function: {exc}") from None
+
+    def inline_jvp(self, node: cst.Call, out, target):
+        """`s2sad.jvp(f, (x, ...), (dx, ...))`: inline f's generated tangent function."""
+        if len(node.args) != 3 or any(a.keyword for a in node.args) or \
+                not all(isinstance(a.value, cst.Tuple) for a in node.args[1:]):
+            raise self.err(node, "inside a differentiated function, write `s2sad.jvp(f, (x, ...), (dx, ...))`")
+        fn = self.static_arg(node.args[0].value)
+        primals, tangents = (node.args[i].value.elements for i in (1, 2))
+        if len(primals) != len(tangents):
+            raise self.err(node, "jvp needs as many tangents as primals")
+        n = len(primals)
+        g = TRANSFORMATIONS.tangent(fn, n)
+        if g.fn.returns_tuple:
+            raise self.err(node, "jvp of a tuple-valued function is not supported inside a differentiated function")
+        tangent_fn = getattr(load_module(g.source, g.stem, "python"), g.derivative)
+        call = node.with_changes(func=cst.Name(tangent_fn.__name__), args=[
+            cst.Arg(e.value) for e in list(primals) + list(tangents)])
+        return self.inline(call, tangent_fn, [], out, target)
+
+    def apply(self, node, fn, leading, out, target):
+        if not leading and any(fn is b for b in (max, min, sum, any, all, math.prod, list, tuple, dict)):
+            return self.builtin_call(node, fn, out, target)
+        if fn is len and len(node.args) == 1 and not leading:
+            value = self.value(node.args[0].value, out)
+            if is_tree(value):
+                return Const(len(value))
+            return self.prim(out, "len", (value,), target=target, hint="n")
+        if fn is range:  # `p[range(m), y]`: the integers as an index array
+            fn = np.arange
+        if isinstance(fn, Custom):
+            if fn in self.plain:
+                return self.inline(node, fn.fun, leading, out, target)
+            if any(a.keyword for a in node.args) or leading:
+                raise self.err(node, f"call custom function `{fn.name}` with positional arguments")
+            args = [self.expr(a.value, out) for a in node.args]
+            if len(args) != len(fn.params):
+                raise self.err(node, f"`{fn.name}` takes {len(fn.params)} arguments, got {len(args)}")
+            return self.emit(out, target or self.temp(fn.name), Prim(fn.rule(), tuple(args)))
+        if (fn is np.where or fn is np.nonzero) and len(node.args) == 1 and not leading:
+            return self.positions(node.args[0].value, out)
+        if fn is np.where and len(node.args) == 3 and not leading and not any(a.keyword or a.star for a in node.args):
+            return self.guarded_where(node, out, target)
+        if fn in (np.diag_indices, np.diag_indices_from) and not leading:
+            return self.diagonal_positions(node, fn, out)
+        if fn in TRIANGLES and not leading:
+            return self.triangle_positions(node, fn, out)
+        if fn in (np.asarray, np.asanyarray) and len(node.args) == 1 and self.names_a_container(node.args[0].value):
+            fn = np.array  # `np.asarray(args)` of a tuple of numbers (`*args`): a new array
+        if fn in SEQUENCE_CALLS:
+            return self.sequence_call(node, fn, out, target)
+        if fn is np.linalg.slogdet:  # a tuple-valued primitive: two primitives, paired statically
+            if len(node.args) != 1 or node.args[0].keyword is not None:
+                raise self.err(node, "np.linalg.slogdet takes one matrix")
+            a = self.expr(node.args[0].value, out)
+            return (self.prim(out, "slogdet_sign", (a,), hint="sign"),
+                    self.prim(out, "logabsdet", (a,), hint="logdet"))
+        if fn is np.ndarray:  # `np.ndarray(shape, dtype)` makes an uninitialized array, as np.empty does
+            fn = np.empty
+        if fn in SHAPE_FIRST and node.args and isinstance(node.args[0].value, cst.List):  # np.zeros([n, m])
+            shape = node.args[0].value
+            node = node.with_changes(args=[node.args[0].with_changes(value=cst.Tuple(shape.elements)), *node.args[1:]])
+        if fn is np.isscalar and len(node.args) == 1 and not leading and node.args[0].keyword is None:
+            return self.isscalar_call(node.args[0].value, out, target)
+        if fn is np.float_power and len(node.args) == 2 and not any(a.keyword or a.star for a in node.args):
+            base = self.prim(out, "as_float", (self.prim_arg(node.args[0].value, out),), hint="base")
+            return self.prim(out, "pow", (base, self.prim_arg(node.args[1].value, out)), target=target)  # in float64
+        found = rules.lookup_object(fn)
+        if found is not None:
+            if any(a.star for a in node.args):
+                raise self.err(node, "`*args` / `**kwargs` in calls are not supported")
+            args = leading + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
+            kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None
+                      and a.keyword.value not in TUNING_KEYWORDS.get(fn, ())]
+            rule = found[0]
+            if rule.operator and kwargs:
+                op = rules.registry.OPERATORS[rule.operator][0]
+                raise self.err(node, f"{found[1]}() with keyword arguments ({kwargs[0][0]}=...) is not supported",
+                               f"write the operator `{op}` and assign the result")
+            if rule.differentiable:
+                t = rule.template()
+                n_pos, given = len(t.params) - 2, len(args) + len(kwargs)
+                required = [p for p in t.params[2 + len(args):] if p not in t.defaults and p not in dict(kwargs)]
+                if len(args) > n_pos:
+                    raise self.err(node, f"{found[1]}() takes at most {n_pos} positional arguments here")
+                if required and given < n_pos:
+                    raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
+                args, kwargs = _keywords_in_place(t, args, kwargs)
+            folded = _folded(fn, args, kwargs)
+            if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
+                return self.expr_result(folded, out, target)
+            if rule.name == "squeeze" and len(args) == 1 and not kwargs:
+                args.append(self.unit_axes_of(args[0]))
+                if args[1].value == ():  # no axis of length one: the array itself
+                    return self.expr_result(args[0], out, target)
+            return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
+        scalar_code = getattr(getattr(fn, "_dispatcher", None), "py_func", None)  # a numba.vectorize ufunc
+        if isinstance(scalar_code, types.FunctionType) and _gufunc_layout(fn) is not None:
+            return self.gufunc_call(node, fn, scalar_code, leading, out, target)
+        if isinstance(scalar_code, types.FunctionType):
+            return self.vectorized(node, scalar_code, leading, out, target)
+        inner = unwrap(fn)
+        if isinstance(inner, types.FunctionType) and not _in_library(inner):
+            return self.inline(node, inner, leading, out, target)
+        return self.opaque_call(node, fn, out, target)
+
+    def vectorized(self, node: cst.Call, fn, leading, out, target):
+        """A `@numba.vectorize` function: its scalar code inlined on numbers, and on arrays run item by item
+        in a loop over the items (operands of one shape, or numbers), as the ufunc numba builds does."""
+        if any(a.keyword or a.star for a in node.args):
+            raise self.err(node, f"call the vectorized function `{fn.__name__}` with positional arguments")
+        args = leading + [self.expr(a.value, out) for a in node.args]
+        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
+        if None in ranks and isinstance(self.kinds, UnknownKinds):
+            self.kind_of(args[ranks.index(None)], required=True)
+        if None in ranks:
+            raise self.err(node, f"`{fn.__name__}` is vectorized: s2sad needs to know which operands are arrays",
+                           "pass arrays made with NumPy, or call grad(f) on arguments")
+        call = node.with_changes(args=[])
+        if not any(ranks):
+            return self.inline(call, fn, args, out, target)
+        arrays = [a for a, r in zip(args, ranks) if r]
+        shape = self.prim(out, "shape", (arrays[0],))
+        flat = {a.name: self.prim(out, "ravel", (a if k == 0 else self.prim(out, "broadcast_to", (a, shape)),),
+                                  hint=a.name + "_items") for k, a in enumerate(arrays)}
+        n = self.prim(out, "len", (flat[arrays[0].name],), hint="n")
+        results = self.prim(out, "empty", (n,), hint=fn.__name__ + "_items")
+        counter = self.names.fresh("k")
+        self.ints.add(counter)
+        body: list = []
+        self.branch_depth += 1
+        self.nested += 1
+        try:
+            items = [self.emit(body, self.temp(a.name + "_item"), Load(flat[a.name], (Var(counter),)))
+                     if r else a for a, r in zip(args, ranks)]
+            value = self.inline(call, fn, items, body, None)
+            body.append(Store(results.name, (Var(counter),), self.refuse_non_atom(node, value), self.loc))
+        finally:
+            self.branch_depth -= 1
+            self.nested -= 1
+        out.append(For(counter, Const(0), n, Const(1), body, self.loc))
+        return self.prim(out, "reshape", (results, shape), target=target, hint=fn.__name__)
+
+    def gufunc_call(self, node: cst.Call, fn, code, leading, out, target):
+        """A `@numba.guvectorize` function called with its inputs, as NumPy calls a gufunc: its outputs made here
+        (float64, of the core shapes its layout names), and its Python code run on the core of each operand,
+        once, or for each item along one leading loop axis. A `()` operand reaches the code as an array of one
+        item, as numba passes it."""
+        ins, outs = _gufunc_layout(fn)
+        name = getattr(fn, "__name__", "gufunc")
+        if any(a.keyword or a.star for a in node.args):
+            raise self.err(node, f"call the @guvectorize function `{name}` with positional arguments")
+        if len(leading) + len(node.args) != len(ins):
+            raise self.err(node, f"`{name}` is a @guvectorize function: s2sad calls it with its {len(ins)} input(s) "
+                                 f"and returns its output(s), as NumPy calls a gufunc",
+                           "leave the output arguments out: `y = f(x)` rather than `f(x, y)`")
+        if any(t.split("->")[1] != "d" * len(outs) for t in fn.types):
+            raise self.err(node, f"`{name}` is a @guvectorize function whose outputs are not all float64",
+                           "declare float64 outputs")
+        args = leading + [self.expr(a.value, out) for a in node.args]
+        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
+        if None in ranks and isinstance(self.kinds, UnknownKinds):
+            self.kind_of(args[ranks.index(None)], required=True)
+        if None in ranks:
+            raise self.err(node, f"`{name}` is a gufunc: s2sad needs to know the ranks of its operands",
+                           "pass arrays made with NumPy, or call grad(f) on arguments")
+        loops = [r - len(core) for r, core in zip(ranks, ins)]
+        lead = max(loops)
+        if min(loops) < 0 or lead > 1 or any(k not in (0, lead) for k in loops):
+            raise self.err(node, f"s2sad runs the gufunc `{name}` on operands with at most one leading axis beyond "
+                                 "the core axes of its layout, that axis the same for all that have it",
+                           "reshape the operands to (n, *core), or loop over them")
+        sizes: dict = {}
+        for a, core, k in zip(args, ins, loops):
+            if any(d not in sizes for d in core):
+                shape = self.prim(out, "shape", (a,), hint="shape")
+                for axis, d in enumerate(core):
+                    sizes.setdefault(d, self.emit(out, self.temp(f"{d}_dim"), Load(shape, (Const(k + axis),))))
+        if any(d not in sizes for core in outs for d in core):
+            raise self.err(node, f"an output axis of the gufunc `{name}` is named by no input, so its length is "
+                                 "not known", "call it with an output argument of your own, outside s2sad")
+
+        declared = _gufunc_operand_types(fn)
+        as_array = [not core and (declared is None or hasattr(declared[i], "ndim")) for i, core in enumerate(ins)]
+
+        def one_item(v, body):  # a `()` operand declared an array (`intp[:]`): an array of one item
+            return self.prim(body, "expand_dims_any", (v, Const(0)), hint="item")
+
+        def made_outputs(body, extra=()):
+            return [self.prim(body, "zeros", (self.prim(body, "make_tuple", (*extra, *(sizes[d] for d in core)),
+                                                        hint="dims"),), hint=f"{name}_out")
+                    if core or extra else self.prim(body, "zeros", (Const(1),), hint=f"{name}_out") for core in outs]
+
+        call = node.with_changes(args=[])
+        fixed = [one_item(a, out) if wrap and not k else a for a, wrap, k in zip(args, as_array, loops)]
+        if not lead:
+            made = made_outputs(out)
+            self.inline(call, code, fixed + made, out, None)
+            results = [m if core else self.emit(out, self.temp(name), Load(m, (Const(0),))) for m, core in zip(made, outs)]
+        else:
+            n = self.prim(out, "len", (args[loops.index(1)],), hint="n")
+            results = made_outputs(out, (n,))
+            counter = self.names.fresh("k")
+            self.ints.add(counter)
+            body: list = []
+            with self.inside_loop():
+                items = [self.emit(body, self.temp(f"{a.name}_row"), Load(a, (Var(counter),))) if k else f
+                         for a, f, k in zip(args, fixed, loops)]
+                items = [one_item(v, body) if k and wrap else v for v, wrap, k in zip(items, as_array, loops)]
+                made = made_outputs(body)
+                self.inline(call, code, items + made, body, None)
+                for r, m, core in zip(results, made, outs):
+                    value = m if core else self.emit(body, self.temp(name), Load(m, (Const(0),)))
+                    body.append(Store(r.name, (Var(counter),), value, self.loc))
+            out.append(For(counter, Const(0), n, Const(1), body, self.loc))
+        value = results[0] if len(results) == 1 else tuple(results)
+        return self.emit(out, target, Copy(value)) if target is not None and len(results) == 1 else value
+
+    def isscalar_call(self, node, out, target):
+        """`np.isscalar(H)`: decided when the code is generated for numbers, containers and arrays (filterpy's
+        `if np.isscalar(H): H = np.array([H])` then keeps one side, and numba sees one rank for `H`)."""
+        value = self.value(node, out)
+        if is_tree(value) or isinstance(value, Const):
+            return self.expr_result(Const(bool(np.isscalar(value.value)) if isinstance(value, Const) else False),
+                                    out, target)
+        kind = self.kind_of(value) if value.name in self.arguments else None
+        if value.name in self.arrays or (self.ranks.get(value.name) or 0) > 0 or kind is not None and kind[0] > 0:
+            return self.expr_result(Const(False), out, target)
+        return self.prim(out, "isscalar", (value,), target=target)
+
+    def prim_arg(self, node, out):
+        """An operand of a primitive: an atom; a tuple of ints (a shape, axes) becomes one value."""
+        dtype = self.static_dtype(node)
+        if dtype is not None:
+            return Const(dtype)
+        self.refuse_generator(node)
+        node = self.list_call_as_comprehension(node)
+        if isinstance(node, cst.ListComp):  # NumPy makes the list an array anyway
+            if not self.is_static_comprehension(node):
+                return self.filled_array(node, out, None)
+            return self.array_of(node, self.list_comp(node, out), out)
+        value = self.value(node, out)
+        if not is_tree(value):
+            return value
+        leaves, _ = flatten(value)
+        if all(isinstance(v, Const) for v in leaves) and not isinstance(value, dict):
+            return Const(_constant_tuple(value))  # e.g. pad widths ((1, 0), (0, 2))
+        if type(value) is tuple and all(type(v) is tuple and not any(is_tree(w) for w in v) for v in value):
+            # pad widths from run-time ints: `((0, 0), (pad, pad))`
+            pairs = tuple(self.prim(out, "make_tuple", tuple(v), hint="dims") for v in value)
+            return self.prim(out, "make_tuple", pairs, hint="dims")
+        if not isinstance(value, (tuple, list)) or any(is_tree(v) for v in value):
+            raise self.err(node, "a NumPy function takes numbers, arrays, or a tuple of ints here")
+        if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
+            return self.array_of(node, value, out)
+        return self.prim(out, "make_tuple", tuple(value), hint="dims")
+
+    def guarded_where(self, node: cst.Call, out, target):
+        """`np.where(x > 0, np.sqrt(x), 0.0)`: a side that may divide by zero or leave a function's domain
+        (`/`, sqrt, log, ...) and is computed item by item reads its variables as 1.0 where the other side is
+        picked. NumPy's result is the same, and the derivative gets 0 there, not `0 * inf` (nan)."""
+        cond = self.expr(node.args[0].value, out)
+        sides = []
+        for k, arg in enumerate(node.args[1:]):
+            names = self.guarded_names(arg.value)
+            saved = {n: self.scope[n] for n in names}
+            for n in names:
+                picked = (cond, Var(saved[n]), Const(1.0)) if k == 0 else (cond, Const(1.0), Var(saved[n]))
+                self.scope[n] = self.prim(out, "where", picked, hint=f"{n}_kept").name
+            try:
+                sides.append(self.expr(arg.value, out))
+            finally:
+                self.scope.update(saved)
+        return self.prim(out, "where", (cond, *sides), target=target)
+
+    def guarded_names(self, node) -> set[str]:
+        """The local variables of an np.where side that is computed item by item and may be singular; none
+        for any other side."""
+        names, singular = set(), False
+        for n in _walk(node):
+            if isinstance(n, cst.Call):
+                fn = self.static_value(n.func)
+                found = rules.lookup_object(fn) if callable(fn) else None
+                if found is None or not pointwise(found[0]) or any(a.keyword or a.star for a in n.args):
+                    return set()
+                singular |= found[0].singular
+            elif isinstance(n, cst.BinaryOperation):
+                if not isinstance(n.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)):
+                    return set()
+                singular |= isinstance(n.operator, (cst.Divide, cst.Power))
+            elif isinstance(n, (cst.Subscript, cst.Lambda, cst.Comparison, cst.BooleanOperation, cst.IfExp,
+                                cst.ListComp, cst.GeneratorExp, cst.Tuple, cst.List, cst.Dict)):
+                return set()
+            elif isinstance(n, cst.Name) and n.value in self.scope and n.value not in self.trees:
+                names.add(n.value)
+        return {n for n in names if self.scope[n] not in self.ints} if singular else set()
+
+    def positions(self, node, out) -> "Positions":
+        """`np.where(c)` / `np.nonzero(c)`: the index arrays of c's true (nonzero) items. s2sad keeps the
+        condition: `x[np.where(c)]` reads and writes what the boolean mask `x[c]` does, in the same order."""
+        mask = self.expr(node, out)
+        if not isinstance(node, cst.Comparison):
+            mask = self.prim(out, "ne", (mask, Const(0)), hint="nonzero")
+        return Positions(mask)
+
+    def diagonal_positions(self, node, fn, out) -> "Positions":
+        """`np.diag_indices(n, ndim=2)` / `np.diag_indices_from(a)`: a main diagonal's index arrays, kept as the
+        boolean mask that reads and writes the same items in the same order, as np.where's are (numba lacks both)."""
+        if not node.args or any(a.keyword or a.star for a in node.args) or len(node.args) > 1 + (fn is np.diag_indices):
+            raise self.err(node, "write np.diag_indices(n), np.diag_indices(n, ndim) or np.diag_indices_from(a), "
+                                 "with positional arguments")
+        first = self.expr(node.args[0].value, out)
+        if fn is np.diag_indices_from:
+            return Positions(self.prim(out, "diagonal_mask", (self.prim(out, "shape", (first,)),), hint="diagonal"))
+        ndim = self.expr(node.args[1].value, out) if len(node.args) == 2 else Const(2)
+        if not (isinstance(ndim, Const) and type(ndim.value) is int):
+            raise self.err(node.args[1], "np.diag_indices' ndim must be a constant int")
+        shape = self.prim(out, "make_tuple", (first,) * ndim.value, hint="shape")
+        return Positions(self.prim(out, "diagonal_mask", (shape,), hint="diagonal"))
+
+    def triangle_positions(self, node, fn, out) -> "Positions":
+        """`np.triu_indices(n, k=0, m=None)`, `np.tril_indices_from(a, k=0)`, ...: a triangle's index arrays,
+        kept as the boolean mask that picks the same items in the same (C) order."""
+        try:
+            bound = inspect.signature(fn).bind(*[a.value for a in node.args if a.keyword is None],
+                                               **{a.keyword.value: a.value for a in node.args if a.keyword})
+        except TypeError as exc:
+            raise self.err(node, f"{fn.__name__}(...): {exc}") from None
+        args = {name: self.expr(value, out) for name, value in bound.arguments.items()}
+        k = args.get("k", Const(0))
+        if "arr" in args:
+            n, m = self.dims_of(self.prim(out, "shape", (args["arr"],), hint="shape"), 2, out)
+        else:
+            n = args["n"]
+            m = args.get("m", Const(None))
+            m = n if m == Const(None) else m
+        upper = Const(fn in (np.triu_indices, np.triu_indices_from))
+        return Positions(self.prim(out, "triangle_mask", (n, m, k, upper), hint="triangle"))
+
+    def sequence_call(self, node: cst.Call, fn, out, target):
+        """np.concatenate / stack / hstack / vstack / array of a tuple or list, and np.split."""
+        if fn is np.split:
+            return self.split(node, out)
+        if not node.args or node.args[0].keyword is not None:
+            raise self.err(node, "pass the arrays as a tuple or list first")
+        first = self.list_call_as_comprehension(node.args[0].value)
+        self.refuse_generator(first)
+        if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, cst.ListComp) \
+                and not self.is_static_comprehension(first):
+            return self.filled_array(first, out, target)
+        items = self.value(first, out)
+        as_float = fn is np.array and self.float_dtype(node)
+        if as_float:
+            node = node.with_changes(args=node.args[:1])  # `dtype=float`: what stacking numbers gives
+        if fn is np.array and isinstance(items, Var) and len(node.args) == 1:  # np.array(x) of an array: a copy
+            rule, spelled = rules.lookup_object(np.copy)
+            return self.emit(out, target or self.temp("array"), Prim(rule, (items,), (), spelled))
+        if fn is np.array and len(node.args) == 1 and is_tree(items) and any(is_tree(i) for i in items):
+            return self.nested_array(node, items, out, target, as_float)
+        if isinstance(items, (tuple, list)) and fn is not np.array:  # `np.concatenate(([0.0], np.cumsum(x)))`
+            items = [self.nested_array(node, i, out, None) if _numbers_tree(i) else i for i in items]
+        if not isinstance(items, (tuple, list)) or not items or any(is_tree(i) for i in items):
+            raise self.err(node, "pass a tuple or list of arrays (a literal, or one built in the function)",
+                           "an item may also be a list of numbers, `[0.0]`" if isinstance(items, (tuple, list))
+                           else "")
+        axis_nodes = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "axis"]
+        axis = self.expr(axis_nodes[0], out) if axis_nodes else Const(0)
+        if fn is np.array:
+            if len(node.args) > 1:
+                raise self.err(node, "np.array([...]) of numbers or arrays takes no other arguments here")
+            fn = np.stack
+        if fn in (np.stack, np.array):
+            items = [self.prim(out, "expand_dims_any", (i, axis), hint="item") for i in items]
+        elif fn is np.vstack:
+            items, axis = [self.prim(out, "atleast_2d", (i,), hint="row") for i in items], Const(0)
+        elif fn is np.hstack:
+            items = [self.prim(out, "atleast_1d", (i,), hint="item") for i in items]
+            axis = self.prim(out, "hstack_axis", (items[0],), hint="axis")
+        result = items[0]
+        for item in items[1:]:
+            result = self.prim(out, "concatenate2", (result, item, axis), hint="joined")
+        if target is not None:
+            return self.emit(out, target, Copy(result))
+        return result
+
+    def float_dtype(self, node: cst.Call) -> bool:
+        """Does `np.array(rows, dtype=...)` ask for float64?"""
+        dtype = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "dtype"]
+        return len(node.args) == 2 and len(dtype) == 1 and self.static_dtype(dtype[0]) == np.float64
+
+    def nested_array(self, node: cst.Call, rows, out, target, as_float=False):
+        """`np.array([[c, -s], [s, c]])`: each row made an array, then the rows stacked. Rows of numbers
+        known when the code is generated are one constant table."""
+        leaves = flatten(rows)[0]
+        if all(isinstance(a, Const) and type(a.value) in (int, float, bool) for a in leaves):
+            if as_float:
+                rows = unflatten(flatten(rows)[1], [Const(float(a.value)) for a in leaves])
+            table = self.constant_table(node, rows, out)
+            return self.prim(out, "asarray", (table,), target=target, hint="array")
+        if len({len(r) if is_tree(r) else None for r in rows}) != 1:
+            raise self.err(node, "np.array([...]) of rows needs rows of equal length")
+        made = [self.nested_array(node, r, out, None) if is_tree(r) and any(is_tree(i) for i in r)
+                else self.stack_items(r, out) if is_tree(r) else r for r in rows]
+        result = self.stack_items(made, out)
+        return self.emit(out, target, Copy(result)) if target is not None else result
+
+    def stack_items(self, items, out):
+        """np.stack(items) of numbers or arrays of one shape, along a new first axis."""
+        items = [self.prim(out, "expand_dims_any", (i, Const(0)), hint="item") for i in items]
+        result = items[0]
+        for item in items[1:]:
+            result = self.prim(out, "concatenate2", (result, item, Const(0)), hint="joined")
+        return result
+
+    def split(self, node: cst.Call, out):
+        """np.split(x, n) / np.split(x, [i, j]) along axis 0: a tuple of slices."""
+        if len(node.args) != 2 or node.args[1].keyword is not None:
+            raise self.err(node, "np.split(x, sections) is supported along axis 0")
+        x = self.expr(node.args[0].value, out)
+        spec = node.args[1].value
+        if isinstance(spec, (cst.List, cst.Tuple)):
+            cuts = [Const(self.static_key(e.value)) for e in spec.elements]
+            bounds = [None] + cuts + [None]
+        else:
+            sections = self.static_key(spec)
+            n = self.prim(out, "len", (x,), hint="n")
+            step = self.prim(out, "floordiv", (n, Const(sections)), hint="part")
+            bounds = [None] + [self.prim(out, "mul", (step, Const(k)), hint="cut") for k in range(1, sections)] + [None]
+        return tuple(self.emit(out, self.temp(f"{x.name}_part"), Load(x, (Slice(lo, hi, None),)))
+                     for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+
+def _gufunc_layout(fn) -> tuple[list, list] | None:
+    """The core axes of a numba gufunc's inputs and outputs, from its layout `(n),()->(n)`; None for other objects."""
+    layout = getattr(fn, "signature", None)
+    if type(fn).__name__ != "GUFunc" or not isinstance(layout, str) or "->" not in layout:
+        return None
+
+    def operands(part):
+        return [tuple(d.strip() for d in group.split(",") if d.strip()) for group in re.findall(r"\(([^)]*)\)", part)]
+
+    ins, outs = layout.replace(" ", "").split("->")
+    return operands(ins), operands(outs)
+
+
+def _gufunc_operand_types(fn) -> tuple | None:
+    """The numba types a gufunc's first signature declares for its operands (a `()` operand may be declared a
+    number, `float64`, or an array of one item, `intp[:]`), or None where numba keeps them elsewhere."""
+    try:
+        return tuple(fn.gufunc_builder._sigs[0].args)
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
+
+
+FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full, np.array,
+                 np.copy)
+
+
+def _output_argument(call: cst.Call, fn) -> cst.Arg | None:
+    """The argument a NumPy call writes its result into: `out=`, a ufunc's operand after its inputs
+    (`np.add(a, b, c)`), or the one NumPy's signature puts after the inputs (`np.dot(a, b, out)`,
+    `np.clip(a, lo, hi, out)`)."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "out":
+            return a
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    inputs = fn.nin if isinstance(fn, np.ufunc) or _numba_ufunc(fn) else _OUT_AFTER.get(fn)
+    return positional[inputs] if inputs is not None and len(positional) > inputs else None
+
+
+def _numba_ufunc(fn) -> bool:
+    """A `@numba.vectorize` function, a ufunc of numba's: `f(x, y, out)` writes into `out`, as NumPy's do."""
+    return isinstance(getattr(getattr(fn, "_dispatcher", None), "py_func", None), types.FunctionType) \
+        and _gufunc_layout(fn) is None and isinstance(getattr(fn, "nin", None), int)
+
+
+_OUT_AFTER = {np.dot: 2, np.clip: 3}  # NumPy functions (not ufuncs) whose output argument may come by position
+
+
+def _keywords_in_place(t, args: list, kwargs: list) -> tuple[list, list]:
+    """Keyword operands a rule differentiates (`norm.logpdf(x, loc=mu, scale=s)`) become positional, with
+    the defaults of any skipped before them: only positional operands get derivatives."""
+    params, named = t.params[2:], dict(kwargs)
+    moved = [i for i in t.differentiable_positions() if i >= len(args) and params[i] in named]
+    if not moved:
+        return args, kwargs
+    for param in params[len(args):max(moved) + 1]:
+        args = args + [named.pop(param) if param in named else Const(t.defaults[param])]
+    return args, [(k, v) for k, v in kwargs if k in named]
