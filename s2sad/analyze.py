@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from s2sad import ir
 from s2sad.errors import NoRuleError, UnsupportedError, located_at
-from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Push, Store, Var, While
+from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.rules.registry import Opaque
 from s2sad.sharing import check_shared_memory, may_share, view_source
 
@@ -189,6 +189,28 @@ class Analysis:
             if isinstance(s, Assign) and isinstance(s.value, Prim) and isinstance(s.value.rule, Opaque) \
                     and s.target in useful and set(ir.atom_vars(ir.expr_operands(s.value))) & self.varied:
                 raise NoRuleError(s.value.rule.refusal)
+            if isinstance(s, Effect) and not s.raises and isinstance(s.call.rule, Opaque) and s.call.rule.name != "print":
+                operands = set(ir.atom_vars(ir.expr_operands(s.call)))
+                if operands & self.varied and self.sharing_memory(operands) & useful:
+                    spelled = s.call.spelled or s.call.rule.name
+                    raise UnsupportedError(located_at(
+                        f"`{spelled}` is called for its effect on arrays, one of which depends on a differentiated "
+                        "input: s2sad cannot see what it writes, and the derivative would leave that out", s.loc,
+                        "write the change as an assignment (`dst[...] = src` for np.copyto(dst, src), "
+                        "`a[idx] = v` for np.put(a, idx, v)), or assign a function's result (`y = f(x)`)"))
+
+    def sharing_memory(self, names: set) -> set:
+        """`names` and every name that may share memory with one of them (copies and views, either way)."""
+        links = [(s.target, view) for s in self.stmts() if isinstance(s, Assign) and may_share(s.value)
+                 for view in ir.atom_vars(ir.expr_operands(s.value))]
+        group, grew = set(names), True
+        while grew:
+            grew = False
+            for a, b in links:
+                if (a in group) != (b in group):
+                    group |= {a, b}
+                    grew = True
+        return group
 
     def known_int(self, name: str, seen: frozenset = frozenset()) -> bool:
         """Is `name` surely an integer scalar (a loop counter, a length, int arithmetic on those)?"""

@@ -71,3 +71,43 @@ def orthonormalize(A):
 def gram_schmidt_loss(A):
     Q, R = orthonormalize(A)
     return np.sum(Q * np.arange(A.size).reshape(A.shape)) + np.sum(R ** 2)
+
+
+# Library calls made for their effect alone. s2sad keeps such a call as written and cannot see what it
+# writes: with an operand that depends on a differentiated input, its derivative would be left out.
+
+def copies_in(x):
+    out = np.zeros(3)
+    np.copyto(out, x * 2.0)
+    return np.sum(out * x)
+
+
+def puts_in(x):
+    y = np.zeros(3)
+    np.put(y, [0, 2], x[:2] * 3.0)
+    return np.sum(y * x)
+
+
+def fills_the_diagonal(x):
+    A = np.outer(x, x)
+    np.fill_diagonal(A, 0.0)  # writes constants into a differentiated array
+    return np.sum(A)
+
+
+def copies_into_a_view(x):
+    out = np.zeros(3)
+    tail = out[1:]
+    np.copyto(tail, x[1:])  # `out`, read below, changes through the view
+    return np.sum(out * x)
+
+
+def fills_a_constant_diagonal(x):
+    A = np.ones((3, 3))
+    np.fill_diagonal(A, 2.0)  # nothing differentiated goes in or out: runs as written
+    return np.sum(A @ x)
+
+
+def fills_a_scratch_diagonal(x):
+    scratch = np.outer(x, x)
+    np.fill_diagonal(scratch, 0.0)  # differentiated, but nothing reads `scratch` afterwards
+    return np.sum(x * x)

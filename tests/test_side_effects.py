@@ -51,3 +51,23 @@ def test_a_helper_writing_into_the_argument_it_is_handed(backend):
     g = s2sad.grad(se.gram_schmidt_loss, backend=backend)(A)
     assert np.array_equal(A, kept)
     assert_close(g, fd_grad(lambda a: se.gram_schmidt_loss(a.copy()), (A,), 0))
+
+
+@pytest.mark.parametrize("fn, callee, line", [(se.copies_in, "np.copyto", "np.copyto(out, x * 2.0)"),
+                                              (se.puts_in, "np.put", "np.put(y, [0, 2], x[:2] * 3.0)"),
+                                              (se.fills_the_diagonal, "np.fill_diagonal", "np.fill_diagonal(A, 0.0)"),
+                                              (se.copies_into_a_view, "np.copyto", "np.copyto(tail, x[1:])")])
+def test_a_library_call_made_for_its_effect_on_differentiated_arrays_is_refused_at_its_line(fn, callee, line):
+    # Kept as written, the call's writes are invisible to differentiation: the gradient would be wrong
+    # (for copies_in, [0.6, 1.4, 2.2] where finite differences give [1.2, 2.8, 4.4]).
+    with pytest.raises(s2sad.UnsupportedError) as raised:
+        s2sad.grad(fn, backend="python")(X[:3])
+    message = str(raised.value)
+    assert f"`{callee}` is called for its effect" in message and line in message
+    assert "side_effect_functions.py" in message and "dst[...] = src" in message
+
+
+@pytest.mark.parametrize("fn", [se.fills_a_constant_diagonal, se.fills_a_scratch_diagonal])
+def test_a_library_call_made_for_its_effect_still_runs_where_no_derivative_passes_through_it(fn, backend):
+    x = X[:3]
+    assert_close(s2sad.grad(fn, backend=backend)(x), fd_grad(fn, (x,), 0))
