@@ -126,6 +126,7 @@ def add_at_tangent(g, out, a, idx, v):
 @defrule(add_at, name="add_at", elementwise=False, tangent=add_at_tangent,
          checks=[Check("add_at(a, index_array((0, 2, 0)), b)", shapes=(((3,), (3,)), ((3, 2), (3, 2)), ((3,), ()))),
                  Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,)))),
+                 Check("add_at(a, slice(0, 2), b)", shapes=(((3,), (2,)), ((3, 2), (2, 2)))),
                  Check("add_at(a, (index_array((0, 1, 0)), index_array((2, 0, 2))), b)",
                        shapes=(((2, 3), (3,)), ((2, 3, 2), (3, 2)), ((2, 3), ())))])
 def add_at_rule(g, out, a, idx, v):

@@ -1099,8 +1099,8 @@ def _ol_add_at(a, idx, v):
             out[idx] += v
             return out
         return one
-    if isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean):
-        def masked(a, idx, v):  # a mask picks each entry at most once
+    if isinstance(idx, types.SliceType) or isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean):
+        def masked(a, idx, v):  # a mask (or a slice) picks each entry at most once
             out = a.astype(dt)
             out[idx] += v
             return out
