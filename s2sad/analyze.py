@@ -196,8 +196,8 @@ class Analysis:
                     raise UnsupportedError(located_at(
                         f"`{spelled}` is called for its effect on arrays, one of which depends on a differentiated "
                         "input: s2sad cannot see what it writes, and the derivative would leave that out", s.loc,
-                        "write the change as an assignment (`dst[...] = src` for np.copyto(dst, src), "
-                        "`a[idx] = v` for np.put(a, idx, v)), or assign a function's result (`y = f(x)`)"))
+                        "write the change as an assignment (`a[idx] = v` for np.put(a, idx, v), `a[mask] = v` for "
+                        "np.putmask), or assign a function's result (`y = f(x)`)"))
 
     def sharing_memory(self, names: set) -> set:
         """`names` and every name that may share memory with one of them (copies and views, either way)."""

@@ -76,12 +76,6 @@ def gram_schmidt_loss(A):
 # Library calls made for their effect alone. s2sad keeps such a call as written and cannot see what it
 # writes: with an operand that depends on a differentiated input, its derivative would be left out.
 
-def copies_in(x):
-    out = np.zeros(3)
-    np.copyto(out, x * 2.0)
-    return np.sum(out * x)
-
-
 def puts_in(x):
     y = np.zeros(3)
     np.put(y, [0, 2], x[:2] * 3.0)
@@ -94,10 +88,10 @@ def fills_the_diagonal(x):
     return np.sum(A)
 
 
-def copies_into_a_view(x):
+def puts_into_a_view(x):
     out = np.zeros(3)
     tail = out[1:]
-    np.copyto(tail, x[1:])  # `out`, read below, changes through the view
+    np.putmask(tail, tail < 1.0, x[1:])  # `out`, read below, changes through the view
     return np.sum(out * x)
 
 
@@ -111,3 +105,60 @@ def fills_a_scratch_diagonal(x):
     scratch = np.outer(x, x)
     np.fill_diagonal(scratch, 0.0)  # differentiated, but nothing reads `scratch` afterwards
     return np.sum(x * x)
+
+
+# NumPy's writes s2sad differentiates: np.copyto is `dst[:] = src`, np.add.at / np.subtract.at add into the
+# array in place, a repeated index adding again.
+
+def copies_in(x):
+    out = np.zeros(3)
+    np.copyto(out, x * 2.0)
+    return np.sum(out * x)
+
+
+def copies_across_rows(x):
+    out = np.ones((2, 3))
+    np.copyto(out, np.sin(x))  # broadcast to every row
+    return np.sum(out * out)
+
+
+def copies_where(x):
+    out = x * 1.0
+    np.copyto(out, x * x, where=x > 0.5)
+    return np.sum(out * x)
+
+
+def scatters(x):
+    y = np.zeros(3)
+    np.add.at(y, [0, 0, 2], x)  # items 0 and 1 of x both land at 0
+    return np.sum(y * y)
+
+
+def scatters_rows_and_subtracts(x):
+    y = np.zeros((3, 2))
+    np.add.at(y, np.array([2, 0, 2]), np.outer(x, x)[:, :2])
+    np.subtract.at(y, ([0, 1, 0], [1, 1, 1]), x * x)
+    return np.sum(y * y)
+
+
+def scatters_a_slice(x):
+    y = np.zeros(3)
+    np.add.at(y, slice(0, 2), x[:2])
+    return np.sum(y * y * x)
+
+
+# np.copyto into a view of another array is refused at the line, as `tail[:] = v` is; np.add.at into one
+# adds through it, as `head += v` does.
+
+def copies_into_a_view(x):
+    out = np.zeros(3)
+    tail = out[1:]
+    np.copyto(tail, x[1:] * x[0])
+    return np.sum(out * x)
+
+
+def scatters_through_a_view(x):
+    y = np.ones(4)
+    head = y[:3]
+    np.add.at(head, np.array([0, 2]), x[:2])
+    return np.sum(y * np.arange(1.0, 5.0))

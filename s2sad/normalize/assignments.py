@@ -5,9 +5,11 @@ through a view reaches the viewed array).
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import libcst as cst
+import numpy as np
 
 from s2sad.frontend import written_by_s2sad
 from s2sad.ir import Const, Copy, Load, Slice, Store, Var
@@ -343,3 +345,43 @@ class AssignmentsMixin:
             out[-1].in_place = True
         else:
             raise self.err(node.target, "only names and subscripts can be updated in place")
+
+    # ------------------------------------------------ NumPy functions that write
+    def copy_into(self, call: cst.Call, out):
+        """`np.copyto(dst, src)` is the write `dst[:] = src`, broadcast as NumPy broadcasts it; with
+        `where=mask`, `dst[:] = np.where(mask, src, dst)`. `casting=` only decides what NumPy refuses."""
+        bound = self.bound_arguments(call, np.copyto)
+        every = cst.Subscript(bound["dst"], [cst.SubscriptElement(cst.Slice(None, None))])
+        if bound.get("where") is None:
+            return self.assign_to(every, bound["src"], out)
+        base = self.array_base(bound["dst"], out)
+        mask, src = self.expr(bound["where"], out), self.expr(bound["src"], out)
+        kept = self.prim(out, "where", (mask, src, Var(base)))
+        out.append(Store(base, (Slice(None, None, None),), kept, self.loc))
+
+    def add_at(self, call: cst.Call, ufunc, out):
+        """`np.add.at(a, idx, v)` adds `v` at `idx`, repeated indices adding again: `a += add_at(zeros_like(a),
+        idx, v)` with the runtime's `add_at` (numba lacks `np.add.at`), an update in place as `+=` is;
+        np.subtract.at is `-=`. `idx` is read as `a[idx]` reads it."""
+        if len(call.args) != 3 or any(a.keyword is not None or a.star for a in call.args):
+            raise self.err(call, f"np.{ufunc.__name__}.at takes the array, the indices and the values, by position")
+        a, idx, v = (arg.value for arg in call.args)
+        elements = [e.value for e in idx.elements] if isinstance(idx, cst.Tuple) else [idx]
+        items = self.index(cst.Subscript(a, [cst.SubscriptElement(cst.Index(e)) for e in elements]), out)
+        index = items[0] if len(items) == 1 else self.prim(out, "make_tuple", items)
+        zeros = self.prim(out, "zeros_like", (self.expr(a, out),))
+        scattered = self.names.fresh("scattered")
+        self.trees[scattered] = self.prim(out, "add_at", (zeros, index, self.expr(v, out)), hint="scattered")
+        update = cst.AddAssign() if ufunc is np.add else cst.SubtractAssign()
+        self.aug_assign(cst.AugAssign(a, update, cst.Name(scattered)), out)
+
+    def bound_arguments(self, call: cst.Call, fn) -> dict:
+        """The call's argument nodes by `fn`'s parameter names (unset ones absent)."""
+        if any(a.star for a in call.args):
+            raise self.err(call, "pass the arguments one by one here, without `*` or `**`")
+        try:
+            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None],
+                                                   **{a.keyword.value: a.value for a in call.args
+                                                      if a.keyword is not None}).arguments)
+        except TypeError as exc:
+            raise self.err(call, f"these arguments do not fit `{fn.__name__}`: {exc}") from None

@@ -39,6 +39,10 @@ class InactiveMixin:
             return self.assign_to(every, call.args[0].value, out)
         if _module_of(fn) in DIAGNOSTICS:  # `logger.debug(f"...")`: no part of the computation
             return
+        if fn is np.copyto:
+            return self.copy_into(call, out)
+        if getattr(fn, "__name__", None) == "at" and getattr(fn, "__self__", None) in (np.add, np.subtract):
+            return self.add_at(call, fn.__self__, out)
         if fn is not _NOT_STATIC and _output_argument(call, fn) is not None:
             self.value(call, out)  # `np.sqrt(d, d)`: it writes into `d`
             return
