@@ -383,6 +383,11 @@ def _without_nans(m, v):
             + np.linalg.matrix_norm(m[:, ::2]))
 
 
+def _outer_products(v, m):
+    return (np.sum(np.subtract.outer(v, v) ** 2) + np.sum(np.maximum.outer(m, v) * np.arange(12.0).reshape(2, 2, 3))
+            + np.sum(np.multiply.outer(v, 2.0) * v))
+
+
 WRITTEN_OUT = [
     (_elementwise_spellings, (np.array([0.3, -1.2, 0.0, 2.0]),)),
     (_integrals, (np.array([[0.2, 0.5, -0.3, 1.0], [0.1, -0.4, 0.8, 0.6]]), np.array([0.0, 0.4, 1.1, 1.5]),
@@ -394,6 +399,7 @@ WRITTEN_OUT = [
     (_statistics_of_items, (np.array([0.3, -1.2, 0.8, 2.0, -0.1]), np.array([[0.2, np.nan, -0.3], [1.0, 0.1, -0.4]]))),
     (_grids_and_norms, (np.array([0.3, -1.2, 0.8]), np.array([0.5, 1.1]))),
     (_without_nans, (np.array([[0.2, np.nan, -0.3], [1.0, 0.1, -0.4]]), np.array([0.3, -1.2, 0.8]))),
+    (_outer_products, (np.array([0.3, -1.2, 0.8]), np.array([[0.2, 0.5], [-0.35, 1.0]]))),
 ]
 
 

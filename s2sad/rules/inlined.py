@@ -5,7 +5,8 @@ np.concatenate; np.interp is np.searchsorted, then the line through the segment'
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
 last, makes them nan, as in NumPy). Flips, quarter turns, np.take and np.take_along_axis are views and
-index reads; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic.
+index reads; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic. A
+two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -15,6 +16,8 @@ generated, so each `if` below is decided then. Parameters that only tune SciPy's
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -408,8 +411,22 @@ _NUMPY.update({getattr(np.linalg, name, None): fn for name, fn in (("vector_norm
 _NUMPY.pop(None, None)
 
 
+@functools.cache
+def _outer_of(ufunc):
+    """`np.subtract.outer(a, b)` and the other two-operand ufuncs' outer: every item of `a` with every item of
+    `b`, shaped a.shape + b.shape."""
+    def outer(a, b):
+        if np.ndim(a) == 0 or np.ndim(b) == 0:  # a number: every item with it is the ufunc itself
+            return ufunc(a, b)
+        return ufunc(np.ravel(a)[:, None], np.ravel(b)[None, :]).reshape(np.shape(a) + np.shape(b))
+    return outer
+
+
 def stand_in(fn):
     """The function above that s2sad inlines for library function `fn`, or None."""
+    ufunc = getattr(fn, "__self__", None)
+    if isinstance(ufunc, np.ufunc) and getattr(fn, "__name__", None) == "outer" and ufunc.nin == 2:
+        return _outer_of(ufunc)
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
@@ -422,4 +439,4 @@ def stand_in(fn):
 def spelled() -> list[str]:
     """How users write the functions written out here, for the README's table of supported functions."""
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
-    return sorted(numpy) + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]
+    return sorted(numpy) + ["np.<ufunc>.outer"] + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]
