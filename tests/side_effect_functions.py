@@ -82,12 +82,6 @@ def puts_in(x):
     return np.sum(y * x)
 
 
-def fills_the_diagonal(x):
-    A = np.outer(x, x)
-    np.fill_diagonal(A, 0.0)  # writes constants into a differentiated array
-    return np.sum(A)
-
-
 def puts_into_a_view(x):
     out = np.zeros(3)
     tail = out[1:]
@@ -95,20 +89,20 @@ def puts_into_a_view(x):
     return np.sum(out * x)
 
 
-def fills_a_constant_diagonal(x):
-    A = np.ones((3, 3))
-    np.fill_diagonal(A, 2.0)  # nothing differentiated goes in or out: runs as written
-    return np.sum(A @ x)
+def puts_constants(x):
+    y = np.zeros(3)
+    np.put(y, [0, 2], 2.0)  # nothing differentiated goes in or out: runs as written
+    return np.sum(x * y)
 
 
-def fills_a_scratch_diagonal(x):
-    scratch = np.outer(x, x)
-    np.fill_diagonal(scratch, 0.0)  # differentiated, but nothing reads `scratch` afterwards
+def puts_into_scratch(x):
+    scratch = x * 2.0
+    np.put(scratch, [0], 0.0)  # differentiated, but nothing reads `scratch` afterwards
     return np.sum(x * x)
 
 
-# NumPy's writes s2sad differentiates: np.copyto is `dst[:] = src`, np.add.at / np.subtract.at add into the
-# array in place, a repeated index adding again.
+# NumPy's writes s2sad differentiates: np.copyto is `dst[:] = src`, np.fill_diagonal writes the diagonal's
+# items, np.add.at / np.subtract.at add into the array in place, a repeated index adding again.
 
 def copies_in(x):
     out = np.zeros(3)
@@ -126,6 +120,24 @@ def copies_where(x):
     out = x * 1.0
     np.copyto(out, x * x, where=x > 0.5)
     return np.sum(out * x)
+
+
+def fills_the_diagonal(x):
+    A = np.outer(x, x)
+    np.fill_diagonal(A, 0.0)
+    return np.sum(A * np.arange(9.0).reshape(3, 3))
+
+
+def regularizes_a_kernel(x):
+    K = np.exp(-np.subtract.outer(x, x) ** 2)
+    np.fill_diagonal(K, K.diagonal() + 0.1 * x)
+    return np.sum(np.linalg.solve(K, x))
+
+
+def fills_a_tall_diagonal(x):
+    A = np.ones((4, 3)) * x
+    np.fill_diagonal(A, x * x)  # three items: NumPy stops at the last column
+    return np.sum(A * A)
 
 
 def scatters(x):

@@ -359,6 +359,21 @@ class AssignmentsMixin:
         kept = self.prim(out, "where", (mask, src, Var(base)))
         out.append(Store(base, (Slice(None, None, None),), kept, self.loc))
 
+    def fill_diagonal(self, call: cst.Call, out):
+        """`np.fill_diagonal(a, val)` of a 2-D `a` is the write `a[mask] = val`, the mask true where the row and
+        column indices are equal (min(n, m) items, in order, as NumPy fills them without `wrap`)."""
+        bound = self.bound_arguments(call, np.fill_diagonal)
+        if "wrap" in bound and self.static_value(bound["wrap"]) is not False:
+            raise self.err(bound["wrap"], "np.fill_diagonal's wrap=True is not supported",
+                           "write the diagonal items out: `a[i, i] = v` over the rows")
+        n, m = self.dims_of(self.prim(out, "shape", (self.expr(bound["a"], out),), hint="shape"), 2, out)
+        upper, lower = (self.prim(out, "triangle_mask", (n, m, Const(0), Const(side)), hint="triangle")
+                        for side in (True, False))
+        diagonal = self.names.fresh("diagonal")
+        self.trees[diagonal] = self.prim(out, "bitand", (upper, lower), hint="diagonal")
+        target = cst.Subscript(bound["a"], [cst.SubscriptElement(cst.Index(cst.Name(diagonal)))])
+        return self.assign_to(target, bound["val"], out)
+
     def add_at(self, call: cst.Call, ufunc, out):
         """`np.add.at(a, idx, v)` adds `v` at `idx`, repeated indices adding again: `a += add_at(zeros_like(a),
         idx, v)` with the runtime's `add_at` (numba lacks `np.add.at`), an update in place as `+=` is;

@@ -41,6 +41,8 @@ class InactiveMixin:
             return
         if fn is np.copyto:
             return self.copy_into(call, out)
+        if fn is np.fill_diagonal:
+            return self.fill_diagonal(call, out)
         if getattr(fn, "__name__", None) == "at" and getattr(fn, "__self__", None) in (np.add, np.subtract):
             return self.add_at(call, fn.__self__, out)
         if fn is not _NOT_STATIC and _output_argument(call, fn) is not None:
