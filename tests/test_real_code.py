@@ -1883,3 +1883,49 @@ def test_a_numba_stencil_is_refused_at_its_call_with_the_loop_to_write():
     with pytest.raises(s2sad.UnsupportedError, match="is a numba @stencil") as err:
         s2sad.grad(f, backend="python")(np.ones((3, 4)))
     assert "_four_neighbours(a)" in str(err.value) and "a[i, j + 1]" in str(err.value)
+
+
+# ---- np.delete: a log-sum-exp that drops the largest term (numba-jitted losses), and deleting by an index array --------
+
+
+@numba.njit
+def _lse_without_max(a):
+    k = np.argmax(a)
+    return np.log1p(np.sum(np.delete(np.exp(a - a[k]), k))) + a[k]
+
+
+@numba.njit
+def _row_losses(w, xs, ys, n_in=3, n_out=2):
+    def one(w, x, y):
+        s = np.dot(x, w)
+        return -np.sum(y * (s - _lse_without_max(s)))
+
+    wm = np.reshape(w, (n_in, n_out))
+    res = np.zeros(len(ys))
+    for r in range(len(ys)):
+        res[r] = one(wm, xs[r], ys[r])
+    return res
+
+
+def test_np_delete_of_the_largest_term_in_a_log_sum_exp(backend):
+    xs = np.array([[0.3, -1.0, 0.5], [1.2, 0.4, -0.7], [-0.2, 0.9, 0.1]])
+    ys = np.eye(2)[[0, 1, 1]]
+    weights = np.array([0.5, -1.5, 2.0])
+
+    def f(w):
+        return np.sum(_row_losses(w, xs, ys) * weights)
+
+    w = np.array([0.4, -0.3, 1.1, 0.2, -0.8, 0.6])
+    value, g = s2sad.value_and_grad(f, backend=backend)(w)
+    assert_close(value, f(w), rtol=1e-12)
+    assert_close(g, fd_grad(f, (w,), 0))
+
+
+def test_np_delete_of_an_index_array_and_of_a_negative_index(backend):
+    def f(a):
+        return np.sum(np.delete(a, np.array([0, 2])) ** 2) + np.sum(np.delete(a, -1) * np.array([3.0, 1.0, -2.0]))
+
+    a = np.array([0.3, -1.2, 2.0, 0.7])
+    value, g = s2sad.value_and_grad(f, backend=backend)(a)
+    assert_close(value, f(a), rtol=1e-12)
+    assert_close(g, fd_grad(f, (a,), 0))

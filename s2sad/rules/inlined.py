@@ -4,9 +4,10 @@ np.linalg.matrix_power (a constant power) and multi_dot are products written out
 np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.nansum and
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
-last, makes them nan, as in NumPy). Flips, quarter turns, np.take and np.take_along_axis are views and
-index reads; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic. A
-two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
+last, makes them nan, as in NumPy); np.delete reads the items it keeps. Flips, quarter turns, np.take and
+np.take_along_axis are views and index reads; np.trapezoid, np.polyval, np.cross, np.gradient and
+np.meshgrid are their arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a
+column and a row, reshaped.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -220,6 +221,17 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     return np.moveaxis(np.moveaxis(a, axis, 0)[indices], 0, axis)
 
 
+def delete(arr, obj, axis=None):
+    """np.delete of items of the flattened array (axis=None) or of a 1-D array: the kept items, read by
+    index, as NumPy returns them (a new array)."""
+    if axis is not None and not (axis in (0, -1) and np.ndim(arr) == 1):
+        raise NotImplementedError("s2sad: np.delete along an axis of an array of more than one axis")
+    a = np.ravel(arr)
+    keep = np.ones(a.shape[0], dtype=np.bool_)
+    keep[obj] = False  # an index, negative ones from the end, or an array of them, as in NumPy
+    return a[keep]
+
+
 def flipud(m):
     return m[::-1]
 
@@ -399,7 +411,7 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
           np.quantile: quantile, np.percentile: percentile, np.ptp: ptp, np.average: average, np.take: take,
-          np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr, np.rot90: rot90, np.real: real,
+          np.delete: delete, np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr, np.rot90: rot90, np.real: real,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.diagflat: diagflat, np.isclose: isclose,
           np.allclose: allclose}
