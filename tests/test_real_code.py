@@ -1929,3 +1929,37 @@ def test_np_delete_of_an_index_array_and_of_a_negative_index(backend):
     value, g = s2sad.value_and_grad(f, backend=backend)(a)
     assert_close(value, f(a), rtol=1e-12)
     assert_close(g, fd_grad(f, (a,), 0))
+
+
+@numba.njit
+def _numba_dtypes(x):
+    out = np.empty(x.shape[0], dtype=numba.float64)  # numba's types as dtypes, as jitted kernels write them
+    out[:] = 2.0 * x
+    idx = np.zeros(2, dtype=numba.int64)
+    return np.sum(out * x) + np.sum(x[idx])
+
+
+def test_numba_types_as_dtypes(backend):
+    x = np.array([0.3, 0.7, 1.1])
+    value, g = s2sad.value_and_grad(_numba_dtypes, backend=backend)(x)
+    assert_close(value, _numba_dtypes(x), rtol=1e-12)
+    assert_close(g, fd_grad(_numba_dtypes, (x,), 0))
+
+
+def _scatter_into_a_longer_shape(x):
+    shape = list(x.shape)  # a list of the shape's items, changed and used as a shape
+    shape[0] = x.shape[0] + 1
+    y = np.zeros(shape)
+    np.add.at(y, np.array([0, 2, 3]), x)
+    m = y.reshape(2, 2)
+    rows, cols = tuple(m.shape)
+    return np.sum(y * y) + np.sum(m.reshape(cols, rows) * np.array([[1.0, 2.0], [3.0, 4.0]]))
+
+
+def test_list_of_an_arrays_shape(backend):
+    x = np.array([0.3, 0.7, 1.1])
+    value, g = s2sad.value_and_grad(_scatter_into_a_longer_shape, backend=backend)(x)
+    assert_close(value, _scatter_into_a_longer_shape(x), rtol=1e-12)
+    assert_close(g, fd_grad(_scatter_into_a_longer_shape, (x,), 0))
+    with pytest.raises(s2sad.UnsupportedError, match="follows the arguments' ranks"):
+        s2sad.source(_scatter_into_a_longer_shape)  # no arguments: the shape's length is unknown

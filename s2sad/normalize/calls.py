@@ -280,6 +280,10 @@ class CallsMixin:
         if fn in SHAPE_FIRST and node.args and isinstance(node.args[0].value, cst.List):  # np.zeros([n, m])
             shape = node.args[0].value
             node = node.with_changes(args=[node.args[0].with_changes(value=cst.Tuple(shape.elements)), *node.args[1:]])
+        elif fn in SHAPE_FIRST and node.args and isinstance(items := self.tree_of(node.args[0].value), list):
+            shape = self.names.fresh("shape")  # `shape = list(x.shape); shape[0] = n; np.zeros(shape)`
+            self.trees[shape] = tuple(items)
+            node = node.with_changes(args=[node.args[0].with_changes(value=cst.Name(shape)), *node.args[1:]])
         if fn is np.isscalar and len(node.args) == 1 and not leading and node.args[0].keyword is None:
             return self.isscalar_call(node.args[0].value, out, target)
         if fn is np.float_power and len(node.args) == 2 and not any(a.keyword or a.star for a in node.args):

@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from s2sad import rules
+from s2sad.errors import TypesNeeded
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Store, Var
 from s2sad.normalize.pytrees import is_tree
 from s2sad.normalize.state import _NOT_STATIC, Loop, UnknownKinds, Walk
@@ -606,8 +607,30 @@ class IterationMixin:
             bounds = [self.expr(a.value, out) for a in arg.args]
             if all(isinstance(b, Const) and isinstance(b.value, int) for b in bounds):
                 return fn(Const(v) for v in range(*(b.value for b in bounds)))
+        if not self.is_static_iterable(arg) and fn in (list, tuple) and self.names_a_shape(arg):
+            return fn(self.shape_items(arg, out))
         if not self.is_static_iterable(arg):
             raise self.err(node, f"{fn.__name__}() of an array or a run-time range: its length is only known at run "
                                  "time, and s2sad fixes tuples and lists when it generates code",
                            "index the array itself, or np.array(...) / x.copy() for a copy")
         return fn(self.static_items(arg, out))
+
+    @staticmethod
+    def names_a_shape(node) -> bool:
+        """`x.shape` or `np.shape(x)`: a tuple whose length is the array's rank."""
+        return isinstance(node, cst.Attribute) and node.attr.value == "shape" or isinstance(node, cst.Call) and \
+            isinstance(node.func, cst.Attribute) and node.func.attr.value == "shape"
+
+    def shape_items(self, node, out) -> tuple:
+        """`list(x.shape)`: the shape's items, one per axis, where the array's rank is known (per argument
+        rank, as `(n,) + x.shape` is)."""
+        items = self.items_of(self.value(node, out), out)
+        if items is None and isinstance(self.kinds, UnknownKinds):
+            self.kinds.asked = True
+            raise TypesNeeded(f"the length of `{cst.Module([]).code_for_node(node)}` follows the arguments' ranks: "
+                              "s2sad generates the code per argument type when the function is called, so "
+                              "`s2sad.source(f)` cannot read it; call grad(f) on arguments")
+        if items is None:
+            raise self.err(node, "a list of an array's shape needs the array's rank, which s2sad does not know here",
+                           "index the shape: `n, m = x.shape`, then `[n, m]`")
+        return items

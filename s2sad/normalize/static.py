@@ -13,6 +13,7 @@ import sys
 import types
 
 import libcst as cst
+import numba
 import numpy as np
 
 from s2sad import gencache, rules
@@ -407,6 +408,8 @@ class StaticMixin:
             return value
         if isinstance(value, type) and (value in (float, int, bool, complex) or issubclass(value, np.generic)):
             return np.dtype(value)
+        if isinstance(value, (numba.types.Number, numba.types.Boolean)):  # `from numba import float64`
+            return numba.np.numpy_support.as_dtype(value)
         return None
 
 
