@@ -11,8 +11,6 @@ import numpy as np
 from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
 from s2sad.rules.registry import OPERATORS, Opaque
 
-ATTRIBUTE_RULES = {"shape", "size", "ndim"}
-
 
 def header_imports(code: str) -> str:
     """The imports a generated module needs: math, numpy, and the numba/runtime names `code` uses."""
@@ -108,7 +106,7 @@ def prim_text(p: Prim) -> str:
         return f"{atom(p.args[0])}.pop()"
     if rule.name == "make_tuple":
         return "(" + "".join(f"{atom(a)}, " for a in p.args).rstrip(" ") + ")"
-    if rule.name in ATTRIBUTE_RULES and len(p.args) == 1 and not p.kwargs and not (p.spelled and rule.print_as):
+    if rule.attribute and len(p.args) == 1 and not p.kwargs and not (p.spelled and rule.print_as):
         return f"{atom(p.args[0])}.{rule.name}"  # (a call where the rule has a stand-in: `np_size(mu)` of a number)
     args = [atom(a) for a in p.args] + [f"{k}={atom(v)}" for k, v in p.kwargs]
     if isinstance(rule, Opaque) and rule.form != "call":  # `x.astype(np.int64)`, `x.dtype`

@@ -5,9 +5,10 @@ import numpy as np
 from s2sad.rules.registry import Check, defrule, nondiff
 from s2sad.runtime import linspace_any, np_size, sum_reduce, unbroadcast
 
-nondiff(np.shape, name="shape", shape_only=(0,))
-nondiff(np.size, np_size, name="size", print_as="np_size", shape_only=(0,), int_result=True)  # numba lacks np.size(x, axis)
-nondiff(np.ndim, name="ndim", shape_only=(0,), int_result=True)
+nondiff(np.shape, name="shape", shape_only=(0,), attribute=True)
+nondiff(np.size, np_size, name="size", print_as="np_size", shape_only=(0,), int_result=True,
+        attribute=True)  # numba lacks np.size(x, axis)
+nondiff(np.ndim, name="ndim", shape_only=(0,), int_result=True, attribute=True)
 nondiff(np.isscalar, name="isscalar")
 nondiff(len, name="len", shape_only=(0,), int_result=True)
 nondiff(np.zeros, name="zeros", fills=0.0)

@@ -77,6 +77,7 @@ class Rule:
     fills: float | None = None  # it allocates an array whose every element starts at this value (np.zeros: 0.0)
     int_result: bool = False  # its result is an integer (a length, an index), whatever its operands
     reads_tape: bool = False  # takes a value off a tape (its first operand): each mode differentiates it itself
+    attribute: bool = False  # a call of one operand prints as the attribute of its name (np.shape(x): `x.shape`)
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
     _template: Any = field(default=None, repr=False)
     _tangent_template: Any = field(default=None, repr=False)
@@ -293,10 +294,10 @@ def alias(name: str, *objects: Any) -> Rule:
 
 def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None,
             cuda: str | None = None, shape_only: tuple = (), fresh: bool = False, fills: float | None = None,
-            int_result: bool = False, reads_tape: bool = False) -> Rule:
+            int_result: bool = False, reads_tape: bool = False, attribute: bool = False) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
     return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only), fresh=fresh,
-                         fills=fills, int_result=int_result, reads_tape=reads_tape), *objects)
+                         fills=fills, int_result=int_result, reads_tape=reads_tape, attribute=attribute), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:
