@@ -23,9 +23,6 @@ from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Sto
 from s2sad.rules.registry import Opaque
 from s2sad.sharing import check_shared_memory, may_share, view_source
 
-INT_ARITHMETIC = ("add", "sub", "mul", "floordiv", "mod", "neg")  # take a value out of a tape: derivatives flow through them
-
-
 def diff_positions(prim: Prim) -> list[int]:
     if not prim.rule.differentiable:
         return []
@@ -232,7 +229,7 @@ class Analysis:
         operands = ir.expr_operands(v)
         if isinstance(v, Prim) and v.rule.int_result:
             return True
-        if isinstance(v, Prim) and v.rule.name not in INT_ARITHMETIC:
+        if isinstance(v, Prim) and not v.rule.keeps_int:
             return False
         return all(self.known_int(a.name, seen) if isinstance(a, Var) else
                    isinstance(a.value, int) and not isinstance(a.value, bool) for a in operands)
@@ -726,7 +723,7 @@ def _counts(value) -> bool:
     """Does this keep an integer derived from a loop counter an integer (arithmetic, `int`, `len`)?"""
     if isinstance(value, Copy):
         return True
-    return isinstance(value, Prim) and (value.rule.name in INT_ARITHMETIC or value.rule.int_result
+    return isinstance(value, Prim) and (value.rule.keeps_int or value.rule.int_result
                                         or not value.rule.differentiable)
 
 

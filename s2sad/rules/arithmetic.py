@@ -12,18 +12,20 @@ from s2sad.runtime import matmul_adjoint_a, matmul_adjoint_b, unbroadcast
 BROADCAST = ((), (3,), ((2, 3), (3,)), ((3,), ()), ((), (2, 3)))
 
 
-@defrule(operator="add", checks=[Check("a + b", shapes=BROADCAST), Check("np.add(a, b)", shapes=BROADCAST)])
+@defrule(operator="add", keeps_int=True,
+         checks=[Check("a + b", shapes=BROADCAST), Check("np.add(a, b)", shapes=BROADCAST)])
 def add(g, out, x, y):
     return g, g
 
 
-@defrule(operator="sub", checks=[Check("a - b", shapes=BROADCAST), Check("np.subtract(a, b)", shapes=BROADCAST)])
+@defrule(operator="sub", keeps_int=True,
+         checks=[Check("a - b", shapes=BROADCAST), Check("np.subtract(a, b)", shapes=BROADCAST)])
 def sub(g, out, x, y):
     return g, -g
 
 
-@defrule(operator="mul", checks=[Check("a * b", shapes=BROADCAST), Check("a * a"),
-                                 Check("np.multiply(a, b)", shapes=BROADCAST)])
+@defrule(operator="mul", keeps_int=True, checks=[Check("a * b", shapes=BROADCAST), Check("a * a"),
+                                                 Check("np.multiply(a, b)", shapes=BROADCAST)])
 def mul(g, out, x, y):
     return g * y, g * x
 
@@ -42,7 +44,7 @@ def pow(g, out, x, y):
     return g * y * x ** (y - 1), g * out * np.log(x)
 
 
-@defrule(operator="neg", fuses=True, checks=[Check("-a"), Check("np.negative(a)")])
+@defrule(operator="neg", keeps_int=True, fuses=True, checks=[Check("-a"), Check("np.negative(a)")])
 def neg(g, out, x):
     return (-g,)
 
@@ -72,7 +74,7 @@ def matmul(g, out, x, y):
     return matmul_adjoint_a(g, x, y), matmul_adjoint_b(g, x, y)
 
 
-@defrule(operator="mod", checks=[Check("a % b", domain="positive", shapes=BROADCAST)])
+@defrule(operator="mod", keeps_int=True, checks=[Check("a % b", domain="positive", shapes=BROADCAST)])
 def mod(g, out, x, y):  # float x % y = x - floor(x / y) * y, away from its jumps
     return g, -g * np.floor(x / y)
 
@@ -88,7 +90,7 @@ alias("pos", np.conjugate)  # np.conj too: s2sad differentiates real values only
 alias("matmul", np.matmul)
 
 for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "not", "and", "or"):
-    nondiff(name=_key, operator=_key)
+    nondiff(name=_key, operator=_key, keeps_int=_key == "floordiv")
 # `&`, `|`, `^`, `~`: combine boolean masks (`(r > 0) & (r < cut)`, `y[~np.isnan(y)]`), or the bits of ints
 nondiff(np.bitwise_and, name="bitand", operator="bitand")
 nondiff(np.bitwise_or, name="bitor", operator="bitor")
