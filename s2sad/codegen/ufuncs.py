@@ -1,4 +1,4 @@
-"""The NumPy ufuncs the compiled-text passes treat as elementwise arithmetic, read off the rules.
+"""The rules' facts the compiled-text passes read: the ufuncs they treat as arithmetic, helpers shaped like an operand.
 
 `s2sad build` vendors the passes into the packages it writes, without the rules: there this module
 is `literal_module()`'s text, the same tables written out.
@@ -13,10 +13,14 @@ from s2sad.rules.registry import spellings
 UFUNCS = {s.removeprefix("np.") for r in all_rules() if r.fuses for s in spellings(r) if s.startswith("np.")}
 VECTORIZED = {s.removeprefix("np."): r.vmath for r in all_rules() if r.vmath  # runtime.vmath's kernels, by NumPy name
               for s in spellings(r) if s.startswith("np.")}
+# runtime helpers (called by their bare name) whose result has an operand's shape: name -> that operand's position
+SHAPE_OF = {s: r.shaped_like for r in all_rules() if r.shaped_like is not None
+            for s in spellings(r) | {r.print_as} if s and "." not in s}
 
 
 def literal_module() -> str:
     """This module as the vendored passes import it: the tables alone."""
     names = ", ".join(repr(name) for name in sorted(UFUNCS))
     return (f'"""{__doc__.splitlines()[0]}"""\n\nUFUNCS = {{{names}}}\n'
-            f"VECTORIZED = {dict(sorted(VECTORIZED.items()))!r}\n")
+            f"VECTORIZED = {dict(sorted(VECTORIZED.items()))!r}\n"
+            f"SHAPE_OF = {dict(sorted(SHAPE_OF.items()))!r}\n")

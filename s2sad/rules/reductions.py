@@ -40,7 +40,8 @@ def sum_expand_tangent(g, out, r, x, axis=None, keepdims=False):
     return sum_expand(g, x, axis, keepdims), None
 
 
-@defrule(sum_expand, name="sum_expand", elementwise=False, shape_only=(1,), tangent=sum_expand_tangent,
+@defrule(sum_expand, name="sum_expand", elementwise=False, shape_only=(1,), shaped_like=1,
+         tangent=sum_expand_tangent,
          checks=[Check("sum_expand(a, b)", shapes=(((), ()), ((), (2, 3)))),
                  Check("sum_expand(a, b, 1)", shapes=(((2,), (2, 3)),)),
                  Check("sum_expand(a, b, (0, 2), True)", shapes=(((1, 3, 1), (2, 3, 4)),))])

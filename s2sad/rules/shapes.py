@@ -40,7 +40,8 @@ def reshape_like_tangent(g, out, t, like):
     return reshape_like(g, like), None
 
 
-@defrule(reshape_like, name="reshape_like", elementwise=False, shape_only=(1,), tangent=reshape_like_tangent,
+@defrule(reshape_like, name="reshape_like", elementwise=False, shape_only=(1,), shaped_like=1,
+         tangent=reshape_like_tangent,
          checks=[Check("reshape_like(a, b)", shapes=(((6,), (2, 3)), ((2, 3), (3, 2)), ((3, 2), (2, 3, 1)),
                                                       ((1,), ()), ((), (1, 1)), ((1, 1), ())))])
 def reshape_like_rule(g, out, t, like):

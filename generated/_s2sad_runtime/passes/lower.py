@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 
 from .arithmetic import is_arithmetic, vectorized_call
+from .ufuncs import SHAPE_OF  # runtime helpers shaped like an argument: name -> its position
 from ..fused import MAX_OPERANDS
 
 IMPORT = ("from s2sad.runtime.fused import ewise, ewise_plan, ewise_into, ewise_into_plan, ewise_into_finish, "
@@ -172,10 +173,6 @@ def _copy(node: ast.expr) -> ast.expr:
 
 
 # ---------------------------------------------------------------- ranks, as far as the text tells
-
-# runtime helpers whose result is shaped like one of their arguments: name -> that argument's position
-SHAPE_OF = {"unbroadcast": 1, "sum_expand": 1, "reshape_like": 1, "zeros_like_adj": 0, "copy_adj": 0}
-
 
 def rank_bounds(fn: ast.FunctionDef) -> dict[str, int]:
     """A lower bound on the number of dimensions of each local array of a generated function, read
