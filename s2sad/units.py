@@ -11,7 +11,6 @@ from s2sad import rules
 from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
 
 POINTWISE_FAMILIES = ("Operators", "Elementwise", "SciPy (scipy.special, scipy.stats.norm)")
-_SAME_PATTERN = ("copy", "neg", "inv", "zeros_like", "ones_like", "empty_like", "full_like", "stop_gradient")
 _MADE = ("zeros", "ones", "empty", "full")
 
 
@@ -33,8 +32,8 @@ def unit_axes(value, units: dict, ints: set) -> tuple | None:
     if not isinstance(value, Prim) or not value.args or value.kwargs:
         return None
     name, args = value.rule.name, value.args
-    if name in _SAME_PATTERN:
-        return _of_atom(args[0], units)
+    if value.rule.shaped_like is not None and len(args) > value.rule.shaped_like:
+        return _of_atom(args[value.rule.shaped_like], units)
     if name in _MADE or name == "reshape" and len(args) == 2:
         shape = args[0] if name in _MADE else args[1]
         return _of_constant_shape(shape)

@@ -6,6 +6,7 @@ is `literal_module()`'s text, the same tables written out.
 
 from __future__ import annotations
 
+from s2sad import runtime
 from s2sad.rules import all_rules
 from s2sad.rules.registry import spellings
 
@@ -13,9 +14,9 @@ from s2sad.rules.registry import spellings
 UFUNCS = {s.removeprefix("np.") for r in all_rules() if r.fuses for s in spellings(r) if s.startswith("np.")}
 VECTORIZED = {s.removeprefix("np."): r.vmath for r in all_rules() if r.vmath  # runtime.vmath's kernels, by NumPy name
               for s in spellings(r) if s.startswith("np.")}
-# runtime helpers (called by their bare name) whose result has an operand's shape: name -> that operand's position
+# runtime helpers whose result has an operand's shape: name -> that operand's position
 SHAPE_OF = {s: r.shaped_like for r in all_rules() if r.shaped_like is not None
-            for s in spellings(r) | {r.print_as} if s and "." not in s}
+            for s in spellings(r) | {r.print_as} if s in runtime.__all__}
 
 
 def literal_module() -> str:

@@ -44,7 +44,7 @@ def pow(g, out, x, y):
     return g * y * x ** (y - 1), g * out * np.log(x)
 
 
-@defrule(operator="neg", keeps_int=True, fuses=True, checks=[Check("-a"), Check("np.negative(a)")])
+@defrule(operator="neg", keeps_int=True, shaped_like=0, fuses=True, checks=[Check("-a"), Check("np.negative(a)")])
 def neg(g, out, x):
     return (-g,)
 

@@ -286,7 +286,7 @@ def copy_tangent(g, out, x):
     return (copy_adj(g),)
 
 
-@defrule(np.copy, float, tangent=copy_tangent, cuda="{0}", fresh=True,
+@defrule(np.copy, float, tangent=copy_tangent, cuda="{0}", fresh=True, shaped_like=0,
          checks=[Check("np.copy(a)", shapes=((3,),)), Check("float(a)", shapes=SCALAR)])
 def copy(g, out, x):
     return (g,)
@@ -320,4 +320,4 @@ nondiff(np.logical_or, name="logical_or")
 nondiff(np.logical_not, name="logical_not")
 nondiff(np.logical_xor, name="logical_xor")
 
-nondiff(stop_gradient, name="stop_gradient", cuda="{0}")
+nondiff(stop_gradient, name="stop_gradient", cuda="{0}", shaped_like=0)

@@ -153,7 +153,7 @@ def inv_tangent(g, out, x):
     return (-(out @ g @ out),)
 
 
-@defrule(np.linalg.inv, elementwise=False, cheap=False, tangent=inv_tangent,
+@defrule(np.linalg.inv, elementwise=False, cheap=False, shaped_like=0, tangent=inv_tangent,
          checks=[Check("np.linalg.inv(a + 3.0 * np.eye(3))", shapes=SQUARE), Check("np.linalg.inv(a)", "spd", SQUARE)])
 def inv(g, out, x):
     out_t = matrix_t(out)

@@ -186,7 +186,7 @@ def full_like_tangent(g, out, x, fill_value):
 
 
 # np.full_like(x, v) takes only x's shape and dtype: the derivative is the fill value's, as np.full's.
-@defrule(np.full_like, elementwise=False, tangent=full_like_tangent,
+@defrule(np.full_like, elementwise=False, shaped_like=0, tangent=full_like_tangent,
          checks=[Check("np.full_like(a, b)", shapes=(((2, 3), ()),)),
                  Check("np.full_like(np.ones((2, 3)), a)", shapes=((),))])
 def full_like(g, out, x, fill_value):

@@ -3,4 +3,4 @@
 
 UFUNCS = {'abs', 'absolute', 'arctan', 'cos', 'cosh', 'deg2rad', 'exp', 'exp2', 'expm1', 'log', 'log10', 'log1p', 'log2', 'negative', 'radians', 'sin', 'sinh', 'sqrt', 'square', 'tan', 'tanh'}
 VECTORIZED = {'exp': 'vexp', 'log': 'vlog', 'log1p': 'vlog1p', 'tanh': 'vtanh'}
-SHAPE_OF = {'copy_adj': 0, 'reshape_like': 1, 'sum_expand': 1, 'unbroadcast': 1, 'zeros_like_adj': 0}
+SHAPE_OF = {'copy_adj': 0, 'reshape_like': 1, 'stop_gradient': 0, 'sum_expand': 1, 'unbroadcast': 1, 'zeros_like_adj': 0}
