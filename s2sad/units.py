@@ -11,7 +11,6 @@ from s2sad import rules
 from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
 
 POINTWISE_FAMILIES = ("Operators", "Elementwise", "SciPy (scipy.special, scipy.stats.norm)")
-_MADE = ("zeros", "ones", "empty", "full")
 
 
 def pointwise(rule) -> bool:
@@ -34,9 +33,8 @@ def unit_axes(value, units: dict, ints: set) -> tuple | None:
     name, args = value.rule.name, value.args
     if value.rule.shaped_like is not None and len(args) > value.rule.shaped_like:
         return _of_atom(args[value.rule.shaped_like], units)
-    if name in _MADE or name == "reshape" and len(args) == 2:
-        shape = args[0] if name in _MADE else args[1]
-        return _of_constant_shape(shape)
+    if value.rule.shape_arg is not None and len(args) > value.rule.shape_arg:
+        return _of_constant_shape(args[value.rule.shape_arg])
     if name in ("expand_dims", "expand_dims_any") and len(args) == 2:
         return _expanded(_of_atom(args[0], units), args[1])
     if name == "transpose":

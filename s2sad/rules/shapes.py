@@ -27,7 +27,8 @@ def reshape_tangent(g, out, x, shape):
     return reshape_any(g, shape), None
 
 
-@defrule(np.reshape, reshape_any, elementwise=False, views=True, print_as="reshape_any", tangent=reshape_tangent,
+@defrule(np.reshape, reshape_any, elementwise=False, views=True, shape_arg=1, print_as="reshape_any",
+         tangent=reshape_tangent,
          checks=[Check("np.reshape(a, (3, 2))", shapes=MATRIX), Check("np.reshape(a, (-1,))", shapes=ND),
                  Check("np.reshape(a, (2, -1))", shapes=((3, 4), (2, 3, 2))),
                  Check("np.reshape(a, (1, 1))", shapes=((),)),
@@ -175,7 +176,7 @@ def full_tangent(g, out, shape, fill_value):
 
 
 # np.full is np.broadcast_to(fill_value, shape), copied: the fill value's derivative spreads to every entry.
-@defrule(np.full, elementwise=False, tangent=full_tangent,
+@defrule(np.full, elementwise=False, shape_arg=0, tangent=full_tangent,
          checks=[Check("np.full(3, a)", shapes=((),)), Check("np.full((2, 3), a)", shapes=((),))])
 def full(g, out, shape, fill_value):
     return None, unbroadcast(g, fill_value)
