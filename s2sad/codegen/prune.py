@@ -212,12 +212,22 @@ def start_from_first_contribution(lines: list[str], droppable: set[str], returne
     return [line for line in out if line is not None]
 
 
-# helpers whose result may be (a view of) their first argument; the others' arguments give shapes only
-_VIEW_CALLS = {"unbroadcast", "reshape_like", "squeeze_any", "expand_dims_any", "sum_expand_view"}
 _MODULES = {"np", "math"}
-_NUMPY_VIEWS = {"reshape", "ravel", "transpose", "squeeze", "expand_dims", "broadcast_to", "asarray", "asanyarray",
-                "ascontiguousarray", "asfortranarray", "atleast_1d", "atleast_2d", "atleast_3d", "diagonal",
-                "swapaxes", "moveaxis", "flip", "fliplr", "flipud", "real", "imag"}
+# Calls whose result may be (a view of) their first argument besides the rules with `views`: adjoint helpers
+# that hand back `g` itself where the shapes agree (`views` on them would make sharing.py take their results
+# for views, for certain, in the derivative of a derivative), and NumPy functions that have no rule.
+_ALSO_VIEWS = {"unbroadcast", "reshape_like", "np.asanyarray", "np.fliplr", "np.flipud", "np.real", "np.imag"}
+
+
+@functools.cache
+def _view_calls() -> tuple[frozenset, frozenset]:
+    """The names called bare (runtime helpers) and the np.<name>s whose result may be their first argument."""
+    from s2sad.rules import all_rules
+    from s2sad.rules.registry import spellings
+
+    names = set(_ALSO_VIEWS).union(*(spellings(r) | {r.print_as} for r in all_rules() if r.views)) - {None}
+    return (frozenset(n for n in names if "." not in n),
+            frozenset(n.removeprefix("np.") for n in names if n.startswith("np.") and n.count(".") == 1))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -238,10 +248,10 @@ def memory_of(text: str) -> frozenset[str]:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             if n.func.id in _NEW_ARRAY_CALLS | {"zeros_like_adj", "copy_adj", "sum_expand"}:
                 return frozenset()
-            if n.func.id in _VIEW_CALLS and n.args:
+            if n.func.id in _view_calls()[0] and n.args:
                 return sources(n.args[0])
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
-                and n.func.value.id in _MODULES and n.func.attr not in _NUMPY_VIEWS:
+                and n.func.value.id in _MODULES and n.func.attr not in _view_calls()[1]:
             return frozenset()  # a ufunc's or math's result: a new array or a number
         return frozenset(m.id for m in ast.walk(n) if isinstance(m, ast.Name) and m.id not in _MODULES)
 
