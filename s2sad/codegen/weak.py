@@ -30,6 +30,7 @@ import libcst as cst
 from numba.core import types
 
 from s2sad.rules import all_rules
+from s2sad.rules.registry import spellings
 
 WEAK = ("int", "float")
 STRONG_FLOATS = ("f32", "f64")
@@ -43,8 +44,10 @@ CONSTANTS = {"pi", "e", "tau", "inf", "nan"}  # math.pi, np.inf, ...: Python flo
 CREATORS = {"zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace", "logspace", "geomspace",
             "array", "asarray"}
 LIKE_CREATORS = {"zeros_like", "ones_like", "empty_like", "full_like"}
-INT_RESULTS = {"argmax", "argmin", "argsort", "searchsorted", "count_nonzero", "nonzero", "flatnonzero",
-               "floor_divide", "digitize", "bincount"}
+# NumPy functions with no rule whose result is an integer array or integer (rules say so with `int_result`), and
+# floor_divide, whose rule leaves `int_result` off (of floats it gives floats): it stays as this table had it
+INT_RESULTS = {"argsort", "searchsorted", "count_nonzero", "nonzero", "flatnonzero", "floor_divide", "digitize",
+               "bincount"}
 NOT_NUMBERS = {"isnan", "isinf", "isfinite", "isclose", "allclose", "array_equal", "logical_and", "logical_or",
                "logical_not", "logical_xor", "greater", "greater_equal", "less", "less_equal", "equal",
                "not_equal", "signbit", "any", "all", "shape", "where_indices"}
@@ -55,6 +58,13 @@ DTYPE_CLASS = {"float32": "f32", "single": "f32", "float64": "f64", "double": "f
 
 # adjoint helpers: the position of the argument whose adjoint precision the result has
 ADJOINT_OF = {"unbroadcast": 1, "zeros_like_adj": 0, "copy_adj": 0, "restore": 1, "scalar_adjoint": 1, "add_at": 0}
+
+
+@functools.cache
+def _int_results() -> frozenset:
+    """The np.<name>s whose result is an integer, whatever their operands (np.argmax)."""
+    return frozenset(INT_RESULTS | {s.removeprefix("np.") for r in all_rules() if r.int_result
+                                    for s in spellings(r) if s.startswith("np.")})
 
 
 @functools.cache
@@ -287,7 +297,7 @@ class Classes(cst.CSTVisitor):
         classes = [self.classify(a.value) for a in args]
         if None in classes:
             return None
-        if last in INT_RESULTS:
+        if last in _int_results():
             return "i64"
         strong = [c for c in classes if c in ("f32", "f64", "i64")]  # (a condition or a tuple says nothing)
         if not strong:  # a NumPy function of Python numbers is a NumPy scalar
