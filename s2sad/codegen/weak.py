@@ -56,15 +56,18 @@ DTYPE_CLASS = {"float32": "f32", "single": "f32", "float64": "f64", "double": "f
                "float_": "f64", "int64": "i64", "int32": "i64", "intp": "i64", "int": "i64"}
 
 
-# adjoint helpers: the position of the argument whose adjoint precision the result has
-ADJOINT_OF = {"unbroadcast": 1, "zeros_like_adj": 0, "copy_adj": 0, "restore": 1, "scalar_adjoint": 1, "add_at": 0}
-
-
 @functools.cache
 def _int_results() -> frozenset:
     """The np.<name>s whose result is an integer, whatever their operands (np.argmax)."""
     return frozenset(INT_RESULTS | {s.removeprefix("np.") for r in all_rules() if r.int_result
                                     for s in spellings(r) if s.startswith("np.")})
+
+
+@functools.cache
+def _adjoint_of() -> dict[str, int]:
+    """Runtime helpers whose result has an operand's precision (adjoint helpers): name -> that operand's position."""
+    return {s: r.precision_of for r in all_rules() if r.precision_of is not None
+            for s in spellings(r) | {r.print_as} if s and "." not in s}
 
 
 @functools.cache
@@ -344,8 +347,8 @@ class Classes(cst.CSTVisitor):
             return None
         if name in _stand_ins():
             return self.numpy_call(name, args, None)
-        if name in ADJOINT_OF and len(classes) > ADJOINT_OF[name]:
-            c = classes[ADJOINT_OF[name]]
+        if name in _adjoint_of() and len(classes) > _adjoint_of()[name]:
+            c = classes[_adjoint_of()[name]]
             return {"int": "float", "i64": "f64"}.get(c, c)
         joined = join(c for c in classes if c in ("float",) + STRONG_FLOATS)  # (integers index or count)
         return joined if joined is not None else "other"

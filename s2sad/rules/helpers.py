@@ -29,7 +29,7 @@ def copy_adj_tangent(g, out, v):
 
 
 @defrule(copy_adj, copy.copy, copy.deepcopy, name="copy_adj", print_as="copy_adj", tangent=copy_adj_tangent,
-         cuda="{0}", fresh=True, shaped_like=0, checks=[Check("copy_adj(a)")])
+         cuda="{0}", fresh=True, shaped_like=0, precision_of=0, checks=[Check("copy_adj(a)")])
 def copy_adj_rule(g, out, v):
     return (g,)
 
@@ -38,8 +38,8 @@ def unbroadcast_tangent(g, out, t, like):
     return unbroadcast(g, like), None
 
 
-@defrule(unbroadcast, name="unbroadcast", elementwise=False, shape_only=(1,), shaped_like=1, tangent=unbroadcast_tangent,
-         cuda="{0}", checks=[Check("unbroadcast(a, b)", shapes=BROADCAST)])
+@defrule(unbroadcast, name="unbroadcast", elementwise=False, shape_only=(1,), shaped_like=1, precision_of=1,
+         tangent=unbroadcast_tangent, cuda="{0}", checks=[Check("unbroadcast(a, b)", shapes=BROADCAST)])
 def unbroadcast_rule(g, out, t, like):
     return broadcast_like(g, t), None
 
@@ -123,7 +123,7 @@ def add_at_tangent(g, out, a, idx, v):
     return g, None, add_at(zeros_like_adj(a), idx, g)
 
 
-@defrule(add_at, name="add_at", elementwise=False, tangent=add_at_tangent,
+@defrule(add_at, name="add_at", elementwise=False, precision_of=0, tangent=add_at_tangent,
          checks=[Check("add_at(a, index_array((0, 2, 0)), b)", shapes=(((3,), (3,)), ((3, 2), (3, 2)), ((3,), ()))),
                  Check("add_at(a, 1, b)", shapes=(((3,), ()), ((3, 2), (2,)))),
                  Check("add_at(a, slice(0, 2), b)", shapes=(((3,), (2,)), ((3, 2), (2, 2)))),
@@ -152,10 +152,10 @@ nondiff(name="make_tuple")  # `(n, m)`: a shape or axes built from variables
 nondiff(same_shape, name="same_shape")  # `x.shape == (n, 1)`
 nondiff(hstack_axis, name="hstack_axis")
 nondiff(batch_empty, name="batch_empty")
-nondiff(zeros_like_adj, name="zeros_like_adj", shape_only=(0,), fresh=True, shaped_like=0)
+nondiff(zeros_like_adj, name="zeros_like_adj", shape_only=(0,), fresh=True, shaped_like=0, precision_of=0)
 nondiff(range_last, name="range_last", int_result=True)
 # Tapes: creating one has no derivative; pushes, pops and `restore` move values in and out
 # of it, and each transformation gives them their derivative (codegen/forward.py, reverse.py).
 nondiff(List, PythonTape, name="tape", print_as="List")
-nondiff(restore, name="restore", reads_tape=True)
+nondiff(restore, name="restore", reads_tape=True, precision_of=1)
 nondiff(name="tape_pop", reads_tape=True)  # `tape.pop()`

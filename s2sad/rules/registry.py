@@ -79,6 +79,7 @@ class Rule:
     reads_tape: bool = False  # takes a value off a tape (its first operand): each mode differentiates it itself
     shaped_like: int | None = None  # the operand whose shape its result has (unbroadcast(g, like): 1)
     shape_arg: int | None = None  # the operand that is its result's shape (np.zeros(shape): 0, np.reshape(x, shape): 1)
+    precision_of: int | None = None  # the operand whose float dtype its result has (unbroadcast(g, like): like's)
     keeps_int: bool = False  # of integer operands, an integer (n + 1, i // 2): an index computed from indices
     attribute: bool = False  # a call of one operand prints as the attribute of its name (np.shape(x): `x.shape`)
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
@@ -249,7 +250,7 @@ def register(rule: Rule, *objects: Any) -> Rule:
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
             tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None,
             singular=False, views=False, shape_only=(), fresh=False, keeps_int=False, shaped_like=None,
-            shape_arg=None):
+            shape_arg=None, precision_of=None):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -260,7 +261,8 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
         rule = Rule(name or adjoint.__name__, adjoint, operator, elementwise, cheap, costly, tuple(checks),
                     print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces, fuses=fuses,
                     vmath=vmath, cuda=cuda, singular=singular, views=views, shape_only=tuple(shape_only),
-                    fresh=fresh, keeps_int=keeps_int, shaped_like=shaped_like, shape_arg=shape_arg)
+                    fresh=fresh, keeps_int=keeps_int, shaped_like=shaped_like, shape_arg=shape_arg,
+                    precision_of=precision_of)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
@@ -299,11 +301,13 @@ def alias(name: str, *objects: Any) -> Rule:
 def nondiff(*objects, name: str, operator: str | None = None, print_as: str | None = None,
             cuda: str | None = None, shape_only: tuple = (), fresh: bool = False, fills: float | None = None,
             int_result: bool = False, reads_tape: bool = False, keeps_int: bool = False,
-            shaped_like: int | None = None, shape_arg: int | None = None, attribute: bool = False) -> Rule:
+            shaped_like: int | None = None, shape_arg: int | None = None, precision_of: int | None = None,
+            attribute: bool = False) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
     return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only), fresh=fresh,
                          fills=fills, int_result=int_result, reads_tape=reads_tape, keeps_int=keeps_int,
-                         shaped_like=shaped_like, shape_arg=shape_arg, attribute=attribute), *objects)
+                         shaped_like=shaped_like, shape_arg=shape_arg, precision_of=precision_of,
+                         attribute=attribute), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:
