@@ -792,6 +792,15 @@ def _float_positions(primals) -> tuple[int, ...]:
                  and not (isinstance(p, np.ndarray) and p.dtype.kind in "biu"))
 
 
+def _defaults(fun: Callable, given: int) -> tuple:
+    """The defaults of the parameters after the first `given`, which `fun(*primals)` reads: constants of
+    the derivative, as the arguments `argnums` leaves out are in `grad`."""
+    params = list(_user_signature(_as_function(fun)).parameters.values())[given:]
+    if any(q.kind in (q.VAR_POSITIONAL, q.VAR_KEYWORD) or q.default is q.empty for q in params):
+        return ()  # the call itself reports a missing argument
+    return tuple(q.default for q in params)
+
+
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEFAULT_BACKEND):
     """`(out, tangent_out)`: `fun(*primals)` and its derivative along `tangents`, by forward mode.
 
@@ -814,7 +823,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     if not positions:
         raise TypeError("jvp needs at least one float primal to differentiate, but every primal is an int or a bool "
                         "(those are constants); pass floats, e.g. 3.0 or x.astype(float)")
-    fwd, args = _forward(fun, tuple(range(len(primals))), backend).specialize(primals)
+    fwd, args = _forward(fun, tuple(range(len(primals))), backend).specialize(primals + _defaults(fun, len(primals)))
     for i in positions:
         p = flat_primals[i]
         if type(p) is not float and not (type(p) is np.ndarray and p.dtype.kind == "f"):

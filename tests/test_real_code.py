@@ -1963,3 +1963,17 @@ def test_list_of_an_arrays_shape(backend):
     assert_close(g, fd_grad(_scatter_into_a_longer_shape, (x,), 0))
     with pytest.raises(s2sad.UnsupportedError, match="follows the arguments' ranks"):
         s2sad.source(_scatter_into_a_longer_shape)  # no arguments: the shape's length is unknown
+
+
+def _logsumexp_with_defaults(a, axis=None, scale=2.0):
+    a_max = np.amax(a, axis=axis)
+    return scale * (np.log(np.sum(np.exp(a - a_max), axis=axis)) + a_max)
+
+
+def test_jvp_with_primals_for_the_leading_parameters_only(backend):
+    # as hyl317/CS4775_FinalProject helper.py's logsumexp(a, axis=None, keepdims=False) is called: jvp(f, (a,), (t,))
+    a = np.array([[0.3, -1.2, 2.0], [0.7, 0.1, -0.4]])
+    t = np.array([[1.0, 0.5, -2.0], [0.3, -0.7, 1.1]])
+    out, tangent = s2sad.jvp(_logsumexp_with_defaults, (a,), (t,), backend=backend)
+    assert_close(out, _logsumexp_with_defaults(a), rtol=1e-12)
+    assert_close(tangent, np.sum(fd_grad(_logsumexp_with_defaults, (a,), 0) * t))
