@@ -28,6 +28,8 @@ def unit_axes(value, units: dict, ints: set) -> tuple | None:
         return _of_atom(value.value, units)
     if isinstance(value, Load):
         return _loaded(value, units, ints)
+    if isinstance(value, Prim) and value.args and value.rule.reduces:
+        return _reduced(value, units)
     if not isinstance(value, Prim) or not value.args or value.kwargs:
         return None
     name, args = value.rule.name, value.args
@@ -47,6 +49,25 @@ def unit_axes(value, units: dict, ints: set) -> tuple | None:
     if pointwise(value.rule):
         return _broadcast([_of_atom(a, units) for a in args])
     return None
+
+
+def _reduced(value: Prim, units: dict) -> tuple | None:
+    """`np.max(x, axis=..., keepdims=...)` with both constant: x's pattern, the reduced axes set to
+    length one (keepdims) or dropped."""
+    found = _of_atom(value.args[0], units)
+    given = dict(value.kwargs)
+    axis = value.args[1] if len(value.args) > 1 else given.get("axis", Const(None))
+    keep = given.get("keepdims", Const(False))  # (positionally, the third operand is a dtype or ddof)
+    if found is None or len(value.args) > 2 or not isinstance(axis, Const) or not isinstance(keep, Const):
+        return None
+    rank = len(found)
+    axes = range(rank) if axis.value is None else axis.value if isinstance(axis.value, tuple) else (axis.value,)
+    if not all(type(a) is int and -rank <= a < rank for a in axes):
+        return None
+    reduced = {a % rank for a in axes}
+    if keep.value:
+        return tuple(unit or i in reduced for i, unit in enumerate(found))
+    return tuple(unit for i, unit in enumerate(found) if i not in reduced)
 
 
 def _of_atom(atom, units: dict) -> tuple | None:

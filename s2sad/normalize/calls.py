@@ -313,8 +313,8 @@ class CallsMixin:
             folded = _folded(fn, args, kwargs)
             if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
                 return self.expr_result(folded, out, target)
-            if rule.name == "squeeze" and len(args) == 1 and not kwargs:
-                args.append(self.unit_axes_of(args[0]))
+            if rule.name == "squeeze" and len(args) == 1 and _without_axis(kwargs):
+                args, kwargs = [args[0], self.unit_axes_of(args[0])], ()
                 if args[1].value == ():  # no axis of length one: the array itself
                     return self.expr_result(args[0], out, target)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
@@ -702,6 +702,11 @@ def _numba_ufunc(fn) -> bool:
 
 
 _OUT_AFTER = {np.dot: 2, np.clip: 3}  # NumPy functions (not ufuncs) whose output argument may come by position
+
+
+def _without_axis(kwargs) -> bool:
+    """`np.squeeze(x)`, or `np.squeeze(x, axis=None)` as a logsumexp passes its `axis` on: every unit axis."""
+    return not kwargs or kwargs == [("axis", Const(None))]
 
 
 def _keywords_in_place(t, args: list, kwargs: list) -> tuple[list, list]:
