@@ -13,7 +13,6 @@ import numba
 import numpy as np
 
 from s2sad import rules
-from s2sad.errors import TypesNeeded
 from s2sad.ir import Assign, Const, Copy, For, If, Load, Prim, Store, Var
 from s2sad.normalize.pytrees import is_tree
 from s2sad.normalize.state import _NOT_STATIC, Loop, UnknownKinds, Walk
@@ -625,12 +624,8 @@ class IterationMixin:
         """`list(x.shape)`: the shape's items, one per axis, where the array's rank is known (per argument
         rank, as `(n,) + x.shape` is)."""
         items = self.items_of(self.value(node, out), out)
-        if items is None and isinstance(self.kinds, UnknownKinds):
-            self.kinds.asked = True
-            raise TypesNeeded(f"the length of `{cst.Module([]).code_for_node(node)}` follows the arguments' ranks: "
-                              "s2sad generates the code per argument type when the function is called, so "
-                              "`s2sad.source(f)` cannot read it; call grad(f) on arguments")
         if items is None:
+            self.ask_for_ranks(node)
             raise self.err(node, "a list of an array's shape needs the array's rank, which s2sad does not know here",
                            "index the shape: `n, m = x.shape`, then `[n, m]`")
         return items

@@ -63,15 +63,20 @@ class PytreesMixin:
     def joined(self, node: cst.BinaryOperation, out):
         """`(n,) + x.shape`: a tuple (or list) joined when the code is generated, item by item."""
         left, right = (self.items_of(self.value(side, out), out) for side in (node.left, node.right))
-        if (left is None or right is None) and isinstance(self.kinds, UnknownKinds):
+        if left is None or right is None:
+            self.ask_for_ranks(node)
+            raise self.err(node, "a tuple or list is joined here only with another one, or with an array's "
+                                 "`.shape` whose rank s2sad knows", "write the items out: `(n, m, k)`")
+        return type(left)([*left, *right]) if isinstance(left, list) else (*left, *right)
+
+    def ask_for_ranks(self, node) -> None:
+        """Where the code is made without the arguments' kinds (`s2sad.source(f)`), a length that follows
+        their ranks asks for them: the caller generates the code again per argument type."""
+        if isinstance(self.kinds, UnknownKinds):
             self.kinds.asked = True
             raise TypesNeeded(f"the length of `{cst.Module([]).code_for_node(node)}` follows the arguments' ranks: "
                               "s2sad generates the code per argument type when the function is called, so "
                               "`s2sad.source(f)` cannot read it; call grad(f) on arguments")
-        if left is None or right is None:
-            raise self.err(node, "a tuple or list is joined here only with another one, or with an array's "
-                                 "`.shape` whose rank s2sad knows", "write the items out: `(n, m, k)`")
-        return type(left)([*left, *right]) if isinstance(left, list) else (*left, *right)
 
     def items_of(self, value, out):
         """A static tuple/list as it is, a shape tuple of known length as its items, else None."""
