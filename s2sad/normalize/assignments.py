@@ -5,7 +5,6 @@ through a view reaches the viewed array).
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import libcst as cst
@@ -389,14 +388,3 @@ class AssignmentsMixin:
         self.trees[scattered] = self.prim(out, "add_at", (zeros, index, self.expr(v, out)), hint="scattered")
         update = cst.AddAssign() if ufunc is np.add else cst.SubtractAssign()
         self.aug_assign(cst.AugAssign(a, update, cst.Name(scattered)), out)
-
-    def bound_arguments(self, call: cst.Call, fn) -> dict:
-        """The call's argument nodes by `fn`'s parameter names (unset ones absent)."""
-        if any(a.star for a in call.args):
-            raise self.err(call, "pass the arguments one by one here, without `*` or `**`")
-        try:
-            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None],
-                                                   **{a.keyword.value: a.value for a in call.args
-                                                      if a.keyword is not None}).arguments)
-        except TypeError as exc:
-            raise self.err(call, f"these arguments do not fit `{fn.__name__}`: {exc}") from None

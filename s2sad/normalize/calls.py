@@ -6,7 +6,6 @@ inlined by lowerer.py; builtins and containers are in iteration.py.)
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 import types
@@ -545,12 +544,7 @@ class CallsMixin:
     def triangle_positions(self, node, fn, out) -> "Positions":
         """`np.triu_indices(n, k=0, m=None)`, `np.tril_indices_from(a, k=0)`, ...: a triangle's index arrays,
         kept as the boolean mask that picks the same items in the same (C) order."""
-        try:
-            bound = inspect.signature(fn).bind(*[a.value for a in node.args if a.keyword is None],
-                                               **{a.keyword.value: a.value for a in node.args if a.keyword})
-        except TypeError as exc:
-            raise self.err(node, f"{fn.__name__}(...): {exc}") from None
-        args = {name: self.expr(value, out) for name, value in bound.arguments.items()}
+        args = {name: self.expr(value, out) for name, value in self.bound_arguments(node, fn).items()}
         k = args.get("k", Const(0))
         if "arr" in args:
             n, m = self.dims_of(self.prim(out, "shape", (args["arr"],), hint="shape"), 2, out)

@@ -7,6 +7,7 @@ for each kind of syntax come from the mixins it combines, one module each.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from dataclasses import dataclass, field
 
@@ -179,6 +180,17 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         self.emit(out, version or target, Load(Var(view.root), view.index))
         if version:
             self.scope[name] = version
+
+    def bound_arguments(self, call: cst.Call, fn) -> dict:
+        """The call's argument nodes by `fn`'s parameter names (unset ones absent)."""
+        if any(a.star for a in call.args):
+            raise self.err(call, "pass the arguments one by one here, without `*` or `**`")
+        try:
+            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None],
+                                                   **{a.keyword.value: a.value for a in call.args
+                                                      if a.keyword is not None}).arguments)
+        except TypeError as exc:
+            raise self.err(call, f"these arguments do not fit `{fn.__name__}`: {exc}") from None
 
     def prim(self, out, key, args, kwargs=(), target=None, hint=None):
         folded = _fold_ints(key, args) if not kwargs else None
