@@ -878,7 +878,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAU
         return _arrange(rev, jacobians.by_vjps(rev.primal_fn, rev.vjp_fn, flat, rev.flat_argnums))
 
     jacrev_fun.__s2sad_transform__ = rev0
-    return jacrev_fun
+    return attach(jacrev_fun, "jacrev", rev0)
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:

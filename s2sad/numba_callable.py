@@ -51,7 +51,7 @@ class NotNumbaCallable(TypeError):
 
 class Spec:
     """What a public function computes, for writing its numba implementation: kind is "grad",
-    "value_and_grad", "jacfwd", "hessian", "vmap", "jvp", "call" (an @differentiate function itself)
+    "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap", "jvp", "call" (an @differentiate function itself)
     or "flat" (leaves in, leaves out)."""
 
     for_python = False  # the trampoline s2sad.jit returns (see _frozen)
@@ -393,6 +393,47 @@ def _write_jacfwd(spec: Spec, argtypes: tuple):
     return lines + [f"return {_grads(fwd, blocks)}"], names.closure
 
 
+def _write_jacrev(spec: Spec, argtypes: tuple):
+    """One vjp per output element, each giving a row of every block (jacobians.by_vjps, written out)."""
+    from s2sad.backend import inferred_return_type
+
+    r0 = spec.transform
+    if r0.has_aux:
+        raise NotNumbaCallable(f"{spec.name}: has_aux=True returns a pytree; inside numba code call jacrev without aux")
+    _checked(spec, argtypes, r0.argnums)
+    r = _specialized(r0, spec.params, argtypes)
+    out = inferred_return_type(r.primal_fn, (), tuple(argtypes) + tuple(_hidden_types(r)))
+    if out is None or not isinstance(out, (nb.Number, nb.Array)):
+        raise NotNumbaCallable(f"{spec.name}: numba could not type its output as a float or an array for arguments "
+                               f"of types {argtypes}; inside numba code jacrev takes a function of one output")
+    wrt = list(r.flat_argnums)
+    names = _Names(spec, spec.params + ["value", "k", "unit", "res", "np"] + [f"block{p}" for p in range(len(wrt))])
+    names.closure["np"] = np
+    args = spec.params
+    frozen = _frozen(names, r.hidden_args())
+    vjp = names.bind("vjp", r.vjp_fn)
+    blocks = [f"block{p}" for p in range(len(wrt))]
+    if not isinstance(out, nb.Array):
+        lines = [f"res = {vjp}({', '.join(args + frozen + ['1.0'])})"]
+        lines += [f"{b} = res[{p + 1}]" for p, b in enumerate(blocks)]
+        return lines + [f"return {_grads(r, blocks)}"], names.closure
+    primal = names.bind("primal", r.primal_fn)
+    lines = [f"value = {primal}({', '.join(args + frozen)})"]
+    for p, i in enumerate(wrt):
+        ranked = isinstance(argtypes[i], nb.Array)
+        lines.append(f"block{p} = np.empty((value.size, {args[i]}.size))" if ranked else
+                     f"block{p} = np.empty(value.size)")
+    lines += ["for k in range(value.size):", "    unit = np.zeros(value.size)", "    unit[k] = 1.0",
+              f"    res = {vjp}({', '.join(args + frozen + ['unit.reshape(value.shape)'])})"]
+    for p, i in enumerate(wrt):
+        ranked = isinstance(argtypes[i], nb.Array)
+        lines.append(f"    block{p}[k, :] = np.ravel(res[{p + 1}])" if ranked else f"    block{p}[k] = res[{p + 1}]")
+    for p, i in enumerate(wrt):
+        shape = f"value.shape + {args[i]}.shape" if isinstance(argtypes[i], nb.Array) else "value.shape"
+        lines.append(f"block{p} = block{p}.reshape({shape})")
+    return lines + [f"return {_grads(r, blocks)}"], names.closure
+
+
 def _write_hessian(spec: Spec, argtypes: tuple):
     r = _reverse_ready(spec, argtypes)
     if len(r.flat_argnums) != 1:
@@ -461,7 +502,7 @@ def _write_call(spec: Spec, argtypes: tuple):
 
 
 _WRITERS = {"call": _write_call, "grad": _write_grad, "value_and_grad": _write_value_and_grad, "flat": _write_flat,
-            "jacfwd": _write_jacfwd, "hessian": _write_hessian, "vmap": _write_vmap, "jvp": _write_jvp}
+            "jacfwd": _write_jacfwd, "jacrev": _write_jacrev, "hessian": _write_hessian, "vmap": _write_vmap, "jvp": _write_jvp}
 
 
 # --- numba's typeof for s2sad's objects ------------------------------------------------------------------------

@@ -44,6 +44,7 @@ def tree_loss(p, x):
 G = s2sad.grad(energy, (0, 1))
 VG = s2sad.value_and_grad(energy)
 J = s2sad.jacfwd(field)
+JR = s2sad.jacrev(field, (0, 1))
 H = s2sad.hessian(energy)
 V = s2sad.vmap(s2sad.grad(energy), in_axes=(0, None))
 
@@ -102,6 +103,17 @@ def test_jacfwd_and_hessian():
     fd = np.array([fd_directional(field, (X, Y), (np.eye(3)[k], 0.0)) for k in range(3)]).T
     assert_close(jac, fd)
     assert_close(call(H, X, Y), np.diag(-np.sin(X) * Y), rtol=1e-12)  # d2/dx2 sum(sin(x) y)
+
+
+def test_jacrev_gives_every_block_by_vjps():
+    jac_x, jac_y = call(JR, X, Y)
+    assert jac_x.shape == (3, 3) and jac_y.shape == (3,)
+    fd_x = np.array([fd_directional(field, (X, Y), (np.eye(3)[k], 0.0)) for k in range(3)]).T
+    assert_close(jac_x, fd_x)
+    assert_close(jac_y, fd_directional(field, (X, Y), (np.zeros(3), 1.0)))
+    scalar_x, scalar_y = s2sad.jit(s2sad.jacrev(energy, (0, 1)))(X, Y)  # a scalar output: the gradient
+    assert_close(scalar_x, fd_grad(energy, (X, Y), 0))
+    assert_close(scalar_y, fd_grad(energy, (X, Y), 1))
 
 
 def test_vmap_of_grad():
