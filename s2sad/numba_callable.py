@@ -32,7 +32,7 @@ import types as pytypes
 from typing import Any, Callable
 
 import numpy as np
-from numba import njit
+from numba import njit, typeof
 from numba.core import types as nb
 from numba.core.datamodel import models
 from numba.extending import (NativeValue, infer_getattr, intrinsic, lower_getattr_generic, overload, register_model,
@@ -96,11 +96,26 @@ def _trampoline(public: Callable, for_python: bool):
     overload(stub, jit_options=_JIT, strict=False)(lambda *argtypes: implementation(spec, argtypes))
     trampoline = synthesize.function(spec.name, spec.params, [f"return select({args})"], {"select": stub},
                                      in_memory=True)
+    trampoline.__defaults__ = _defaults(spec) or None
     found = njit(**_JIT)(trampoline)
     if hasattr(public, "__s2sad_transform__"):  # source(), and transformations of it, see through it
         found.__s2sad_transform__ = public.__s2sad_transform__
     found.__s2sad_public__ = public
     return found
+
+
+def _defaults(spec: Spec) -> tuple:
+    """The defaults of the function's last parameters that numba passes as constants (numbers and bools), so
+    that numba code may leave them out as Python code may."""
+    signature = getattr(spec.transform, "signature", None)
+    if signature is None or list(signature.parameters) != spec.params:
+        return ()
+    found = []
+    for p in reversed(signature.parameters.values()):
+        if type(p.default) not in (int, float, bool):
+            break
+        found.append(p.default)
+    return tuple(reversed(found))
 
 
 def jitted(public: Callable):
@@ -219,8 +234,6 @@ def _scalar_output(r, argtypes: tuple) -> None:
 
 
 def _hidden_types(t) -> list:
-    from numba import typeof
-
     return [typeof(v) for v in t.hidden_args()]
 
 
@@ -234,6 +247,7 @@ def implementation(spec: Spec, argtypes: tuple) -> Callable:
                                f"numba code, got {len(argtypes)}")
     if spec.transform.backend != "numba":
         raise NotNumbaCallable(f"{spec.name} runs uncompiled (backend='python'); numba code calls the default backend")
+    argtypes = tuple(typeof(t.value) if isinstance(t, nb.Omitted) else t for t in argtypes)  # a default left out
     body, closure = _WRITERS[spec.kind](spec, argtypes)
     return _function(f"{spec.name}_{spec.kind}", spec.params, body, closure)
 

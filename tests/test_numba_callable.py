@@ -116,6 +116,26 @@ def test_jacrev_gives_every_block_by_vjps():
     assert_close(scalar_y, fd_grad(energy, (X, Y), 1))
 
 
+def damped(x, rate=0.5, steps=3):
+    s = 0.0
+    for _ in range(steps):
+        s += rate * np.sum(np.sin(x) ** 2)
+    return s
+
+
+DAMPED = s2sad.grad(damped)
+
+
+@numba.njit
+def damped_grads(x):
+    return DAMPED(x), DAMPED(x, 0.25), DAMPED(x, 0.25, 1)
+
+
+def test_parameters_left_out_in_numba_code_take_their_defaults():
+    for got, args in zip(damped_grads(X), ((X,), (X, 0.25), (X, 0.25, 1))):
+        assert_close(got, fd_grad(damped, args, 0))
+
+
 def test_vmap_of_grad():
     batch = np.random.default_rng(0).normal(size=(4, 3))
     got = call(V, batch, Y)
