@@ -326,3 +326,21 @@ def test_a_gather_scatters_its_float32_gradient_in_float32(backend):
     g = s2sad.grad(gathered_squares, backend=backend)(x, idx)
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, [2 * x[0], 0, 4 * x[2], 0, 0, 2 * x[5]], rtol=1e-6)
+
+
+def floor_binned(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += np.floor_divide(x[i], 0.01) * x[i]
+    return s
+
+
+def test_floor_divide_of_floats_keeps_their_precision(backend):
+    """np.floor_divide of float32 values is float32, as `//` is: the weak 0.01 meets x[i] in float32, and
+    float32(0.01) // 0.01 is 1 where the float64 quotient of the same bits floors to 0."""
+    x = np.array([0.01, 0.5, 22.23], dtype=np.float32)
+    value, g = s2sad.value_and_grad(floor_binned, backend=backend)(x)
+    expected = floor_binned(x)
+    assert np.asarray(value).dtype == np.asarray(expected).dtype == np.float32 and g.dtype == np.float32
+    np.testing.assert_array_equal(g, np.floor_divide(x, 0.01))
+    np.testing.assert_allclose(value, expected, rtol=1e-6)

@@ -44,10 +44,8 @@ CONSTANTS = {"pi", "e", "tau", "inf", "nan"}  # math.pi, np.inf, ...: Python flo
 CREATORS = {"zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace", "logspace", "geomspace",
             "array", "asarray"}
 LIKE_CREATORS = {"zeros_like", "ones_like", "empty_like", "full_like"}
-# NumPy functions with no rule whose result is an integer array or integer (rules say so with `int_result`), and
-# floor_divide, whose rule leaves `int_result` off (of floats it gives floats): it stays as this table had it
-INT_RESULTS = {"argsort", "searchsorted", "count_nonzero", "nonzero", "flatnonzero", "floor_divide", "digitize",
-               "bincount"}
+# NumPy functions with no rule whose result is an integer array or integer (rules say so with `int_result`)
+INT_RESULTS = {"argsort", "searchsorted", "count_nonzero", "nonzero", "flatnonzero", "digitize", "bincount"}
 NOT_NUMBERS = {"isnan", "isinf", "isfinite", "isclose", "allclose", "array_equal", "logical_and", "logical_or",
                "logical_not", "logical_xor", "greater", "greater_equal", "less", "less_equal", "equal",
                "not_equal", "signbit", "any", "all", "shape", "where_indices"}
@@ -359,8 +357,8 @@ WIDEN_IMPORT = "from s2sad.runtime.shapes import as_float"
 
 # NumPy functions that broadcast their operands elementwise: a weak int among them is a value, not an axis
 ELEMENTWISE = {"maximum", "minimum", "fmax", "fmin", "where", "clip", "add", "subtract", "multiply", "divide",
-               "true_divide", "power", "float_power", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2",
-               "fmod", "remainder", "mod", "heaviside"}
+               "true_divide", "floor_divide", "power", "float_power", "arctan2", "hypot", "copysign", "logaddexp",
+               "logaddexp2", "fmod", "remainder", "mod", "heaviside"}
 # the runtime's stand-ins the rules of those print instead (np_where for np.where): the same kind of call
 STAND_INS = {r.print_as for r in all_rules() if r.name in ELEMENTWISE and r.print_as and "." not in r.print_as}
 
