@@ -22,7 +22,7 @@ import libcst as cst
 from numba.core import types
 
 from s2sad.codegen.chains import module_of
-from s2sad.codegen.weak import CONSTANTS, CREATORS, called, float32_of, weak_text
+from s2sad.codegen.weak import CONSTANTS, called, creators, float32_of, weak_text
 
 
 
@@ -79,7 +79,7 @@ class _Single(cst.CSTTransformer):
         return False  # defaults stay as written
 
     def visit_Call(self, node):
-        if called(node.func)[1] in CREATORS:  # their constants set an array's dtype
+        if called(node.func)[1] in creators():  # their constants set an array's dtype
             for arg in node.args:
                 for item in (arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg]):
                     value = item.value

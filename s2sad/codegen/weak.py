@@ -40,25 +40,38 @@ AUGMENTED = {cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.Multi
              cst.DivideAssign: cst.Divide, cst.FloorDivideAssign: cst.FloorDivide, cst.ModuloAssign: cst.Modulo,
              cst.PowerAssign: cst.Power, cst.MatrixMultiplyAssign: cst.MatrixMultiply}
 CONSTANTS = {"pi", "e", "tau", "inf", "nan"}  # math.pi, np.inf, ...: Python floats
-# NumPy functions whose result takes its dtype from a `dtype=` argument, else from the values they are given
-CREATORS = {"zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace", "logspace", "geomspace",
-            "array", "asarray"}
-LIKE_CREATORS = {"zeros_like", "ones_like", "empty_like", "full_like"}
-# NumPy functions with no rule whose result is an integer array or integer (rules say so with `int_result`)
-INT_RESULTS = {"argsort", "searchsorted", "count_nonzero", "nonzero", "flatnonzero", "digitize", "bincount"}
-NOT_NUMBERS = {"isnan", "isinf", "isfinite", "isclose", "allclose", "array_equal", "logical_and", "logical_or",
-               "logical_not", "logical_xor", "greater", "greater_equal", "less", "less_equal", "equal",
-               "not_equal", "signbit", "any", "all", "shape", "where_indices"}
+# What rules say of NumPy functions (`dtype_from`, `int_result`, `bool_result`), for those generated code
+# calls as the user wrote them, which have no rule: np.array is lowered before code is generated where it
+# is differentiated, np.isclose and np.allclose are inlined, the others are never differentiated.
+UNRULED_CREATORS = {"array": (0,), "logspace": (), "geomspace": ()}
+UNRULED_INT_RESULTS = {"argsort", "searchsorted", "count_nonzero", "nonzero", "flatnonzero", "digitize", "bincount"}
+UNRULED_BOOLS = {"isclose", "allclose", "array_equal", "signbit", "any", "all"}
+# Python's math functions whose result is an int (math.floor(2.5) is 2, where np.floor(2.5) is 2.0): one
+# rule covers both spellings, so this is a fact of the math module, not of the rule
 MATH_INTS = {"floor", "ceil", "trunc", "factorial", "comb", "perm", "gcd", "isqrt"}
 DTYPE_CLASS = {"float32": "f32", "single": "f32", "float64": "f64", "double": "f64", "float": "f64",
                "float_": "f64", "int64": "i64", "int32": "i64", "intp": "i64", "int": "i64"}
 
 
 @functools.cache
-def _int_results() -> frozenset:
-    """The np.<name>s whose result is an integer, whatever their operands (np.argmax)."""
-    return frozenset(INT_RESULTS | {s.removeprefix("np.") for r in all_rules() if r.int_result
-                                    for s in spellings(r) if s.startswith("np.")})
+def _numpy_rules() -> dict[str, object]:
+    """The rule of each NumPy function generated code may call, by its spelling there (np.linalg.inv)."""
+    return {s: r for r in all_rules() for s in spellings(r) if s.startswith("np.")}
+
+
+def numpy_rule(name: str | None):
+    """The rule of the NumPy function a call names (`np.zeros`, `numpy.zeros`), or None."""
+    if name is None or not name.startswith(("np.", "numpy.")):
+        return None
+    return _numpy_rules().get("np." + name.partition(".")[2])
+
+
+@functools.cache
+def creators() -> dict[str, tuple]:
+    """NumPy functions that make an array of the dtype of their `dtype=` or their values, by last name:
+    the operands whose values give the dtype (`Rule.dtype_from`)."""
+    made = {s.rpartition(".")[2]: r.dtype_from for s, r in _numpy_rules().items() if r.dtype_from is not None}
+    return {**UNRULED_CREATORS, **made}
 
 
 @functools.cache
@@ -275,12 +288,13 @@ class Classes(cst.CSTVisitor):
         if module == "math":
             return "int" if last in MATH_INTS else "other" if last.startswith("is") else "float"
         if module == "np":
-            return self.numpy_call(last, args, dtype)
+            return self.numpy_call(last, args, dtype, numpy_rule(name))
         if isinstance(node.func, cst.Attribute) and name is not None and not name.startswith(("np.", "numpy.")):
             return self.method(node.func, args)
         return self.helper(name, args)
 
-    def numpy_call(self, last: str, args: list, dtype) -> str | None:
+    def numpy_call(self, last: str, args: list, dtype, rule=None) -> str | None:
+        """A call of the NumPy function `last` (its rule: `rule`, None where it has none)."""
         if last in ("float32", "single"):
             return "f32"
         if last in ("float64", "double"):
@@ -289,27 +303,31 @@ class Classes(cst.CSTVisitor):
             return "i64"
         if dtype is not None:
             return self.dtype_class(dtype)
-        if last in LIKE_CREATORS:
-            return self.classify(args[0].value) if args else "other"
-        if last in CREATORS:
-            return self.created(last, args)
-        if last in NOT_NUMBERS:
+        if rule is not None and rule.precision_of is not None:  # np.zeros_like(x): x's dtype
+            return self.classify(args[rule.precision_of].value) if len(args) > rule.precision_of else "other"
+        made = rule.dtype_from if rule is not None else UNRULED_CREATORS.get(last)
+        if made is not None:
+            return self.created(made, args)
+        if rule.bool_result if rule is not None else last in UNRULED_BOOLS:
             return "other"
+        if rule is not None and rule.attribute and len(args) == 1:  # np.shape(x) is x.shape
+            return self.attribute(cst.Attribute(args[0].value, cst.Name(last)))
         classes = [self.classify(a.value) for a in args]
         if None in classes:
             return None
-        if last in _int_results():
+        if rule.int_result if rule is not None else last in UNRULED_INT_RESULTS:
             return "i64"
         strong = [c for c in classes if c in ("f32", "f64", "i64")]  # (a condition or a tuple says nothing)
         if not strong:  # a NumPy function of Python numbers is a NumPy scalar
             return "f64" if "float" in classes else "i64" if classes else "f64"
         return join(strong)
 
-    def created(self, last: str, args: list) -> str | None:
-        """np.zeros(n), np.full(n, v), np.array([...]), np.arange(...): float64 unless the values say otherwise."""
-        if last in ("zeros", "ones", "empty", "eye", "identity", "linspace", "logspace", "geomspace"):
+    def created(self, dtype_from: tuple, args: list) -> str | None:
+        """np.zeros(n), np.full(n, v), np.array([...]), np.arange(...): the dtype of the values at the
+        positions `dtype_from`, float64 where there are none."""
+        if not dtype_from:
             return "f64"
-        values = args[1:2] if last == "full" else args[:1] if last in ("array", "asarray") else args
+        values = [args[k] for k in dtype_from if k < len(args)]
         items = [e.value for a in values
                  for e in (a.value.elements if isinstance(a.value, (cst.List, cst.Tuple)) else [a])]
         joined = join(self.classify(item) for item in items)
@@ -435,8 +453,8 @@ class Weak(cst.CSTTransformer):
         if module == "math" or (module is None and last in ("float", "int", "len", "range", "abs", "min", "max",
                                                             "round", "print")):
             return updated
-        if module == "np" and (last in CREATORS or last in ("float32", "float64")):
-            return updated
+        if module == "np" and (last in creators() or last in ("float32", "float64")):
+            return updated  # their numbers set the dtype of the array they make
         if self.classes.classify(original) != "f32":
             return updated
         ints = module == "np" and last in ELEMENTWISE or module is None and last in STAND_INS

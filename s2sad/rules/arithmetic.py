@@ -90,7 +90,7 @@ alias("pos", np.conjugate)  # np.conj too: s2sad differentiates real values only
 alias("matmul", np.matmul)
 
 for _key in ("lt", "le", "gt", "ge", "eq", "ne", "floordiv", "not", "and", "or"):
-    nondiff(name=_key, operator=_key, keeps_int=_key == "floordiv")
+    nondiff(name=_key, operator=_key, keeps_int=_key == "floordiv", bool_result=_key not in ("floordiv", "and", "or"))
 # `&`, `|`, `^`, `~`: combine boolean masks (`(r > 0) & (r < cut)`, `y[~np.isnan(y)]`), or the bits of ints
 nondiff(np.bitwise_and, name="bitand", operator="bitand")
 nondiff(np.bitwise_or, name="bitor", operator="bitor")

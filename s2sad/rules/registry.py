@@ -76,10 +76,14 @@ class Rule:
     fresh: bool = False  # its result is always a new array, never an operand or a view of one
     fills: float | None = None  # it allocates an array whose every element starts at this value (np.zeros: 0.0)
     int_result: bool = False  # its result is an integer (a length, an index), whatever its operands
+    bool_result: bool = False  # its result is a boolean (a test, a mask), whatever its operands
     reads_tape: bool = False  # takes a value off a tape (its first operand): each mode differentiates it itself
     shaped_like: int | None = None  # the operand whose shape its result has (unbroadcast(g, like): 1)
     shape_arg: int | None = None  # the operand that is its result's shape (np.zeros(shape): 0, np.reshape(x, shape): 1)
-    precision_of: int | None = None  # the operand whose float dtype its result has (unbroadcast(g, like): like's)
+    precision_of: int | None = None  # the operand whose dtype its result has (np.zeros_like(x): x's; unbroadcast(g, like): like's)
+    # it makes an array whose dtype is its `dtype=`, else that of these operands' values (np.full(n, v): (1,)),
+    # else float64 (np.zeros(n): ())
+    dtype_from: tuple | None = None
     keeps_int: bool = False  # of integer operands, an integer (n + 1, i // 2): an index computed from indices
     attribute: bool = False  # a call of one operand prints as the attribute of its name (np.shape(x): `x.shape`)
     siblings: list = field(default_factory=list)  # (name, source) of functions its templates call (custom rules)
@@ -250,7 +254,7 @@ def register(rule: Rule, *objects: Any) -> Rule:
 def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, checks=(), print_as=None,
             tangent=None, print_plain=False, costly=False, reduces=False, fuses=False, vmath=None, cuda=None,
             singular=False, views=False, shape_only=(), fresh=False, keeps_int=False, shaped_like=None,
-            shape_arg=None, precision_of=None):
+            shape_arg=None, precision_of=None, dtype_from=None):
     """Decorator: register the decorated adjoint template for `objects` (or an operator).
 
     `tangent` is the forward-mode template (same signature); elementwise rules may omit it. A plain Python
@@ -262,7 +266,7 @@ def defrule(*objects, name=None, operator=None, elementwise=True, cheap=True, ch
                     print_as=print_as, tangent=tangent, print_plain=print_plain, reduces=reduces, fuses=fuses,
                     vmath=vmath, cuda=cuda, singular=singular, views=views, shape_only=tuple(shape_only),
                     fresh=fresh, keeps_int=keeps_int, shaped_like=shaped_like, shape_arg=shape_arg,
-                    precision_of=precision_of)
+                    precision_of=precision_of, dtype_from=dtype_from)
         if tangent is None and not elementwise:
             raise TypeError(f"rule {rule.name!r} is not elementwise: give it a tangent= template")
         register(rule, *objects)
@@ -302,12 +306,12 @@ def nondiff(*objects, name: str, operator: str | None = None, print_as: str | No
             cuda: str | None = None, shape_only: tuple = (), fresh: bool = False, fills: float | None = None,
             int_result: bool = False, reads_tape: bool = False, keeps_int: bool = False,
             shaped_like: int | None = None, shape_arg: int | None = None, precision_of: int | None = None,
-            attribute: bool = False) -> Rule:
+            attribute: bool = False, bool_result: bool = False, dtype_from: tuple | None = None) -> Rule:
     """Register primitives whose derivative is zero (comparisons, shapes, integer ops)."""
     return register(Rule(name, None, operator, print_as=print_as, cuda=cuda, shape_only=tuple(shape_only), fresh=fresh,
                          fills=fills, int_result=int_result, reads_tape=reads_tape, keeps_int=keeps_int,
                          shaped_like=shaped_like, shape_arg=shape_arg, precision_of=precision_of,
-                         attribute=attribute), *objects)
+                         attribute=attribute, bool_result=bool_result, dtype_from=dtype_from), *objects)
 
 
 def lookup_object(obj: Any) -> tuple[Rule, str] | None:

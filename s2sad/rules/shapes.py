@@ -176,7 +176,7 @@ def full_tangent(g, out, shape, fill_value):
 
 
 # np.full is np.broadcast_to(fill_value, shape), copied: the fill value's derivative spreads to every entry.
-@defrule(np.full, elementwise=False, shape_arg=0, tangent=full_tangent,
+@defrule(np.full, elementwise=False, shape_arg=0, dtype_from=(1,), tangent=full_tangent,
          checks=[Check("np.full(3, a)", shapes=((),)), Check("np.full((2, 3), a)", shapes=((),))])
 def full(g, out, shape, fill_value):
     return None, unbroadcast(g, fill_value)
@@ -187,7 +187,7 @@ def full_like_tangent(g, out, x, fill_value):
 
 
 # np.full_like(x, v) takes only x's shape and dtype: the derivative is the fill value's, as np.full's.
-@defrule(np.full_like, elementwise=False, shaped_like=0, tangent=full_like_tangent,
+@defrule(np.full_like, elementwise=False, shaped_like=0, precision_of=0, tangent=full_like_tangent,
          checks=[Check("np.full_like(a, b)", shapes=(((2, 3), ()),)),
                  Check("np.full_like(np.ones((2, 3)), a)", shapes=((),))])
 def full_like(g, out, x, fill_value):
@@ -224,7 +224,7 @@ def asarray_tangent(g, out, x):
     return (np.asarray(g),)
 
 
-@defrule(np.asarray, elementwise=False, views=True, tangent=asarray_tangent,
+@defrule(np.asarray, elementwise=False, views=True, dtype_from=(0,), tangent=asarray_tangent,
          checks=[Check("np.asarray(a)", shapes=ND), Check("np.asarray(a)", shapes=((),))])
 def asarray(g, out, x):
     return (reshape_like(unbroadcast(g, out), x),)
