@@ -45,6 +45,10 @@ class ShapeTuple:
 
 
 IDENTITY = "{0}"  # a rule's `cuda` form for what returns its first operand: with no shape change, the operand itself
+# What this pass implements itself, by rule name, rather than facts of the rules: the allocations it writes
+# as thread-local arrays, with the fill `allocation` spells for each (the *_like ones carry no `fills`,
+# which the analysis reads for write-once arrays), and the totals `reduction` writes as one loop (a sum or
+# mean of all elements, a 1-D dot product), where the rules' `reduces` marks every NumPy reduction.
 ALLOCATIONS = {"zeros_like_adj", "zeros_like", "zeros", "empty", "empty_like", "ones", "ones_like"}
 REDUCTIONS = {"sum", "mean", "dot", "vdot", "inner", "matmul"}
 
