@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import functools
 import inspect
 import numbers
@@ -169,10 +169,35 @@ def _check_float(value, name: str, index: int, fname: str, what: str):
                         "s2sad differentiates with respect to floats and NumPy arrays")
 
 
+@dataclass(frozen=True)
+class _Spec:
+    """What a transform computes. A transform derived from another (for another argument structure, other
+    ranks and types, other differentiated leaves, another target or kernel) differs from it here alone."""
+
+    fun: types.FunctionType
+    signature: inspect.Signature  # fun's, without the hidden parameters of generated code
+    params: tuple  # the names of its parameters
+    gathers: bool  # a `*args` or `**kwargs` parameter: calls bind through the signature
+    argnums: tuple  # the differentiated parameters
+    single: bool  # argnums is an int: one gradient, not a tuple of them
+    backend: str
+    what: str  # the public transformation ("grad", "jacfwd", "vmap", ...): what it computes, said in messages
+    defs: tuple | None = None  # the pytree structure of each argument, when specialized
+    leaf_counts: tuple | None = None  # and how many leaves each has
+    flat_argnums: tuple = ()  # indices of the differentiated leaves among all leaves
+    kinds: tuple | None = None  # ((param, ndim, type, unit axes), ...) where the code depends on them
+    has_aux: bool = False  # the function returns (value, aux) (reverse mode)
+    recompute_libm: bool = False  # libm values are recomputed, not taped: the code a CUDA kernel batches
+    batched: tuple = ()  # vmap: which arguments (leaves, for pytrees) are batched along axis 0
+    target: str = "cpu"  # vmap: "cpu", "parallel" or "cuda"
+    kernel_shapes: tuple | None = None  # vmap on CUDA: the per-example shapes, which size the local arrays
+    kernel_dtype: str = "float64"  # and the precision the kernel computes in
+
+
 @dataclass
 class _Made:
     """What a transform makes from its specification, each on first use. A transform derived from another
-    (for another structure, other ranks, other differentiated leaves, another target) starts with none of it."""
+    starts with none of it (but, where the lowering is the same, the lowered function)."""
 
     ir: Any = None  # the lowered function
     generated: Generated | None = None
@@ -183,41 +208,38 @@ class _Made:
     rebuild: list | None = None  # per argnum: how to rebuild its pytree from flat gradients
     entries: dict = field(default_factory=dict)  # s2sad.entry functions, per call structure
     flat_entries: dict = field(default_factory=dict)  # numba_callable's flat entry points, per structure
-    kernels: dict = field(default_factory=dict)  # vmap(target="cuda"): a kernel per per-example shapes
 
 
 class _Transform:
     """One function, one set of differentiated arguments: its generated module, compiled lazily.
 
-    The attributes set in __init__ (and by `derive`) specify it and do not change; `made` holds what it
-    makes from them."""
+    `spec` says what it computes and never changes; its fields read as the transform's own attributes
+    (`t.argnums`), copied into the instance so that reading one costs what reading any attribute does.
+    `made` holds what the transform makes from it. Another specification is another transform (`derive`)."""
 
-    what = "transform"
+    def __init__(self, fun: Callable, argnums, backend: str, what: str, **options):
+        fun = _as_function(fun)
+        signature = _user_signature(fun)
+        params = tuple(signature.parameters)
+        gathering = [p.name for p in signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        nums = _normalize_argnums(fun, argnums, params)
+        _refuse_gathering_argnums(fun, nums, params, gathering)
+        self._hold(_Spec(fun, signature, params, bool(gathering), nums, isinstance(argnums, int), backend, what,
+                         flat_argnums=nums, **options), _Made())
 
-    def __init__(self, fun: Callable, argnums, backend: str):
-        self.fun = _as_function(fun)
-        self.signature = _user_signature(self.fun)
-        self.params = list(self.signature.parameters)
-        gathering = [p.name for p in self.signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        self.gathers = bool(gathering)
-        self.argnums = _normalize_argnums(self.fun, argnums, self.params)
-        _refuse_gathering_argnums(self.fun, self.argnums, self.params, gathering)
-        self.single = isinstance(argnums, int)
-        self.backend = backend
-        self.defs: tuple | None = None  # the pytree structure of each argument, when specialized
-        self.leaf_counts: tuple | None = None  # and how many leaves each has
-        self.flat_argnums = self.argnums  # indices of the differentiated leaves among all leaves
-        self.kinds: tuple | None = None  # ((param, ndim, type, unit axes), ...) where the code depends on them
-        self.made = _Made()
+    def _hold(self, spec: _Spec, made: _Made) -> None:
+        vars(self).update(vars(spec), spec=spec, made=made)
 
-    def derive(self, key, keep_ir: bool = False, **spec) -> "_Transform":
-        """The transform that differs from this one in the attributes `spec`, made once per `key`: nothing
-        it makes is shared with this one, except (keep_ir) the lowered function."""
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a transform's specification does not change (setting {name!r}): derive another")
+
+    def derive(self, key, keep_ir: bool = False, **changes) -> "_Transform":
+        """The transform whose specification differs from this one's in `changes`, made once per `key`:
+        nothing it makes is shared with this one, except (keep_ir) the lowered function."""
         found = self.made.derived.get(key)
         if found is None:
-            found = copy.copy(self)
-            found.__dict__.update(spec)
-            found.made = _Made(ir=self.made.ir if keep_ir else None)
+            found = type(self).__new__(type(self))
+            found._hold(dataclasses.replace(self.spec, **changes), _Made(ir=self.made.ir if keep_ir else None))
             self.made.derived[key] = found
         return found
 
@@ -387,10 +409,7 @@ class _Reverse(_Transform):
     """The compiled primal and vjp of one function for one set of differentiated arguments."""
 
     def __init__(self, fun: Callable, argnums, has_aux: bool, backend: str, what: str):
-        super().__init__(fun, argnums, backend)
-        self.has_aux = has_aux
-        self.what = what
-        self.recompute_libm = False  # True for the code a CUDA kernel batches: no tapes of libm values
+        super().__init__(fun, argnums, backend, what, has_aux=has_aux)
 
     def for_target(self, target: str) -> "_Reverse":
         """This transform, or for target="cuda" the same one recomputing libm values (a thread keeps no tape)."""
@@ -554,7 +573,8 @@ class _Reverse(_Transform):
 class _Forward(_Transform):
     """The compiled primal and jvp of one function with respect to the arguments `argnums`."""
 
-    what = "jvp"
+    def __init__(self, fun: Callable, argnums, backend: str, what: str = "jvp"):
+        super().__init__(fun, argnums, backend, what)
 
     def with_wrt(self, flat_positions: tuple) -> "_Forward":
         """The same structure, differentiating exactly these leaves (cached)."""
@@ -844,8 +864,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAU
     structure of the output, each leaf holding the structure of the argument(s) (a tuple over
     `argnums` when it is a tuple), as in JAX.
     """
-    fwd0 = _Forward(fun, argnums, backend)
-    fwd0.what = "jacfwd"
+    fwd0 = _Forward(fun, argnums, backend, "jacfwd")
 
     @functools.wraps(fwd0.fun)
     def jacfwd_fun(*args, **kwargs):
@@ -868,8 +887,7 @@ def _arrange(t: _Transform, per_leaf: list):
 
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
     """The Jacobian of `fun` by reverse mode, one vjp per output element (shape out.shape + arg.shape)."""
-    rev0 = _Reverse(fun, argnums, False, backend, "vjp")
-    rev0.what = "jacrev"
+    rev0 = _Reverse(fun, argnums, False, backend, "jacrev")
 
     @functools.wraps(rev0.fun)
     def jacrev_fun(*args, **kwargs):
@@ -887,8 +905,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
     Shape `arg.shape + arg.shape`; for tuple `argnums` a nested tuple `H[i][j]`; for pytree
     arguments, the argument's structure nested in itself (`H['W']['b']`), as in JAX.
     """
-    rev0 = _Reverse(fun, argnums, False, backend, "grad")
-    rev0.what = "hessian"
+    rev0 = _Reverse(fun, argnums, False, backend, "hessian")
 
     @functools.wraps(rev0.fun)
     def hessian_fun(*args, **kwargs):
@@ -917,7 +934,8 @@ def _hessian_jacobian(rev: _Reverse) -> Callable:
 class _AsWritten(_Transform):
     """The function itself, compiled as written: it writes into its caller's arrays as NumPy does."""
 
-    what = "call"
+    def __init__(self, fun: Callable, argnums, backend: str):
+        super().__init__(fun, argnums, backend, "call")
 
     def normalized(self, trees: dict):
         return normalize(self.fun, arg_trees=trees, arg_kinds=self.arg_kinds(), copy_arguments=False)
@@ -933,10 +951,8 @@ class _Batched(_Transform):
     """The generated batch loop of one function: axis 0 of the batched arguments (leaves, for pytrees)."""
 
     def __init__(self, fun: Callable, batched: tuple[bool, ...], target: str, backend: str):
-        super().__init__(fun, tuple(i for i, b in enumerate(batched) if b) or 0, backend)
-        self.batched, self.target, self.what = batched, target, "vmap"
-        self._last_shapes: tuple | None = None
-        self._last_dtype = "float64"
+        super().__init__(fun, tuple(i for i, b in enumerate(batched) if b) or 0, backend, "vmap", batched=batched,
+                         target=target)
 
     def structured(self, defs: tuple | None, leaf_batched: tuple[bool, ...]) -> "_Batched":
         """The batch loop for arguments of structure `defs` (None: plain arrays) batched leaf by leaf."""
@@ -948,7 +964,7 @@ class _Batched(_Transform):
         if self.target == "cuda":
             from s2sad.codegen.cuda import kernel_module
 
-            if self._last_shapes is None:
+            if self.kernel_shapes is None:
                 raise ValueError("a CUDA kernel is generated for the per-example shapes of its arguments (its "
                                  "local arrays get static sizes): call the vmapped function once, then print "
                                  "its source")
@@ -956,7 +972,7 @@ class _Batched(_Transform):
                 raise TypeError(f"vmap(target='cuda') of {fn_ir.name}, which reads arrays from outside its "
                                 f"arguments ({', '.join(w.spelled for _, w in fn_ir.hidden)}): pass them as "
                                 "arguments with in_axes None")
-            return kernel_module(fn_ir, list(self.batched), list(self._last_shapes), self._last_dtype)
+            return kernel_module(fn_ir, list(self.batched), list(self.kernel_shapes), self.kernel_dtype)
         from s2sad.codegen.vmap import vmap_module
 
         return vmap_module(fn_ir, list(self.batched) + [False] * len(fn_ir.hidden), self.target)
@@ -966,13 +982,18 @@ class _Batched(_Transform):
             return self.compiled("derivative")(*leaves, *self.hidden_args())
         shapes = tuple(tuple(np.shape(a)[1:] if b else np.shape(a)) for a, b in zip(leaves, self.batched))
         dtype = _kernel_dtype(leaves)
-        kernel = self.made.kernels.get((shapes, dtype))
-        if kernel is None:  # the kernel's local arrays take their sizes from these shapes
-            self._last_shapes, self._last_dtype, self.made.generated = shapes, dtype, None
+        if ("kernel", shapes, dtype) not in self.made.derived:
+            self.ir  # lowered once, for the kernels of all shapes
+        kernel = self.derive(("kernel", shapes, dtype), keep_ir=True, kernel_shapes=shapes, kernel_dtype=dtype)
+        return kernel.kernel()(*leaves)
+
+    def kernel(self) -> Callable:
+        """The CUDA kernel for the per-example shapes of the specification, which size its local arrays."""
+        compiled = self.made.compiled
+        if "kernel" not in compiled:
             g = self.generated
-            kernel = getattr(load_module(g.source, g.stem, "python"), g.derivative)
-            self.made.kernels[shapes, dtype] = kernel
-        return kernel(*leaves)
+            compiled["kernel"] = getattr(load_module(g.source, g.stem, "python"), g.derivative)
+        return compiled["kernel"]
 
 
 def _kernel_dtype(leaves) -> str:
