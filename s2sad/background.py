@@ -45,8 +45,8 @@ VARIABLE = "S2SAD_BACKGROUND_COMPILE"
 # to compile the smallest gradient, so Python runs only where it answers first.
 PYTHON_SECONDS = 0.4
 PRIMAL_SECONDS = PYTHON_SECONDS / 4  # a gradient takes several times its primal: a slower primal says "compile"
-# Where the primal answered as Python, the gradient may run up to this many times as long (a GMM's gradient
-# of 0.6 s beside a 50 ms primal, whose compile takes over a minute), up to LONGEST_PYTHON_SECONDS.
+# Where the primal answered as Python, the gradient may run up to this many times as long (a gradient costs
+# several times its primal, and its compile many times more), up to LONGEST_PYTHON_SECONDS.
 GRADIENT_TO_PRIMAL = 20
 LONGEST_PYTHON_SECONDS = 2.0
 # Time inside single long calls into NumPy does not count towards those budgets (compiled code spends it

@@ -39,7 +39,7 @@ from s2sad.runtime.vmath import exp_real, log1p_real, log_real, tanh_real, vexp,
 __all__ = ["byte_extent", "chain", "extents_disjoint", "sums_down_to"]
 
 KERNELS = {"vexp": "exp_real", "vlog": "log_real", "vlog1p": "log1p_real", "vtanh": "tanh_real"}
-MIN_PASSES = 3  # array lines a loop must merge to be worth its compile (two: 60% more compile time in tests)
+MIN_PASSES = 3  # array lines a loop must merge to be worth its compile: a loop of two compiles longer than it saves
 MAX_OPERANDS = 16  # named parameters, not *operands: numba inlines no call with star arguments
 _SLOTS = [f"_{i}" for i in range(MAX_OPERANDS)]
 _PARAMS = ", ".join(f"{slot}=None" for slot in _SLOTS)

@@ -2,7 +2,7 @@
 compile to under numba when the subscripts are a string constant).
 
 The generic kernel in linalg.py walks every combination of subscript values with strides it looks up
-at run time, which costs about 20x a plain loop. When the subscripts are known while typing, this
+at run time, which costs many times a plain loop. When the subscripts are known while typing, this
 module writes the loop nest a person would write for them and compiles it once per subscripts:
 
     einsum('kij,nkj->nki', L, X)  ->  for n: for k: for i: acc = 0.0; for j: acc += L[k,i,j] * X[n,k,j]
@@ -105,7 +105,7 @@ def kernel_source(spec: str, into: bool, dtype: str = "float64") -> str:
     registers = _summed_last(order, out)
     small = []
     if registers and not swapped:  # small operands: each output element summed in registers, set once
-        # a function of its own: inlined, its loops cost the other nest 2-10% (d = 10)
+        # a function of its own: inlined, its loops would slow the other nest
         small = [f"def small({params}):", *sizes, *_nest(registers, out, product, shape, typed, (JAM, 2)), ""]
         lines.append(f"    if {' + '.join(f'{n}.size' for n in names)} < {SMALL_OPERANDS}:")
         lines.append(f"        return small({params})")

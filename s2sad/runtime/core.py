@@ -174,8 +174,8 @@ def block_offsets(extents, strides):
 
 SPLIT_ROW = 64  # rows this long sum in four partial sums, which vectorize; shorter ones in one chain
 # each, which the processor overlaps from row to row
-SHORT_RUN = 4  # a broadcast last axis of 2 or 3 is looped outside the other (a loop per run of 2 costs 1.7x);
-# from 4 on, one run after the other is faster (10: 6x, 16: 5x)
+SHORT_RUN = 4  # a broadcast last axis of 2 or 3 is looped outside the other, as a loop per run that short costs more
+# than the run; from 4 on, one run after the other is faster
 
 
 @njit
@@ -203,7 +203,7 @@ def _scatter_add(big, small, shape, sstr):
             for j in range(inner):
                 total += big[k + j]
             small[off] = total
-        elif step == 1:  # a literal step: the loop vectorizes (3.4x over rows of 100)
+        elif step == 1:  # a literal step: the loop vectorizes
             for j in range(inner):
                 small[off + j] += big[k + j]
         else:
@@ -220,7 +220,7 @@ def _sum_rows(big, small, rows, inner):
     (n, K) to (1, K)). Short rows add four rows before each update of small, where one update per
     row waits on the last; long rows add one row at a time, which vectorizes where the loop over runs
     with a step does not."""
-    if inner >= ROW_BLOCK:  # a loop of its own: after the blocked one below, LLVM leaves it scalar (5x)
+    if inner >= ROW_BLOCK:  # a loop of its own: after the blocked one below, LLVM leaves it scalar
         for a in range(rows):
             k = a * inner
             for j in range(inner):
@@ -816,7 +816,7 @@ def _ol_stacked_matmul(a, b):
     """`a @ b` where an operand is a stack of matrices (3-D or more): numba's `@` takes 1-D and 2-D arrays only.
     The stacks broadcast as in np.matmul (a 1-D or 2-D operand is used for every matrix of the other); the
     product loops over the broadcast stack, one BLAS product per pair of matrices, written in place by
-    np.dot's `out` (a product then copied costs 1.3x on a stack of 20x20 matrices)."""
+    np.dot's `out`, which spares copying each product."""
     if not (_ndim(a) >= 1 and _ndim(b) >= 1 and max(_ndim(a), _ndim(b)) >= 3):
         return None
 
@@ -946,7 +946,7 @@ def as_blas(x):
 @overload(as_blas)
 def _ol_as_blas(x):
     if isinstance(x, types.Array) and x.layout in "CF":
-        return lambda x: x  # a.T of a C array is Fortran-ordered: no copy (copying it costs 4x the product)
+        return lambda x: x  # a.T of a C array is Fortran-ordered: BLAS reads it without a copy
     return lambda x: np.ascontiguousarray(x)
 
 

@@ -2,7 +2,7 @@
 `Lx = Qdiags_expanded * xcentered + einsum2`.
 
 numba compiles an array expression to a loop nest that checks broadcasting per axis and element:
-over GMM's (n, K, 2) arrays that costs 8x a flat loop. Here the walk is planned
+over GMM's (n, K, 2) arrays that costs several times a flat loop. Here the walk is planned
 once per call (`ewise_plan`: the fewest axes that step together, as `core.merged_axes` merges
 them, with one flat offset per operand) and the expression runs as one plain loop per run of
 the last axis (`ewise`).
