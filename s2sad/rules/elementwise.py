@@ -31,6 +31,14 @@ def exp2(g, out, x):
     return (g * out * np.log(2.0),)
 
 
+# ldexp(x, i) = x * 2**i: linear in x, scaled exactly; the exponent i is an integer
+@defrule(np.ldexp, math.ldexp,
+         checks=[Check("np.ldexp(a, 3)"), Check("np.ldexp(a, np.arange(-1, 2))", shapes=((), (3,), (2, 3))),
+                 Check("math.ldexp(a, -2)", shapes=SCALAR)])
+def ldexp(g, out, x, i):
+    return np.ldexp(g, i), None
+
+
 @defrule(np.expm1, math.expm1, costly=True, fuses=True, cuda="math.expm1",
          checks=[Check("np.expm1(a)"), Check("math.expm1(a)", shapes=SCALAR)])
 def expm1(g, out, x):
