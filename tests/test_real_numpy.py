@@ -16,7 +16,7 @@ from scipy.special import erf, expit, gammaln, logsumexp, xlogy
 from scipy.stats import norm
 
 import s2sad
-from helpers import assert_close, fd_grad
+from helpers import assert_close, fd_directional, fd_grad
 
 
 # ------------------------------------------------------------------ the programs
@@ -428,3 +428,47 @@ def _gradient_at_points(f, t):
 def test_np_gradient_at_sample_coordinates_is_refused_not_read_as_a_spacing():
     with pytest.raises(NotImplementedError, match="sample coordinates"):
         s2sad.grad(_gradient_at_points, backend="python")(np.array([0.1, 0.4, 0.2]), np.array([0.0, 0.5, 1.5]))
+
+
+# ---- conversions that may return their operand: `x.astype(dtype, copy=False)`, np.asarray(x, dtype) -------------
+
+
+def _no_copy_conversions(x, w):
+    same = x.astype(np.float64, copy=False)  # x itself for a float64 x
+    single = w.astype(np.float32, copy=False)
+    scratch = (x * 2.0).astype(np.float64, copy=False)
+    scratch[0] = 1.0  # a write into what only `scratch` reads again
+    return np.sum(same * same) + np.sum(single * x) + np.sum(scratch * x)
+
+
+def test_astype_without_a_copy_is_a_conversion_that_may_be_its_operand(backend):
+    x, w = np.array([0.3, -1.2, 0.8]), np.array([0.5, 1.5, -0.25])
+    value, g = s2sad.value_and_grad(_no_copy_conversions, argnums=(0, 1), backend=backend)(x, w)
+    assert_close(value, _no_copy_conversions(x, w), rtol=1e-12)
+    assert_close(g[0], fd_grad(_no_copy_conversions, (x, w), 0))
+    assert_close(g[1], x, rtol=1e-6)  # through float32 values, which finite differences cannot step through
+    tx, tw = np.array([1.0, -0.5, 0.25]), np.array([0.3, 0.2, -1.0])
+    _, tangent = s2sad.jvp(_no_copy_conversions, (x, w), (tx, tw), backend=backend)
+    assert_close(tangent, fd_directional(_no_copy_conversions, (x, w), (tx, 0.0 * tw)) + np.dot(x, tw), rtol=1e-6)
+    g32 = s2sad.grad(_no_copy_conversions, argnums=1, backend=backend)(x, w.astype(np.float32))
+    assert g32.dtype == np.float32
+
+
+def _written_through_a_no_copy_conversion(x):
+    y = x * 2.0
+    z = y.astype(np.float64, copy=False)  # the same memory as y: NumPy shows y the write
+    z[0] = 0.0
+    return np.sum(y * x)
+
+
+def _integers_of_a_differentiated_value(x):
+    k = np.asarray(x, dtype=np.int64)
+    return np.sum(k * x)
+
+
+def test_a_conversion_that_may_share_memory_or_drop_the_derivative_is_refused():
+    x = np.array([0.3, -1.2, 0.8])
+    with pytest.raises(s2sad.UnsupportedError, match="another name for an array"):
+        s2sad.grad(_written_through_a_no_copy_conversion, backend="python")(x)
+    with pytest.raises(s2sad.UnsupportedError, match="np.asarray` to a dtype other than float64"):
+        s2sad.grad(_integers_of_a_differentiated_value, backend="python")(x)  # was the identity's derivative

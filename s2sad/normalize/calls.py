@@ -266,6 +266,9 @@ class CallsMixin:
             return self.triangle_positions(node, fn, out)
         if fn in (np.asarray, np.asanyarray) and len(node.args) == 1 and self.names_a_container(node.args[0].value):
             fn = np.array  # `np.asarray(args)` of a tuple of numbers (`*args`): a new array
+        if fn in (np.asarray, np.asanyarray) and not leading and (dtype := _static_dtype_arg(self, node)) is not None \
+                and dtype not in (np.float64, np.float32):  # `np.asarray(x, dtype=np.int64)`: no derivative
+            return self.cast(node, self.expr(node.args[0].value, out), Const(dtype), False, out, target)
         if fn in SEQUENCE_CALLS:
             return self.sequence_call(node, fn, out, target)
         if fn is np.linalg.slogdet:  # a tuple-valued primitive: two primitives, paired statically
@@ -713,3 +716,11 @@ def _keywords_in_place(t, args: list, kwargs: list) -> tuple[list, list]:
     for param in params[len(args):max(moved) + 1]:
         args = args + [named.pop(param) if param in named else Const(t.defaults[param])]
     return args, [(k, v) for k, v in kwargs if k in named]
+
+
+def _static_dtype_arg(lowerer, node: cst.Call):
+    """The dtype `np.asarray(x, dtype)` asks for where it is known when the code is generated, else None."""
+    given = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "dtype"]
+    if any(a.star for a in node.args) or len(given) != 1 or node.args[0].keyword is not None:
+        return None
+    return lowerer.static_dtype(given[0])

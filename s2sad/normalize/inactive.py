@@ -234,19 +234,34 @@ class InactiveMixin:
 
     def astype(self, node: cst.Call, out, target):
         """`x.astype(float)` and `x.astype(np.float32)` are differentiable copies; other dtypes are read as
-        written, on inactive values."""
-        if len(node.args) != 1 or node.args[0].star or node.args[0].keyword not in (None,) and \
-                node.args[0].keyword.value != "dtype":
-            raise self.err(node, "write .astype(dtype) with the dtype alone", "x.astype(np.float64)")
+        written, on inactive values. `copy=False` gives `x` itself where its dtype is the one asked for."""
+        positional = [a for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        if any(a.star for a in node.args) or len(positional) > 1 or set(keywords) - {"dtype", "copy"} or \
+                len(positional) + ("dtype" in keywords) != 1:
+            raise self.err(node, "write .astype(dtype) with the dtype alone, or with copy=False",
+                           "x.astype(np.float64)")
+        copy = self.static_value(keywords["copy"]) if "copy" in keywords else True
+        if not isinstance(copy, bool):
+            raise self.err(node, "`copy=` of .astype must be True or False when the code is generated")
         x = self.expr(node.func.value, out)
-        dtype = self.prim_arg(node.args[0].value, out)
-        if dtype == Const(np.dtype(np.float64)):
-            return self.prim(out, "as_float", (x,), target=target)
-        if dtype == Const(np.dtype(np.float32)):
-            return self.prim(out, "as_float32", (x,), target=target)
-        refusal = self.message_at(node, "`.astype` to a dtype other than float64 or float32 has no derivative here",
+        dtype = self.prim_arg(positional[0].value if positional else keywords["dtype"], out)
+        return self.cast(node, x, dtype, copy, out, target)
+
+    def cast(self, node: cst.Call, x, dtype, copy: bool, out, target):
+        """`x` converted to `dtype`. A copy, or (`copy=False`, np.asarray) `x` itself where its dtype is
+        that one already: NumPy decides at run time, so the result is taken to share `x`'s memory, and a
+        write through either name that the other reads past is refused (sharing.py)."""
+        floats = (Const(np.dtype(np.float64)), Const(np.dtype(np.float32)))
+        if dtype in floats and copy:
+            return self.prim(out, "as_float" if dtype == floats[0] else "as_float32", (x,), target=target)
+        if dtype in floats:
+            return self.prim(out, "asarray", (x,), (("dtype", dtype),), target=target)
+        what = "`.astype`" if isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype" else \
+            f"`{cst.Module([]).code_for_node(node.func)}`"
+        refusal = self.message_at(node, f"{what} to a dtype other than float64 or float32 has no derivative here",
                                   "differentiated values stay floats: use .astype(float) or .astype(np.float32)")
-        rule = Opaque("astype", refusal=refusal, form="method", spelled="astype")
+        rule = Opaque("astype", refusal=refusal, form="method", spelled="astype", views=not copy)
         hint = f"{x.name}_cast" if isinstance(x, Var) else "cast"
         return self.emit(out, target or self.temp(hint), Prim(rule, (x, dtype), (), "astype"))
 
