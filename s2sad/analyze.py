@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from s2sad import ir
-from s2sad.errors import NoRuleError, UnsupportedError, located_at
+from s2sad.errors import NoRuleError, TypesNeeded, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.rules.registry import Opaque
 from s2sad.sharing import check_shared_memory, may_share, view_source
@@ -678,6 +678,21 @@ class Analysis:
                     "a tuple or list of differentiated values cannot be passed to a NumPy function here", s.loc,
                     "make it an array first: np.array([a, b]) or np.stack(...)"))
 
+    def check_sharing(self):
+        """Refuse writes through names that share memory. Code made without the argument types may have
+        bound a helper's parameter as a copy where the argument is an array it writes into (`out *= 0.5` of
+        madmom's `_sigmoid(x, out)`): its refusal asks for the types, and the code made for them decides."""
+        try:
+            self.check_stores()
+            if not self.fn.generated:
+                check_shared_memory(self.fn)
+        except TypesNeeded:
+            raise
+        except UnsupportedError as exc:
+            if self.fn.asks_types and not self.fn.typed:
+                raise TypesNeeded(f"the arguments' types decide whether arrays share memory: {exc}") from None
+            raise
+
     def check_stores(self):
         for name, stores in self.stores.items():
             if self.aliased_at_store(name):
@@ -783,9 +798,7 @@ def analyze_forward(fn: ir.Function, wrt: list[str]) -> Analysis:
     """Activity for forward mode: what depends on `wrt` and reaches any output."""
     a = Analysis(fn, wrt)
     a.index()
-    a.check_stores()
-    if not fn.generated:
-        check_shared_memory(fn)
+    a.check_sharing()
     a.activity(fn.outputs)
     a.check_tuples()
     return a
@@ -796,9 +809,7 @@ def analyze(fn: ir.Function, wrt: list[str], recompute_libm: bool = False) -> An
     recompute the values of libm calls in loops rather than tape them (for CUDA kernels)."""
     a = Analysis(fn, wrt, recompute_libm=recompute_libm)
     a.index()
-    a.check_stores()
-    if not fn.generated:
-        check_shared_memory(fn)
+    a.check_sharing()
     a.activity(fn.outputs[:1])
     a.check_tuples()
     a.find_replay()

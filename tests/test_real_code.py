@@ -14,7 +14,7 @@ import pytest
 import scipy.linalg
 
 import s2sad
-from helpers import assert_close, fd_grad
+from helpers import assert_close, fd_directional, fd_grad
 
 
 def covariance(data):
@@ -2009,3 +2009,35 @@ def test_squeeze_with_axis_none_of_a_kept_reduction(backend):
     value, g = s2sad.value_and_grad(_hmm_logsumexps, backend=backend)(a)
     assert_close(value, _hmm_logsumexps(a), rtol=1e-12)
     assert_close(g, fd_grad(_hmm_logsumexps, (a,), 0))
+
+
+def _logistic_into(z, out=None):  # the optional output buffer of NumPy-style helpers
+    if out is None:
+        out = np.asarray(0.5 * z)
+    else:
+        if out is not z:
+            out[:] = z
+        out *= 0.5
+    np.tanh(out, out=out)
+    out += 1.0
+    out *= 0.5
+    return out
+
+
+def _logistic_layers(x, w):
+    h = x * w
+    _logistic_into(h, h)  # in place: `out is not z` is False, the copy is skipped
+    buf = np.empty_like(x)
+    _logistic_into(h * x, out=buf)  # into the caller's buffer
+    return np.sum(buf * w) + np.sum(_logistic_into(h) * x)
+
+
+def test_a_helper_whose_output_buffer_is_bound_in_a_branch_decided_when_generated(backend):
+    x, w = np.array([0.3, -1.2, 0.8]), np.array([1.5, 0.4, -0.7])
+    value, g = s2sad.value_and_grad(_logistic_layers, argnums=(0, 1), backend=backend)(x, w)
+    assert_close(value, _logistic_layers(x, w), rtol=1e-12)
+    for i in range(2):
+        assert_close(g[i], fd_grad(_logistic_layers, (x, w), i))
+    tx, tw = np.array([1.0, -0.5, 0.25]), np.array([0.3, 0.2, -1.0])
+    _, tangent = s2sad.jvp(_logistic_layers, (x, w), (tx, tw), backend=backend)
+    assert_close(tangent, fd_directional(_logistic_layers, (x, w), (tx, tw)))

@@ -31,9 +31,9 @@ from s2sad.normalize.pytrees import PytreesMixin, is_tree, unflatten
 from s2sad.normalize.state import _NOT_STATIC, HiddenParams, NestedFunction, Returns, StaticRef, UnknownKinds, View
 from s2sad.normalize.statements import StatementsMixin
 from s2sad.normalize.static import StaticMixin, _callee, _resolved
-from s2sad.normalize.syntax import (_bind_parameters, _find_returns, _find_yields, _gathering_params, _param_names,
-                                    _params_in_order, _unpacked, _updated_only, _walk, _written_at_run_time,
-                                    assigned_names, user_names)
+from s2sad.normalize.syntax import (_bind_parameters, _bound_by, _find_returns, _find_yields, _gathering_params,
+                                    _param_names, _params_in_order, _unpacked, _updated_only, _walk,
+                                    _written_at_run_time, assigned_names, user_names)
 from s2sad.normalize.tables import RECURSION_DEPTH
 
 
@@ -343,7 +343,9 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         self.written_lists = _written_at_run_time(func)
         self.check_signature(func)
         self._params = []
-        rebound = assigned_names(func.with_changes(params=cst.Parameters())) if bound is not None else set()
+        live = _live_branches(func, bound) if bound is not None else func
+        rebound = assigned_names(live.with_changes(params=cst.Parameters())) if bound is not None else set()
+        updated_only = _updated_only(live)
         marked = dict(hidden.marked(self.parsed.fn)) if bound is None else {}
         for p in _gathering_params(func):
             if bound is not None:  # `*args` of an inlined helper: a static tuple
@@ -377,11 +379,11 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
                 continue
-            if isinstance(value, Var) and p.name.value in _updated_only(func) and self.holds_array(value):
+            if isinstance(value, Var) and p.name.value in updated_only and self.holds_array(value):
                 self.scope[p.name.value] = value.name  # `force += ...` on the caller's array: NumPy writes into it
                 self.updates_callers.add(p.name.value)
                 continue
-            if isinstance(value, Var) and p.name.value in _updated_only(func) and value.name not in self.ranks \
+            if isinstance(value, Var) and p.name.value in updated_only and value.name not in self.ranks \
                     and isinstance(self.kinds, UnknownKinds):
                 self.kinds.asked = True  # an array or a number? A call specializes to the argument types
             if isinstance(value, Const) and (type(value.value) in (int, bool, str) and p.name.value not in rebound
@@ -418,6 +420,77 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             self.emit(out, self.ret.flag, Copy(Const(False)))
         self.block(func.body.body, out)
         return self.ret.outputs
+
+
+def _live_branches(func: cst.FunctionDef, bound: dict) -> cst.FunctionDef:
+    """`func` without the branches that its parameters' bindings decide, as `static_comparison` decides
+    them while lowering: `p is None` of a parameter bound to the caller's variable (never None) or to None,
+    `p is q` of two parameters bound to one variable. What a dead branch assigns does not rebind the
+    parameter, so `if out is None: out = np.empty_like(x)` called with the caller's buffer (madmom's
+    `_sigmoid(x, out=buf)`) writes into that buffer. A test is decided only for parameters the live code
+    never rebinds (not even with `p += ...` for `is` between two), so the lowering decides it alike."""
+    none_tests = {p for p, v in bound.items() if isinstance(v, Var) or isinstance(v, Const) and v.value is None}
+    identity_tests = set(none_tests)
+    while True:
+        decider = _DecidedBranches(bound, none_tests, identity_tests)
+        live = func.with_changes(body=func.body.visit(decider))
+        if not decider.used:
+            return func
+        rebinds = _bound_by(live, (cst.AssignTarget, cst.AnnAssign, cst.For, cst.NamedExpr))
+        updates = _bound_by(live, (cst.AugAssign,))
+        stale = decider.used & rebinds | decider.used_as_identity & updates
+        if not stale:
+            return live
+        none_tests -= rebinds
+        identity_tests -= rebinds | updates
+
+
+class _DecidedBranches(cst.CSTTransformer):
+    """Replaces each `if` whose test `_live_branches` decides by the branch that runs."""
+
+    def __init__(self, bound: dict, none_tests: set, identity_tests: set):
+        super().__init__()
+        self.bound, self.none_tests, self.identity_tests = bound, none_tests, identity_tests
+        self.used, self.used_as_identity = set(), set()
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False  # a nested function's names are its own
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def decide(self, test) -> bool | None:
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or \
+                not isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot)):
+            return None
+        sides = [test.left, test.comparisons[0].comparator]
+        if not all(isinstance(n, cst.Name) for n in sides):
+            return None
+        names = [n.value for n in sides if n.value != "None"]
+        if len(names) == 1 and names[0] in self.none_tests:
+            self.used.add(names[0])
+            same = isinstance(self.bound[names[0]], Const)
+        elif len(names) == 2 and set(names) <= self.identity_tests:
+            self.used.update(names)
+            self.used_as_identity.update(names)
+            a, b = (self.bound[n] for n in names)
+            same = a == b if isinstance(a, Var) and isinstance(b, Var) else \
+                isinstance(a, Const) and isinstance(b, Const)  # None is None; a variable is not None
+        else:
+            return None
+        return same == isinstance(test.comparisons[0].operator, cst.Is)
+
+    def leave_If(self, original, updated):
+        taken = self.decide(updated.test)
+        if taken is None:
+            return updated
+        if taken:
+            return cst.FlattenSentinel(updated.body.body)
+        if updated.orelse is None:
+            return cst.RemoveFromParent()
+        if isinstance(updated.orelse, cst.If):
+            return updated.orelse
+        return cst.FlattenSentinel(updated.orelse.body.body)
 
 
 def _written_arguments(fn, func: cst.FunctionDef, depth: int = 0, updates: bool = False) -> set[str]:
