@@ -472,3 +472,21 @@ def test_a_conversion_that_may_share_memory_or_drop_the_derivative_is_refused():
         s2sad.grad(_written_through_a_no_copy_conversion, backend="python")(x)
     with pytest.raises(s2sad.UnsupportedError, match="np.asarray` to a dtype other than float64"):
         s2sad.grad(_integers_of_a_differentiated_value, backend="python")(x)  # was the identity's derivative
+
+
+def _binned(w, bins):
+    sums = np.bincount(bins, weights=w * w, minlength=6)  # repeated bins add again; bins past the last are 0
+    counts = np.bincount(bins, minlength=6)  # ints, no derivative
+    return np.sum(sums / np.maximum(counts, 1) * np.arange(6.0)) + np.sum(np.bincount(bins, w) ** 2)
+
+
+def test_bincount_with_weights_is_differentiable_in_the_weights(backend):
+    w, bins = np.array([0.3, -1.2, 0.8, 0.5, 1.1, -0.4]), np.array([0, 2, 2, 4, 1, 2])
+    value, g = s2sad.value_and_grad(_binned, backend=backend)(w, bins)
+    assert_close(value, _binned(w, bins), rtol=1e-12)
+    assert_close(g, fd_grad(_binned, (w, bins), 0))
+    t = np.array([1.0, -0.5, 0.25, 0.3, 0.2, -1.0])
+    _, tangent = s2sad.jvp(_binned, (w, bins), (t, np.zeros(6, dtype=np.int64)), backend=backend)
+    assert_close(tangent, np.dot(fd_grad(_binned, (w, bins), 0), t))
+    with pytest.raises(ValueError, match="negative"):
+        s2sad.grad(_binned, backend=backend)(w, np.array([0, -2, 2, 4, 1, 2]))

@@ -5,9 +5,9 @@ np.concatenate; np.interp is np.searchsorted, then the line through the segment'
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
 last, makes them nan, as in NumPy); np.delete reads the items it keeps. Flips, quarter turns, np.take and
-np.take_along_axis are views and index reads; np.trapezoid, np.polyval, np.cross, np.gradient and
-np.meshgrid are their arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a
-column and a row, reshaped.
+np.take_along_axis are views and index reads; np.bincount adds its weights with np.add.at; np.trapezoid,
+np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic. A two-operand ufunc's `outer`
+(np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -393,6 +393,27 @@ def take_along_axis(arr, indices, axis=-1):
     return take_along_axis(arr.T, indices.T, 1).T
 
 
+def bincount(x, weights=None, minlength=0):
+    """np.bincount of a 1-D array of non-negative ints: with weights, each weight added into its bin (a bin
+    named again adds again, as np.add.at does, so a weight's adjoint is its bin's), float64 as in NumPy;
+    without, the counts, ints with no derivative. max(x) + 1 bins, or minlength where that is more."""
+    if np.ndim(x) != 1:
+        raise ValueError("object too deep for desired array")
+    n = minlength
+    if x.shape[0] > 0:
+        if np.min(x) < 0:
+            raise ValueError("'list' argument must have no negative elements")
+        n = max(np.max(x) + 1, minlength)
+    if weights is None:
+        counts = np.zeros(n, dtype=np.int64)
+        for i in range(x.shape[0]):
+            counts[x[i]] += 1
+        return counts
+    out = np.zeros(n)
+    np.add.at(out, x, weights)
+    return out
+
+
 def angle(z, deg=False):
     """np.angle of real numbers: 0 or pi, a step whose derivative is zero."""
     half_turn = 180.0 if deg else np.pi
@@ -414,8 +435,8 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.delete: delete, np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr,
           np.rot90: rot90, np.real: real,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
-          np.gradient: gradient, np.meshgrid: meshgrid, np.diagflat: diagflat, np.isclose: isclose,
-          np.allclose: allclose}
+          np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
+          np.isclose: isclose, np.allclose: allclose}
 # NumPy 2's spellings, where this NumPy has them (np.trapz is NumPy 1's)
 _NUMPY.update({getattr(np, name, None): fn for name, fn in (("trapezoid", trapezoid), ("trapz", trapezoid),
                                                            ("vecdot", vecdot))})
