@@ -2041,3 +2041,20 @@ def test_a_helper_whose_output_buffer_is_bound_in_a_branch_decided_when_generate
     tx, tw = np.array([1.0, -0.5, 0.25]), np.array([0.3, 0.2, -1.0])
     _, tangent = s2sad.jvp(_logistic_layers, (x, w), (tx, tw), backend=backend)
     assert_close(tangent, fd_directional(_logistic_layers, (x, w), (tx, tw)))
+
+
+@numba.njit(numba.float32(numba.float32, numba.float32))
+def _declared_single(a, b):  # an explicit signature: numba converts Python floats to float32
+    return a * a * b + 0.1 * b / a
+
+
+def test_a_declared_numba_signature_is_not_applied_the_values_precision_decides(backend):
+    g = s2sad.value_and_grad(_declared_single, argnums=(0, 1), backend=backend)
+    value, (da, db) = g(np.float32(1.3), np.float32(2.7))  # float32 values: computed in float32, as numba does
+    assert type(value) is np.float32 and type(da) is np.float32 and type(db) is np.float32
+    assert_close(value, _declared_single(1.3, 2.7), rtol=1e-6)
+    assert_close((da, db), (2 * 1.3 * 2.7 - 0.1 * 2.7 / 1.3 ** 2, 1.3 ** 2 + 0.1 / 1.3), rtol=1e-6)
+    value, (da, db) = g(1.3, 2.7)  # Python floats: the function as Python runs it, in float64
+    assert type(value) is float and value == _declared_single.py_func(1.3, 2.7)
+    assert_close((da, db), (fd_grad(_declared_single.py_func, (1.3, 2.7), 0),
+                            fd_grad(_declared_single.py_func, (1.3, 2.7), 1)))
