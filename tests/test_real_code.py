@@ -2058,3 +2058,32 @@ def test_a_declared_numba_signature_is_not_applied_the_values_precision_decides(
     assert type(value) is float and value == _declared_single.py_func(1.3, 2.7)
     assert_close((da, db), (fd_grad(_declared_single.py_func, (1.3, 2.7), 0),
                             fd_grad(_declared_single.py_func, (1.3, 2.7), 1)))
+
+
+def _great_circle(lon1, lat1, lon2, lat2):
+    lon1, lat1, lon2, lat2 = map(np.radians, [lon1, lat1, lon2, lat2])  # unpacked as the items map gives
+    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    return np.sum(2.0 * np.arcsin(np.sqrt(a)))
+
+
+def _sweep_on_copies(lower, diag, rhs):
+    lo, di, r = map(np.array, (lower, diag, rhs))  # copies, written in place below
+    for i in range(1, di.shape[0]):
+        m = lo[i - 1] / di[i - 1]
+        di[i] = di[i] - m * lo[i - 1]
+        r[i] = r[i] - m * r[i - 1]
+    return np.sum(r / di) + np.sum(diag * lower[0])
+
+
+def test_map_over_a_tuple_or_list_unpacked_into_names(backend):
+    lon1, lat1 = np.array([-84.3, -84.4]), np.array([33.7, 33.8])
+    lon2, lat2 = np.array([-84.35, -84.2]), np.array([33.9, 33.6])
+    args = (lon1, lat1, lon2, lat2)
+    grads = s2sad.grad(_great_circle, argnums=(0, 1, 2, 3), backend=backend)(*args)
+    for i in range(4):
+        assert_close(grads[i], fd_grad(_great_circle, args, i))
+    args = (np.array([-1.0, 0.5, -0.3]), np.array([5.0, 7.0, 11.0, 5.0]), np.array([9.0, 5.0, 15.0, 10.0]))
+    value, grads = s2sad.value_and_grad(_sweep_on_copies, argnums=(0, 1, 2), backend=backend)(*args)
+    assert_close(value, _sweep_on_copies(*args), rtol=1e-12)
+    for i in range(3):
+        assert_close(grads[i], fd_grad(_sweep_on_copies, args, i))

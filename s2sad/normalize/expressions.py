@@ -53,6 +53,9 @@ class ExpressionsMixin:
                 return self.outside_tree(ref.obj, ref.where)
             if ref is not None and _is_static_object(ref.obj):
                 return ref
+        if isinstance(node, cst.Call) and self.callee_is(node.func, map) and \
+                isinstance(comp := self.map_as_generator(node), cst.GeneratorExp):
+            return self.list_comp(cst.ListComp(comp.elt, comp.for_in), out)  # `a, b = map(np.array, (a, b))`
         if isinstance(node, cst.Call):
             return self.call(node, out, target)
         if isinstance(node, cst.Subscript):
