@@ -429,6 +429,9 @@ def _live_branches(func: cst.FunctionDef, bound: dict) -> cst.FunctionDef:
     parameter, so `if out is None: out = np.empty_like(x)` called with the caller's buffer (madmom's
     `_sigmoid(x, out=buf)`) writes into that buffer. A test is decided only for parameters the live code
     never rebinds (not even with `p += ...` for `is` between two), so the lowering decides it alike."""
+    if not any(isinstance(n, cst.ComparisonTarget) and isinstance(n.operator, (cst.Is, cst.IsNot))
+               for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))):
+        return func
     none_tests = {p for p, v in bound.items() if isinstance(v, Var) or isinstance(v, Const) and v.value is None}
     identity_tests = set(none_tests)
     while True:
