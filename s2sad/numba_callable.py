@@ -384,17 +384,22 @@ def _jacobian_lines(names: _Names, fwd, args: list[str], ranks: list[int], out_r
 
 
 def _forward_ready(spec: Spec, fwd0, argtypes: tuple):
-    from s2sad.backend import inferred_return_type
-
     _checked(spec, argtypes, fwd0.argnums)
     fwd = _specialized(fwd0, spec.params, argtypes)
-    if fwd.generated.fn.returns_tuple or len(fwd.generated.fn.outputs) > 1:
+    return fwd, _output_rank(spec, fwd, argtypes)
+
+
+def _output_rank(spec: Spec, t, argtypes: tuple) -> int:
+    """The rank of the one output of `t` (specialized) for arguments of these types: a Jacobian's rows."""
+    from s2sad.backend import inferred_return_type
+
+    if t.generated.fn.returns_tuple or len(t.generated.fn.outputs) > 1:
         raise NotNumbaCallable(f"{spec.name} returns a tuple; inside numba code {spec.kind} takes a function of "
                                "one output")
-    out = inferred_return_type(fwd.primal_fn, (), tuple(argtypes) + tuple(_hidden_types(fwd)))
+    out = inferred_return_type(t.primal_fn, (), tuple(argtypes) + tuple(_hidden_types(t)))
     if out is None or not isinstance(out, (nb.Number, nb.Array)):
         raise NotNumbaCallable(f"{spec.name}: numba could not type its output for arguments of types {argtypes}")
-    return fwd, out.ndim if isinstance(out, nb.Array) else 0
+    return out.ndim if isinstance(out, nb.Array) else 0
 
 
 def _write_jacfwd(spec: Spec, argtypes: tuple):
@@ -408,44 +413,31 @@ def _write_jacfwd(spec: Spec, argtypes: tuple):
 
 
 def _write_jacrev(spec: Spec, argtypes: tuple):
-    """One vjp per output element, each giving a row of every block (jacobians.by_vjps, written out)."""
-    from s2sad.backend import inferred_return_type
-
+    """One vjp per output element, each giving a row of every block (jacobians.by_vjps, written out); of a
+    scalar output, one vjp: the gradient."""
     r0 = spec.transform
     if r0.has_aux:
         raise NotNumbaCallable(f"{spec.name}: has_aux=True returns a pytree; inside numba code call jacrev without aux")
     _checked(spec, argtypes, r0.argnums)
     r = _specialized(r0, spec.params, argtypes)
-    out = inferred_return_type(r.primal_fn, (), tuple(argtypes) + tuple(_hidden_types(r)))
-    if out is None or not isinstance(out, (nb.Number, nb.Array)):
-        raise NotNumbaCallable(f"{spec.name}: numba could not type its output as a float or an array for arguments "
-                               f"of types {argtypes}; inside numba code jacrev takes a function of one output")
-    wrt = list(r.flat_argnums)
-    names = _Names(spec, spec.params + ["value", "k", "unit", "res", "np"] + [f"block{p}" for p in range(len(wrt))])
+    out_rank = _output_rank(spec, r, argtypes)
+    blocks = [f"block{p}" for p in range(len(r.flat_argnums))]
+    names = _Names(spec, spec.params + ["value", "k", "unit", "res", "np"] + blocks)
     names.closure["np"] = np
-    args = spec.params
-    frozen = _frozen(names, r.hidden_args())
+    args = spec.params + _frozen(names, r.hidden_args())
     vjp = names.bind("vjp", r.vjp_fn)
-    blocks = [f"block{p}" for p in range(len(wrt))]
-    if not isinstance(out, nb.Array):
-        lines = [f"res = {vjp}({', '.join(args + frozen + ['1.0'])})"]
-        lines += [f"{b} = res[{p + 1}]" for p, b in enumerate(blocks)]
-        return lines + [f"return {_grads(r, blocks)}"], names.closure
-    primal = names.bind("primal", r.primal_fn)
-    lines = [f"value = {primal}({', '.join(args + frozen)})"]
-    for p, i in enumerate(wrt):
-        ranked = isinstance(argtypes[i], nb.Array)
-        lines.append(f"block{p} = np.empty((value.size, {args[i]}.size))" if ranked else
-                     f"block{p} = np.empty(value.size)")
+    rows = [f"res[{p + 1}]" for p in range(len(blocks))]
+    if out_rank == 0:
+        return [f"res = {vjp}({', '.join(args + ['1.0'])})", f"return {_grads(r, rows)}"], names.closure
+    xs = [spec.params[i] if isinstance(argtypes[i], nb.Array) else None for i in r.flat_argnums]  # None: a float
+    lines = [f"value = {names.bind('primal', r.primal_fn)}({', '.join(args)})"]
+    lines += [f"{b} = np.empty((value.size, {x}.size))" if x else f"{b} = np.empty(value.size)"
+              for b, x in zip(blocks, xs)]
     lines += ["for k in range(value.size):", "    unit = np.zeros(value.size)", "    unit[k] = 1.0",
-              f"    res = {vjp}({', '.join(args + frozen + ['unit.reshape(value.shape)'])})"]
-    for p, i in enumerate(wrt):
-        ranked = isinstance(argtypes[i], nb.Array)
-        lines.append(f"    block{p}[k, :] = np.ravel(res[{p + 1}])" if ranked else f"    block{p}[k] = res[{p + 1}]")
-    for p, i in enumerate(wrt):
-        shape = f"value.shape + {args[i]}.shape" if isinstance(argtypes[i], nb.Array) else "value.shape"
-        lines.append(f"block{p} = block{p}.reshape({shape})")
-    return lines + [f"return {_grads(r, blocks)}"], names.closure
+              f"    res = {vjp}({', '.join(args + ['unit.reshape(value.shape)'])})"]
+    lines += [f"    {b}[k, :] = np.ravel({row})" if x else f"    {b}[k] = {row}" for b, x, row in zip(blocks, xs, rows)]
+    shaped = [f"{b}.reshape(value.shape + {x}.shape)" if x else f"{b}.reshape(value.shape)" for b, x in zip(blocks, xs)]
+    return lines + [f"return {_grads(r, shaped)}"], names.closure
 
 
 def _write_hessian(spec: Spec, argtypes: tuple):
