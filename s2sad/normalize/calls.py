@@ -336,12 +336,8 @@ class CallsMixin:
         if any(a.keyword or a.star for a in node.args):
             raise self.err(node, f"call the vectorized function `{fn.__name__}` with positional arguments")
         args = leading + [self.expr(a.value, out) for a in node.args]
-        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
-        if None in ranks and isinstance(self.kinds, UnknownKinds):
-            self.kind_of(args[ranks.index(None)], required=True)
-        if None in ranks:
-            raise self.err(node, f"`{fn.__name__}` is vectorized: s2sad needs to know which operands are arrays",
-                           "pass arrays made with NumPy, or call grad(f) on arguments")
+        ranks = self.operand_ranks(node, args, f"`{fn.__name__}` is vectorized: s2sad needs to know which operands "
+                                                 "are arrays")
         call = node.with_changes(args=[])
         if not any(ranks):
             return self.inline(call, fn, args, out, target)
@@ -367,6 +363,16 @@ class CallsMixin:
         out.append(For(counter, Const(0), n, Const(1), body, self.loc))
         return self.prim(out, "reshape", (results, shape), target=target, hint=fn.__name__)
 
+    def operand_ranks(self, node: cst.Call, args: list, unknown: str) -> list[int]:
+        """The ranks of a call's operands (0 for numbers). Where one is not known, the code asks for the
+        argument types, or (given them) is refused with `unknown`."""
+        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
+        if None in ranks and isinstance(self.kinds, UnknownKinds):
+            self.kind_of(args[ranks.index(None)], required=True)
+        if None in ranks:
+            raise self.err(node, unknown, "pass arrays made with NumPy, or call grad(f) on arguments")
+        return ranks
+
     def gufunc_call(self, node: cst.Call, fn, code, leading, out, target):
         """A `@numba.guvectorize` function called with its inputs, as NumPy calls a gufunc: its outputs made here
         (float64, of the core shapes its layout names), and its Python code run on the core of each operand,
@@ -384,12 +390,7 @@ class CallsMixin:
             raise self.err(node, f"`{name}` is a @guvectorize function whose outputs are not all float64",
                            "declare float64 outputs")
         args = leading + [self.expr(a.value, out) for a in node.args]
-        ranks = [0 if isinstance(a, Const) else self.ranks.get(a.name) for a in args]
-        if None in ranks and isinstance(self.kinds, UnknownKinds):
-            self.kind_of(args[ranks.index(None)], required=True)
-        if None in ranks:
-            raise self.err(node, f"`{name}` is a gufunc: s2sad needs to know the ranks of its operands",
-                           "pass arrays made with NumPy, or call grad(f) on arguments")
+        ranks = self.operand_ranks(node, args, f"`{name}` is a gufunc: s2sad needs to know the ranks of its operands")
         loops = [r - len(core) for r, core in zip(ranks, ins)]
         lead = max(loops)
         if min(loops) < 0 or lead > 1 or any(k not in (0, lead) for k in loops):
