@@ -257,10 +257,14 @@ class InactiveMixin:
             return self.prim(out, "as_float" if dtype == floats[0] else "as_float32", (x,), target=target)
         if dtype in floats:
             return self.prim(out, "asarray", (x,), (("dtype", dtype),), target=target)
-        what = "`.astype`" if isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype" else \
-            f"`{cst.Module([]).code_for_node(node.func)}`"
+        method = isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype"
+        code = cst.Module([]).code_for_node
+        what = "`.astype`" if method else f"`{code(node.func)}`"
+        operand = node.func.value if method else node.args[0].value
+        constant = node.deep_replace(operand, cst.parse_expression(f"s2sad.stop_gradient({code(operand)})"))
         refusal = self.message_at(node, f"{what} to a dtype other than float64 or float32 has no derivative here",
-                                  "differentiated values stay floats: use .astype(float) or .astype(np.float32)")
+                                  f"to use the converted values as constants, convert a constant: `{code(constant)}`; "
+                                  "differentiated values stay floats (.astype(float), .astype(np.float32))")
         rule = Opaque("astype", refusal=refusal, form="method", spelled="astype", views=not copy)
         hint = f"{x.name}_cast" if isinstance(x, Var) else "cast"
         return self.emit(out, target or self.temp(hint), Prim(rule, (x, dtype), (), "astype"))
