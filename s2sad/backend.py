@@ -24,7 +24,7 @@ from s2sad.cache import (OWN_PREFIX, CacheWarning, cache_dir, ensure_file, mark_
                          read_private, replacing, trusted_numba_dir, write_atomic, write_checked)
 from s2sad.codegen import chains, precision
 from s2sad.codegen.compiled import compiled_text
-from s2sad.runtime import PythonTape
+from s2sad.runtime import PythonTape, native
 
 BACKENDS = ("numba", "python")
 CACHE_FORMAT = 6  # part of every module name: bump it when the files' layout changes, so old ones are never read
@@ -622,6 +622,7 @@ def _cache_runtime() -> None:
     import s2sad.runtime as runtime
 
     _RuntimeFunctionCache.folder = numba_folder
+    native.CACHE = _RuntimeFunctionCache
     for module in [m for name, m in sorted(sys.modules.items()) if name.startswith(runtime.__name__ + ".")]:
         for name, obj in list(vars(module).items()):
             # a function defined at the module's top level: numba names its files by the qualified name,
@@ -697,8 +698,24 @@ class _CheckedCacheFile(IndexDataCacheFile):
         return replacing(Path(filepath))
 
 
+class _CheckedCacheImpl(caching.CompileResultCacheImpl):
+    """numba's, except that the runtime's C functions (runtime.native) the cached code calls are registered
+    before numba links it: LLVM aborts the process on a symbol it cannot resolve."""
+
+    def rebuild(self, target_context, payload):
+        try:
+            object_code = payload[0][2][0]  # CompileResult._reduce: (library: (name, "object", (code, bitcode)), ...)
+        except (IndexError, TypeError):
+            native.register()
+        else:
+            native.register_called_by(object_code)
+        return super().rebuild(target_context, payload)
+
+
 class _CheckedFunctionCache(FunctionCache):
     """numba's `cache=True`, except that a damaged file means a warning and a recompile, not a crash."""
+
+    _impl_class = _CheckedCacheImpl
 
     def __init__(self, py_func):
         super().__init__(py_func)
@@ -753,7 +770,7 @@ class _RuntimeLocator(caching._CacheLocator):
         return cls(_RuntimeFunctionCache.folder, py_file)
 
 
-class _RuntimeCacheImpl(caching.CompileResultCacheImpl):
+class _RuntimeCacheImpl(_CheckedCacheImpl):
     _locator_classes = [_RuntimeLocator]
 
     def get_filename_base(self, fullname: str, abiflags: str) -> str:

@@ -434,7 +434,17 @@ def vendored_runtime() -> dict[str, str]:
     wanted += sorted({m for text in passes.values() for m in re.findall(r"^\s*from \.\.(\w+) import", text, flags=re.M)})
     runtime = _vendored(root / "runtime", wanted, RUNTIME_PACKAGE, {
         r"from s2sad\.runtime\.": "from .", r"from s2sad\.runtime import": "from . import"})
+    runtime[f"{RUNTIME_PACKAGE}/__init__.py"] += _REGISTER_NATIVE
     return dict(sorted({**runtime, **passes}.items()))
+
+
+# numba's own cache loads the package's compiled gradients, which may call the runtime's C functions by
+# name; LLVM aborts on a symbol nobody registered, so the vendored runtime registers them when imported.
+_REGISTER_NATIVE = """
+# The runtime's C functions, registered before numba loads code that calls them (runtime.native).
+native.CACHE = "numba"
+native.register()
+"""
 
 
 def _vendored(folder: Path, todo: list[str], package: str, relative: dict[str, str]) -> dict[str, str]:

@@ -68,6 +68,7 @@ def fd_grad(f, x, *rest):
 def import_plain(out_dir: Path, monkeypatch):
     """The generated package imported with numba.njit as the identity: the same code, run by Python."""
     monkeypatch.setattr(numba, "njit", lambda *a, **k: (lambda f: f))
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)  # no C functions either (runtime.native)
     monkeypatch.syspath_prepend(str(out_dir.parent))
     for name in [m for m in sys.modules if m == out_dir.name or m.startswith(out_dir.name + ".")]:
         del sys.modules[name]

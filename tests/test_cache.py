@@ -78,6 +78,31 @@ def test_a_new_process_loads_the_runtimes_helpers_from_disk_and_clear_removes_th
     assert not list(numba_dir(tmp_path).glob("s2sad_gen_runtime_*"))
 
 
+def test_a_new_process_registers_the_runtimes_c_functions_before_it_loads_code_that_calls_them(tmp_path):
+    # The sum back to b's shape is a C function (runtime.native) the cached gradient calls by name: a
+    # process loading that code without it registered would abort in LLVM, not raise.
+    script = textwrap.dedent("""
+        import numpy as np, s2sad
+        from s2sad.runtime import native
+        def f(x, b):
+            return np.sum(np.tanh(x + b) * x)
+        x, b = np.linspace(-1.0, 1.0, 12).reshape(4, 3), np.array([0.1, -0.2, 0.3])
+        exact = np.sum((1.0 - np.tanh(x + b) ** 2) * x, axis=0)
+        print(float(np.max(np.abs(s2sad.grad(f, argnums=1)(x, b) - exact))))
+        print(native._REGISTERED["s2sad_sum_into_float64"].cache_hits)
+    """)
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path), S2SAD_BACKGROUND_COMPILE="0", NUMBA_OPT="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = []
+    for k in range(2):
+        path = tmp_path / f"run{k}.py"
+        path.write_text(script)
+        runs.append(subprocess.run([sys.executable, str(path)], cwd=HERE, env=env, capture_output=True, text=True,
+                                   check=True).stdout.split("\n"))
+    assert all(float(run[0]) < 1e-12 for run in runs)
+    assert [run[1] for run in runs] == ["0", "1"]  # compiled once on this machine, then loaded
+
+
 def test_only_helpers_defined_at_a_modules_top_level_are_cached():
     from s2sad import backend
     from s2sad.runtime import reductions

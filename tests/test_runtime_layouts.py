@@ -194,6 +194,23 @@ def test_unbroadcast_sums_what_broadcasting_added(gshape, lshape):
     np.testing.assert_allclose(_unbroadcast(g, np.ones(lshape)), want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind, gshape, lshape", [("float32", (1001, 5), (5,)), ("float32", (50, 7, 3), (50, 7, 1)),
+                                                  ("complex128", (2, 3, 4, 5), (3, 1, 5)),
+                                                  ("transposed", (1001, 5), (5,))])
+def test_unbroadcast_sums_other_dtypes_and_layouts(kind, gshape, lshape):
+    # float32 goes to its own C function (runtime.native), complex to the loop compiled into the caller
+    g = R.normal(size=gshape[::-1]).T if kind == "transposed" else R.normal(size=gshape)
+    if kind == "complex128":
+        g = g + 1j * R.normal(size=gshape)
+    g = g.astype(np.float32) if kind == "float32" else g
+    added = len(gshape) - len(lshape)
+    axes = tuple(range(added)) + tuple(added + i for i, n in enumerate(lshape) if n == 1 and gshape[added + i] != 1)
+    got = _unbroadcast(g, np.ones(lshape, g.dtype))
+    assert got.dtype == g.dtype
+    np.testing.assert_allclose(got, np.sum(g.astype(np.complex128), axis=axes).reshape(lshape),
+                               rtol=1e-5 if kind == "float32" else 1e-12, atol=1e-4 if kind == "float32" else 1e-12)
+
+
 @pytest.mark.parametrize("shape, sstr, extents, strides", [
     ((1000, 5, 2), (0, 2, 1), (1000, 10), (0, 1)),  # summed over the leading axis: two axes
     ((1000, 5, 2), (5, 1, 0), (5000, 2), (1, 0)),  # summed over the last: two axes

@@ -5,7 +5,7 @@ Generated modules import every name in `__all__` (see codegen/emit.py), so a hel
 submodule's `__all__` is available to rule templates at once.
 """
 
-from . import core, elementwise, fused, linalg, masks, memory, reductions, shapes, special
+from . import core, elementwise, fused, linalg, masks, memory, native, reductions, shapes, special
 from .core import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .fused import *  # noqa: F401,F403
@@ -18,3 +18,7 @@ memory.tune_malloc()
 
 __all__ = sorted(set(core.__all__ + elementwise.__all__ + fused.__all__ + linalg.__all__ + reductions.__all__
                      + shapes.__all__ + special.__all__))
+
+# The runtime's C functions, registered before numba loads code that calls them (runtime.native).
+native.CACHE = "numba"
+native.register()

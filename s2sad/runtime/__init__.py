@@ -4,7 +4,7 @@ Generated modules import every name in `__all__` (see codegen/emit.py), so a hel
 submodule's `__all__` is available to rule templates at once.
 """
 
-from s2sad.runtime import core, elementwise, fused, linalg, masks, memory, reductions, shapes, special
+from s2sad.runtime import core, elementwise, fused, linalg, masks, memory, native, reductions, shapes, special
 from s2sad.runtime.core import *  # noqa: F401,F403
 from s2sad.runtime.elementwise import *  # noqa: F401,F403
 from s2sad.runtime.fused import *  # noqa: F401,F403

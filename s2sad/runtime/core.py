@@ -10,13 +10,15 @@ import operator
 
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba import literal_unroll, njit, types
+from numba import carray, literal_unroll, njit, types
 from numba.typed import List
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.cpython.listobj import ListInstance
 from numba.extending import intrinsic, overload, register_jitable
 from numba.np.numpy_support import as_dtype
+
+from s2sad.runtime import native
 
 __all__ = [
     "zeros_like_adj",
@@ -417,35 +419,74 @@ def _sum_to_one(g, like_shape):
 def _sum_to(g, like_shape):
     """unbroadcast of g to like_shape: sums over g's leading axes and the axes where like_shape is 1.
 
-    numba links this into every caller that may broadcast and emits its machine code again there
-    (most calls then find equal shapes and never get here): so it is short. Where the axes fall into
-    two blocks, one summed and one kept (a bias's (n, K) to (K,), a keepdims (n, K) to (n, 1)), it runs
-    the loops that vectorize; elsewhere one pass over g's rows."""
+    numba links this into every caller that may broadcast (most calls then find equal shapes and never
+    get here), so it is short: it checks the shapes and hands the sum to `sum_into`, which float arrays
+    reach as a C function compiled once per machine (runtime.native)."""
     G, lead = g.ndim, g.ndim - len(like_shape)
     out = np.zeros(like_shape, g.dtype)
-    small, big = out.reshape(out.size), np.ascontiguousarray(g).reshape(g.size)
-    strides = np.zeros(G, np.int64)
+    shape, strides = np.empty(G, np.int64), np.zeros(G, np.int64)
     s = 1
-    for i in range(G - 1, lead - 1, -1):
+    for i in range(G - 1, -1, -1):
+        shape[i] = g.shape[i]
+        if i < lead:
+            continue
         n = like_shape[i - lead]
         if n != 1:
             if n != g.shape[i]:
                 raise ValueError("unbroadcast: shapes are not broadcast-compatible")
             strides[i] = s
         s *= n
+    sum_into(np.ascontiguousarray(g), out, shape, strides)
+    return out
+
+
+def sum_into(big, small, shape, strides):
+    """small (C order) += big (C order, of `shape`) summed where `strides` (small's step per axis of big) is 0."""
+    _sum_into(big.reshape(big.size), small.reshape(small.size), shape, strides)
+
+
+@overload(sum_into)
+def _ol_sum_into(big, small, shape, strides):
+    c_function = _SUM_INTO_C.get(big.dtype)
+    if c_function is None:  # complex and integer sums: compiled into the caller
+        return lambda big, small, shape, strides: _sum_into(big.reshape(big.size), small.reshape(small.size),
+                                                            shape, strides)
+    native.needed(c_function.symbol)
+    return lambda big, small, shape, strides: c_function(big.ctypes, big.size, small.ctypes, small.size,
+                                                         shape.ctypes, strides.ctypes, shape.size)
+
+
+@njit
+def _sum_into(big, small, shape, strides):
+    """sum_into on flat arrays. Where the axes fall into two blocks, one summed and one kept (a bias's
+    (n, K) to (K,), a keepdims (n, K) to (n, 1)), the loops that vectorize; elsewhere one pass over
+    big's rows."""
     if big.size == 0:
-        return out
+        return
     if small.size == 1:
         small[0] = run_sum(big, 0, big.size, small[0])
-        return out
-    tail = _tail_block(g.shape, strides)
+        return
+    tail = _tail_block(shape, strides)
     if tail > 0:  # the last axes kept, the others summed
         _sum_rows(big, small, big.size // tail, tail)
     elif tail < 0:  # the last axes summed, the others kept
         _sum_each_row(big, small, small.size, -tail)
     else:
-        _sum_by_rows(big, small, g.shape, strides)
-    return out
+        _sum_by_rows(big, small, shape, strides)
+
+
+def _sum_into_c(big, n, small, m, shape, strides, ndim):
+    """`_sum_into` with C arguments: pointers to the data and the counts of entries."""
+    _sum_into(carray(big, n), carray(small, m), carray(shape, ndim), carray(strides, ndim))
+
+
+def _sum_into_signature(dtype):
+    return types.void(types.CPointer(dtype), types.intp, types.CPointer(dtype), types.intp,
+                      types.CPointer(types.int64), types.CPointer(types.int64), types.intp)
+
+
+_SUM_INTO_C = {dtype: native.declare(f"s2sad_sum_into_{dtype}", _sum_into_signature(dtype), _sum_into_c)
+               for dtype in (types.float64, types.float32)}
 
 
 @njit

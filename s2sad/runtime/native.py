@@ -1,0 +1,73 @@
+"""Runtime helpers compiled once per machine as C functions, which compiled code calls by name.
+
+numba links a copy of every jitted helper a function calls into that function's own module and emits
+its machine code again there: a large helper costs its compile in every generated function that calls
+it, even on a path that never runs (benchmarks/link_cost.py: 0.29 s per caller of `unbroadcast` at
+-O3). A helper declared here is compiled once, as a C function (`numba.cfunc`) cached on disk, and
+registered under a symbol name with llvmlite; a caller declares the symbol and compiles the call alone.
+
+LLVM aborts the process on a symbol it cannot resolve, so a symbol is registered before any code that
+calls it is compiled (`needed`, when numba types the call) or loaded from a cache: s2sad's caches
+register the symbols a cached object file names before numba links it (`register_called_by`), and a
+vendored runtime registers them all when it is imported (s2sad.build). numba code of one's own that
+calls these helpers and is kept in numba's own cache must be loaded after `register()`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from numba import types
+
+# How C functions are cached: "numba" keeps numba's own `cache=True` files (the vendored runtime, as its
+# other helpers do); a callable makes the cache object for a function (s2sad.backend sets its private,
+# checked cache); None compiles in memory.
+CACHE: Callable | str | None = None
+
+_DECLARED: dict[str, tuple[Callable, types.Signature]] = {}  # symbol -> (body, C signature)
+_REGISTERED: dict[str, object] = {}  # symbol -> its compiled numba CFunc, kept alive with its code
+
+
+def declare(symbol: str, signature: types.Signature, body: Callable) -> types.ExternalFunction:
+    """The function `body` compiled as a C function of `signature` (pointers and integers), for
+    jitted code to call by `symbol`."""
+    _DECLARED[symbol] = (body, signature)
+    return types.ExternalFunction(symbol, signature)
+
+
+def needed(symbol: str) -> None:
+    """Register `symbol` (compiled, or loaded from the cache) before numba compiles a call of it."""
+    if symbol not in _REGISTERED:
+        _register(symbol)
+
+
+def register() -> None:
+    """Register every declared C function, compiling those the cache does not hold."""
+    for symbol in _DECLARED:
+        needed(symbol)
+
+
+def register_called_by(object_code: bytes) -> None:
+    """Register the C functions that compiled code calls, before numba links it: an object file names
+    each symbol it calls from outside."""
+    for symbol in _DECLARED:
+        if symbol.encode() in object_code:
+            needed(symbol)
+
+
+def _register(symbol: str) -> None:
+    import llvmlite.binding as llvm
+    from numba.core import config, sigutils
+    from numba.core.ccallback import CFunc
+
+    if config.DISABLE_JIT:
+        return
+    body, signature = _DECLARED[symbol]
+    compiled = CFunc(body, sigutils.normalize_signature(signature), locals={}, options={})
+    if CACHE == "numba":
+        compiled.enable_caching()
+    elif CACHE is not None:
+        compiled._cache = CACHE(body)
+    compiled.compile()
+    llvm.add_symbol(symbol, compiled.address)
+    _REGISTERED[symbol] = compiled
