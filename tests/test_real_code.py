@@ -892,6 +892,10 @@ def gaussian_nll_of_pairs(p, mu):
     return -sum(llk) + np.mean(np.array(llk)) * len(llk)
 
 
+def nll_of_recorded_points(mu):
+    return gaussian_nll_of_pairs(np.array([0.3, -0.2, 1.1]), mu)  # the data written out, as np.array([...])
+
+
 def euler_trajectory(y0, k):
     ys = [y0]  # the states, as an integrator keeps them: one row per step
     y = y0
@@ -941,6 +945,7 @@ def test_a_list_a_runtime_loop_appends_to_is_an_array(backend):
                      fd_grad(gaussian_nll_of_pairs, (p, mu), i))
         assert_close(s2sad.grad(euler_trajectory, argnums=i, backend=backend)(p, 0.7),
                      fd_grad(euler_trajectory, (p, 0.7), i))
+    assert_close(s2sad.grad(nll_of_recorded_points, backend=backend)(mu), fd_grad(nll_of_recorded_points, (mu,), 0))
     assert_close(s2sad.grad(stacked_copies, backend=backend)(p, 3), fd_grad(stacked_copies, (p, 3), 0))
     for i in (0, 1):
         assert_close(s2sad.grad(decayed_values, argnums=i, backend=backend)(0.7, 2.0),

@@ -87,6 +87,12 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return None if rank is None else max(rank, int(name[-2]))
     if name == "outer":
         return 2
+    if name == "expand_dims_any" and len(value.args) == 2 and isinstance(value.args[1], Const) \
+            and type(value.args[1].value) is int:  # an item of `np.array([a, b])`, given one new axis
+        rank = 0 if isinstance(first, Const) else ranks.get(first.name)
+        return None if rank is None else rank + 1
+    if name == "concatenate2":  # items joined along an axis they have
+        return ranks.get(first.name) if isinstance(first, Var) else None
     if name == "squeeze" and len(value.args) == 2 and isinstance(value.args[1], Const) and isinstance(first, Var) \
             and value.args[1].value is not None and first.name in ranks:
         axes = value.args[1].value
