@@ -1951,6 +1951,33 @@ def test_numba_types_as_dtypes(backend):
     assert_close(g, fd_grad(_numba_dtypes, (x,), 0))
 
 
+@numba.jit(numba.double[:, :](numba.double[:, :], numba.int32, numba.int32[:]), nopython=True, parallel=True,
+           nogil=True, cache=True)
+def _charges_potential(particle_coords, grid_resolution, charges):  # PyHPC's potential of point charges
+    potential_grid = np.zeros((grid_resolution, grid_resolution), dtype="float64")
+    grid_step_denom = grid_resolution - 1
+    for n in range(charges.shape[0]):
+        for i in range(grid_resolution):
+            for j in numba.prange(grid_resolution):
+                delta_x = i/grid_step_denom - particle_coords[n, 0]
+                delta_y = j/grid_step_denom - particle_coords[n, 1]
+                euclid_distance = np.sqrt(delta_x**2 + delta_y**2)
+                potential_grid[j, i] -= charges[n]*np.log(euclid_distance)
+    return potential_grid
+
+
+def _charges_field_energy(coords):
+    charges = np.array([1, 2], dtype=np.int32)  # the kernel's signature asks for int32 charges
+    return np.sum(_charges_potential(coords, np.int32(4), charges) ** 2)
+
+
+def test_np_array_of_a_list_with_a_dtype_is_made_then_cast(backend):
+    coords = np.array([[0.31, 0.42], [0.77, 0.13]])
+    value, g = s2sad.value_and_grad(_charges_field_energy, backend=backend)(coords)
+    assert_close(value, _charges_field_energy(coords), rtol=1e-12)
+    assert_close(g, fd_grad(_charges_field_energy, (coords,), 0))
+
+
 def _scatter_into_a_longer_shape(x):
     shape = list(x.shape)  # a list of the shape's items, changed and used as a shape
     shape[0] = x.shape[0] + 1

@@ -570,8 +570,12 @@ class CallsMixin:
         if fn in (np.array, np.stack) and len(node.args) == 1 and isinstance(first, cst.ListComp) \
                 and not self.is_static_comprehension(first):
             return self.filled_array(first, out, target)
+        dtype = self.array_dtype(node) if fn is np.array else None
+        if dtype is not None and dtype != np.float64:  # `np.array([1, 2], dtype=np.int32)`: made, then cast
+            made = self.sequence_call(node.with_changes(args=node.args[:1]), fn, out, None)
+            return self.cast(node, made, Const(dtype), True, out, target)
         items = self.value(first, out)
-        as_float = fn is np.array and self.float_dtype(node)
+        as_float = dtype == np.float64
         if as_float:
             node = node.with_changes(args=node.args[:1])  # `dtype=float`: what stacking numbers gives
         if fn is np.array and isinstance(items, Var) and len(node.args) == 1:  # np.array(x) of an array: a copy
@@ -605,10 +609,11 @@ class CallsMixin:
             return self.emit(out, target, Copy(result))
         return result
 
-    def float_dtype(self, node: cst.Call) -> bool:
-        """Does `np.array(rows, dtype=...)` ask for float64?"""
+    def array_dtype(self, node: cst.Call) -> np.dtype | None:
+        """The dtype `np.array(rows, dtype)` asks for, where it is its only other argument and known when
+        the code is generated; else None."""
         dtype = [a.value for a in node.args[1:] if a.keyword is None or a.keyword.value == "dtype"]
-        return len(node.args) == 2 and len(dtype) == 1 and self.static_dtype(dtype[0]) == np.float64
+        return self.static_dtype(dtype[0]) if len(node.args) == 2 and len(dtype) == 1 else None
 
     def nested_array(self, node: cst.Call, rows, out, target, as_float=False):
         """`np.array([[c, -s], [s, c]])`: each row made an array, then the rows stacked. Rows of numbers
