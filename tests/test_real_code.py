@@ -1515,9 +1515,9 @@ def test_lists_repeated_and_written_by_a_helper_in_loops(backend):
         assert_close(g, fd_grad(_list_kernel_loss, args, i))
 
 
-def test_a_list_repeated_a_run_time_number_of_times_is_refused_with_the_array_to_make():
+def test_a_list_repeated_a_run_time_number_of_times_then_joined_is_refused_with_the_array_to_make():
     def repeated(x, n):
-        w = [0.0] * n
+        w = [0.0] * n + [x]  # a list grown by joining: an array of n zeros would add x to each
         return x * len(w)
     with pytest.raises(s2sad.UnsupportedError, match="known only at run time") as info:
         s2sad.grad(repeated, backend="python")(1.0, 3)
@@ -1714,6 +1714,38 @@ def _clenshaw_of_list(t):  # FinancePy's normcdf_slow: a list of constants fille
 def test_a_list_of_constants_is_read_at_a_run_time_index(backend):
     t = 0.3
     assert_close(s2sad.grad(_clenshaw_of_list, backend=backend)(t), fd_grad(_clenshaw_of_list, (t,), 0))
+
+
+@numba.njit(fastmath=True, cache=True)
+def _elementwise_maximum(a, b):  # FinancePy's maximum: a list of n numbers, n known at run time, filled item by item
+    n = len(a)
+    out = [0.0] * n
+
+    for i in range(0, n):
+        if a[i] > b[i]:
+            out[i] = a[i]
+        else:
+            out[i] = b[i]
+
+    return out
+
+
+def _squared_maximum(a, b):
+    return np.sum(np.array(_elementwise_maximum(a, b)) ** 2) + sum(_elementwise_maximum(b, a))
+
+
+def _repeated_then_doubled(x):
+    out = [0.0] * len(x)
+    out[0] = x[0]
+    return np.sum(np.array(out * 2))  # a list repeated again: an array would double its items instead
+
+
+def test_a_list_of_a_number_repeated_a_run_time_count_is_an_array(backend):
+    a, b = np.array([0.3, -0.7, 1.0]), np.array([0.1, 0.2, 1.5])
+    for i in (0, 1):
+        assert_close(s2sad.grad(_squared_maximum, argnums=i, backend=backend)(a, b), fd_grad(_squared_maximum, (a, b), i))
+    with pytest.raises(s2sad.UnsupportedError, match="repeated here a number of times known only at run time"):
+        s2sad.grad(_repeated_then_doubled, backend=backend)(a)
 
 
 def _garch_nll_with_np_size(mu, data):  # `T = np.size(data, 0)`: numba has no axis argument, nor np.size(number)

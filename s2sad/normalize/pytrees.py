@@ -13,6 +13,7 @@ import numpy as np
 from s2sad.errors import TypesNeeded, UnsupportedError
 from s2sad.ir import Const, Copy, If, Load, Record, Var
 from s2sad.normalize.state import StaticRef, UnknownKinds
+from s2sad.normalize.syntax import _count_names, _walk
 
 
 class PytreesMixin:
@@ -52,10 +53,38 @@ class PytreesMixin:
             n = self.static_key(count)
         except UnsupportedError:
             n = None
+        if not isinstance(n, int) and self.repeats_into_an_array(node, items):
+            return self.prim(out, "full", (self.expr(count, out), items[0]), hint="items")
         if not isinstance(n, int):
             raise self.err(node, "a list or tuple is repeated here a number of times known only at run time",
                            "make an array: np.zeros(n), np.full(n, value)")
         return type(items)(list(items) * n)
+
+    def repeats_into_an_array(self, node: cst.BinaryOperation, items) -> bool:
+        """Can `out = [0.0] * n`, n known at run time, be an array of n copies of the number? Where `out` is
+        bound here only and read only where a list and an array agree: one item at a time (`out[i]`,
+        written or read), measured (`len`), summed (`sum`, `np.sum`), made an array (`np.array`,
+        `np.asarray`) or returned. A list repeated or joined again, grown, sliced or walked stays refused."""
+        if not (isinstance(items, list) and len(items) == 1 and isinstance(items[0], Const)
+                and type(items[0].value) is float):
+            return False
+        nodes = _walk(self.parsed.node)
+        binding = [n for n in nodes if isinstance(n, cst.Assign) and n.value is node and len(n.targets) == 1
+                   and isinstance(n.targets[0].target, cst.Name)]
+        if not binding:
+            return False
+        name = binding[0].targets[0].target.value
+
+        def names_it(n) -> bool:
+            return isinstance(n, cst.Name) and n.value == name
+
+        readers = (len, sum, np.sum, np.array, np.asarray)
+        uses = [n for n in nodes if isinstance(n, cst.Subscript) and names_it(n.value) and len(n.slice) == 1
+                and isinstance(n.slice[0].slice, cst.Index)] + \
+               [n for n in nodes if isinstance(n, cst.Call) and len(n.args) == 1 and names_it(n.args[0].value)
+                and any(self.callee_is(n.func, f) for f in readers)] + \
+               [n for n in nodes if isinstance(n, cst.Return) and names_it(n.value)]
+        return len(uses) + 1 == _count_names(self.parsed.node, name)
 
     def is_sequence(self, node) -> bool:
         return isinstance(node, (cst.Tuple, cst.List)) or isinstance(self.tree_of(node), (tuple, list))
