@@ -53,12 +53,12 @@ def test_a_new_process_loads_the_runtimes_helpers_from_disk_and_clear_removes_th
     script = textwrap.dedent("""
         import sys
         import numpy as np, s2sad
-        from s2sad.runtime.vmath import exp_loop
+        from s2sad.runtime.core import sum_flat
         def f(x):
             return np.sum(np.exp(x) * x)
         x = np.linspace(0.0, 1.0, 5)
         print(float(np.max(np.abs(s2sad.grad(f)(x) - np.exp(x) * (1.0 + x)))))
-        print(sum(exp_loop.stats.cache_hits.values()), sum(exp_loop.stats.cache_misses.values()))
+        print(sum(sum_flat.stats.cache_hits.values()), sum(sum_flat.stats.cache_misses.values()))
     """)
     env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path))
     env.pop("NUMBA_CACHE_DIR", None)
@@ -70,7 +70,7 @@ def test_a_new_process_loads_the_runtimes_helpers_from_disk_and_clear_removes_th
                                    check=True).stdout.split("\n"))
     assert all(float(run[0]) < 1e-12 for run in runs)
     assert runs[0][1] == "0 1" and runs[1][1] == "1 0"  # compiled once on this machine, then loaded
-    helpers = list(numba_dir(tmp_path).glob("s2sad_gen_runtime_vmath.exp_loop-*"))
+    helpers = list(numba_dir(tmp_path).glob("s2sad_gen_runtime_core.sum_flat-*"))
     assert {p.suffix for p in helpers} == {".nbi", ".nbc"}
     assert all((p.stat().st_mode & 0o077) == 0 for p in helpers)
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))

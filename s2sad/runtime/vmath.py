@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, njit, types
 from numba.extending import intrinsic, overload
+
+from s2sad.runtime import native
 
 __all__ = ["vexp", "vlog", "vlog1p", "vtanh"]
 
@@ -209,18 +211,42 @@ def log1p_loop(source, target):
         target[i] = log1p_real(np.float64(source[i]))
 
 
+def _c_loops(name: str, loop) -> dict:
+    """`loop` over float64 and over float32 arrays as C functions compiled once per machine (runtime.native):
+    numba would otherwise compile the vectorized loop again into every generated function calling it."""
+    def c_loop(source, target, n):
+        loop(carray(source, n), carray(target, n))
+
+    c_loop.__qualname__ = f"{name}_c_loop"  # numba names cache files by it: one per loop
+    return {dtype: native.declare(f"s2sad_{name}_{dtype}", types.void(types.CPointer(dtype), types.CPointer(dtype),
+                                                                      types.intp), c_loop)
+            for dtype in (types.float64, types.float32)}
+
+
 def _overload(function, kernel, loop, numpy_function) -> None:
     """Real numbers through `kernel` in float64 (float32 rounded back: NumPy's result type), arrays of
-    them through `loop`, over a contiguous copy; anything else (complex, bool) to NumPy's function.
+    them through `loop`, over a contiguous copy (float64 and float32 ones through its C functions);
+    anything else (complex, bool) to NumPy's function.
 
     A loop of its own, not a ufunc: numba fuses ufunc calls into the array expression around them,
     and a fused loop holding two kernels, or a kernel and a C-library call, is not vectorized, where
     the kernel's selects cost more than the C library's branches: such a fused loop is slower than
     NumPy's names, and separate loops are faster than either."""
+    c_loops = _c_loops(function.__name__, loop)
+
     @overload(function)
     def typed(x):
         if isinstance(x, types.Array) and isinstance(x.dtype, (types.Float, types.Integer)) and x.ndim > 0:
             dtype = x.dtype if isinstance(x.dtype, types.Float) else types.float64
+            c_loop = c_loops.get(x.dtype)
+            if c_loop is not None:
+                native.needed(c_loop.symbol)
+
+                def over_array_in_c(x):
+                    out, source = np.empty(x.shape, dtype), np.ascontiguousarray(x)
+                    c_loop(source.ctypes, out.ctypes, source.size)
+                    return out
+                return over_array_in_c
 
             def over_array(x):
                 out = np.empty(x.shape, dtype)
