@@ -1,10 +1,11 @@
 """Type-directed helpers that generated code calls; each works in Python and under numba.
 
 Generated modules import every name in `__all__` (see codegen/emit.py), so a helper added to a
-submodule's `__all__` is available to rule templates at once.
+submodule's `__all__` is available to rule templates at once. Every module that declares C functions
+(runtime.native) is imported here, so that registering them all registers each.
 """
 
-from s2sad.runtime import core, elementwise, fused, linalg, masks, memory, native, reductions, shapes, special
+from s2sad.runtime import core, elementwise, fused, linalg, masks, memory, native, reductions, shapes, special, vmath
 from s2sad.runtime.core import *  # noqa: F401,F403
 from s2sad.runtime.elementwise import *  # noqa: F401,F403
 from s2sad.runtime.fused import *  # noqa: F401,F403

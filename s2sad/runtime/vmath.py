@@ -211,19 +211,34 @@ def log1p_loop(source, target):
         target[i] = log1p_real(np.float64(source[i]))
 
 
-def _c_loops(name: str, loop) -> dict:
-    """`loop` over float64 and over float32 arrays as C functions compiled once per machine (runtime.native):
-    numba would otherwise compile the vectorized loop again into every generated function calling it."""
-    def c_loop(source, target, n):
-        loop(carray(source, n), carray(target, n))
+# The loops with C arguments (pointers and a count), compiled once per machine as C functions
+# (runtime.native): numba would otherwise compile each vectorized loop again into every generated
+# function that calls it. Module-level functions without closures, so that numba's cache can key them.
+def exp_c_loop(source, target, n):
+    exp_loop(carray(source, n), carray(target, n))
 
-    c_loop.__qualname__ = f"{name}_c_loop"  # numba names cache files by it: one per loop
+
+def log_c_loop(source, target, n):
+    log_loop(carray(source, n), carray(target, n))
+
+
+def tanh_c_loop(source, target, n):
+    tanh_loop(carray(source, n), carray(target, n))
+
+
+def log1p_c_loop(source, target, n):
+    log1p_loop(carray(source, n), carray(target, n))
+
+
+def _c_loops(c_loop) -> dict:
+    """`c_loop` over float64 and over float32 arrays, each declared as a C function."""
+    name = c_loop.__name__
     return {dtype: native.declare(f"s2sad_{name}_{dtype}", types.void(types.CPointer(dtype), types.CPointer(dtype),
                                                                       types.intp), c_loop)
             for dtype in (types.float64, types.float32)}
 
 
-def _overload(function, kernel, loop, numpy_function) -> None:
+def _overload(function, kernel, loop, c_loop, numpy_function) -> None:
     """Real numbers through `kernel` in float64 (float32 rounded back: NumPy's result type), arrays of
     them through `loop`, over a contiguous copy (float64 and float32 ones through its C functions);
     anything else (complex, bool) to NumPy's function.
@@ -232,7 +247,7 @@ def _overload(function, kernel, loop, numpy_function) -> None:
     and a fused loop holding two kernels, or a kernel and a C-library call, is not vectorized, where
     the kernel's selects cost more than the C library's branches: such a fused loop is slower than
     NumPy's names, and separate loops are faster than either."""
-    c_loops = _c_loops(function.__name__, loop)
+    c_loops = _c_loops(c_loop)
 
     @overload(function)
     def typed(x):
@@ -260,7 +275,7 @@ def _overload(function, kernel, loop, numpy_function) -> None:
         return lambda x: numpy_function(x)
 
 
-_overload(vexp, exp_real, exp_loop, np.exp)
-_overload(vlog, log_real, log_loop, np.log)
-_overload(vtanh, tanh_real, tanh_loop, np.tanh)
-_overload(vlog1p, log1p_real, log1p_loop, np.log1p)
+_overload(vexp, exp_real, exp_loop, exp_c_loop, np.exp)
+_overload(vlog, log_real, log_loop, log_c_loop, np.log)
+_overload(vtanh, tanh_real, tanh_loop, tanh_c_loop, np.tanh)
+_overload(vlog1p, log1p_real, log1p_loop, log1p_c_loop, np.log1p)
