@@ -8,13 +8,14 @@ result's rank, so it must be a constant (it is, in generated code).
 """
 
 import numpy as np
-from numba import njit, types
+from numba import carray, njit, types
 from numba.core.errors import TypingError
 from llvmlite import ir
 from numba.extending import intrinsic, overload
 from numba.np.numpy_support import as_dtype, from_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
+from . import native
 from .core import (_gather, _is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar, _scatter_add,
                                adjoint_dtype, block_offsets, merged_axes, run_sum, scalar_adjoint, sum_all,
                                unbroadcast)
@@ -256,11 +257,11 @@ def _reduce(x, red, op, keep, out):
     shape = _shape_arr(x)
     outer, n, inner = _block(shape, red)
     if op == SUM and n >= 0:
-        _sum_block(_flat(x), out, outer, n, inner)
+        sum_block(_flat(x), out, outer, n, inner)
     elif op == MAX and n >= 0:
-        _max_block(_flat(x), out, outer, n, inner)
+        max_block(_flat(x), out, outer, n, inner)
     elif op == MIN and n >= 0:
-        _min_block(_flat(x), out, outer, n, inner)
+        min_block(_flat(x), out, outer, n, inner)
     else:
         _reduce_flat(_flat(x), shape, red, op, out)
     return out, _out_shape(shape, red, keep)
@@ -387,6 +388,46 @@ def _extremum_block_for(largest: bool):
 
 _max_block = _extremum_block_for(True)
 _min_block = _extremum_block_for(False)
+
+
+# The block loops with C arguments (pointers, xf's size, then outer, n, inner), compiled once per machine
+# as C functions (runtime.native): numba would otherwise compile each loop again into every generated
+# function that reduces along an axis.
+def sum_block_c(xf, out, size, outer, n, inner):
+    _sum_block(carray(xf, size), carray(out, outer * inner), outer, n, inner)
+
+
+def max_block_c(xf, out, size, outer, n, inner):
+    _max_block(carray(xf, size), carray(out, outer * inner), outer, n, inner)
+
+
+def min_block_c(xf, out, size, outer, n, inner):
+    _min_block(carray(xf, size), carray(out, outer * inner), outer, n, inner)
+
+
+def _block_kernel(jitted, c_body):
+    """`jitted(xf, out, outer, n, inner)` for compiled callers: through `c_body`'s C function where xf and
+    out are C-contiguous float64 or float32 arrays of one dtype, else the jitted loop itself."""
+    c_functions = {dtype: native.declare(f"s2sad_{c_body.__name__}_{dtype}", types.void(
+        types.CPointer(dtype), types.CPointer(dtype), types.intp, types.intp, types.intp, types.intp), c_body)
+        for dtype in (types.float64, types.float32)}
+
+    def kernel(xf, out, outer, n, inner):
+        jitted(xf, out, outer, n, inner)
+
+    @overload(kernel)
+    def _ol_kernel(xf, out, outer, n, inner):
+        c_function = c_functions.get(xf.dtype) if xf.dtype == out.dtype and xf.layout == out.layout == "C" else None
+        if c_function is None:
+            return lambda xf, out, outer, n, inner: jitted(xf, out, outer, n, inner)
+        native.needed(c_function.symbol)
+        return lambda xf, out, outer, n, inner: c_function(xf.ctypes, out.ctypes, xf.size, outer, n, inner)
+    return kernel
+
+
+sum_block = _block_kernel(_sum_block, sum_block_c)
+max_block = _block_kernel(_max_block, max_block_c)
+min_block = _block_kernel(_min_block, min_block_c)
 
 
 @njit
@@ -567,7 +608,7 @@ def _block_reduce_impl(op, block, keep, M, dt):
     """The sum, max or min over the consecutive axes `block` = (first, last): one block loop, shared by
     every rank and axis of one dtype."""
     first, last = block
-    kernel = {SUM: _sum_block, MAX: _max_block, MIN: _min_block}[op]
+    kernel = {SUM: sum_block, MAX: max_block, MIN: min_block}[op]
     extremum = op != SUM
 
     @njit
@@ -934,7 +975,7 @@ def _ol_extremum_mask(x, out, axis=None, keepdims=False):
     if _is_none_type(axis):  # over every entry: one group of one run, none of the machinery for groups along axes
         def over_all(x, out, axis=None, keepdims=False):
             result = np.zeros(x.size, dt)
-            _share_block_into(np.ones(1, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
+            share_block_into(np.ones(1, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
@@ -969,7 +1010,7 @@ def _ol_extremum_adjoint(g, x, out, axis=None, keepdims=False):
     if _is_none_type(axis):
         def over_all(g, x, out, axis=None, keepdims=False):
             result = np.zeros(x.size, dt)
-            _share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
+            share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), result, 1, x.size, 1)
             return result.reshape(x.shape)
         return over_all
     N = x.ndim
@@ -1021,7 +1062,7 @@ def _ol_extremum_adjoint_into(target, g, x, out, axis=None, keepdims=False):
         def over_all(target, g, x, out, axis=None, keepdims=False):
             if target.shape != x.shape:
                 return _as_written_into(target, g, x, out, axis, keepdims)
-            _share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), target.reshape(target.size), 1, x.size, 1)
+            share_block_into(_flat_of(g, dt), _flat(x), _flat_of(out, dt), target.reshape(target.size), 1, x.size, 1)
             return target
         return over_all
     N = x.ndim
@@ -1050,7 +1091,7 @@ def _shared_into(target, gf, x, of, outer, n, inner):
     """`target` (C-contiguous, x's size) plus `_extremum_share`'s shares, added where they land."""
     if gf.size != outer * inner or of.size != outer * inner:
         raise ValueError("extremum adjoint: g or out does not have the reduced shape")
-    _share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
+    share_block_into(gf, _flat(x), of, target.reshape(target.size), outer, n, inner)
     return target
 
 
@@ -1079,6 +1120,34 @@ def _share_block_into(gf, xf, of, result, outer, n, inner):
             for r in range(n):
                 at = base + r * inner + i
                 result[at] += share if xf[at] == m else zero
+
+
+def share_block_into_c(gf, xf, of, result, size, outer, n, inner):
+    """`_share_block_into` with C arguments (pointers, xf's size, outer, n, inner), compiled once per
+    machine as a C function (runtime.native)."""
+    groups = outer * inner
+    _share_block_into(carray(gf, groups), carray(xf, size), carray(of, groups), carray(result, size), outer, n, inner)
+
+
+_SHARE_BLOCK_INTO_C = {dtype: native.declare(f"s2sad_share_block_into_c_{dtype}", types.void(
+    types.CPointer(dtype), types.CPointer(dtype), types.CPointer(dtype), types.CPointer(dtype), types.intp,
+    types.intp, types.intp, types.intp), share_block_into_c) for dtype in (types.float64, types.float32)}
+
+
+def share_block_into(gf, xf, of, result, outer, n, inner):
+    _share_block_into(gf, xf, of, result, outer, n, inner)
+
+
+@overload(share_block_into)
+def _ol_share_block_into(gf, xf, of, result, outer, n, inner):
+    arrays = (gf, xf, of, result)
+    same = all(a.dtype == xf.dtype and a.layout == "C" for a in arrays)
+    c_function = _SHARE_BLOCK_INTO_C.get(xf.dtype) if same else None
+    if c_function is None:
+        return lambda gf, xf, of, result, outer, n, inner: _share_block_into(gf, xf, of, result, outer, n, inner)
+    native.needed(c_function.symbol)
+    return lambda gf, xf, of, result, outer, n, inner: c_function(gf.ctypes, xf.ctypes, of.ctypes, result.ctypes,
+                                                                  xf.size, outer, n, inner)
 
 
 @njit
