@@ -698,24 +698,12 @@ class _CheckedCacheFile(IndexDataCacheFile):
         return replacing(Path(filepath))
 
 
-class _CheckedCacheImpl(caching.CompileResultCacheImpl):
-    """numba's, except that the runtime's C functions (runtime.native) the cached code calls are registered
-    before numba links it: LLVM aborts the process on a symbol it cannot resolve."""
-
-    def rebuild(self, target_context, payload):
-        try:
-            object_code = payload[0][2][0]  # CompileResult._reduce: (library: (name, "object", (code, bitcode)), ...)
-        except (IndexError, TypeError):
-            native.register()
-        else:
-            native.register_called_by(object_code)
-        return super().rebuild(target_context, payload)
-
-
 class _CheckedFunctionCache(FunctionCache):
-    """numba's `cache=True`, except that a damaged file means a warning and a recompile, not a crash."""
+    """numba's `cache=True`, except that a damaged file means a warning and a recompile, not a crash, and
+    that the runtime's C functions the cached code calls are registered before numba links it
+    (runtime.native: LLVM aborts the process on a symbol it cannot resolve)."""
 
-    _impl_class = _CheckedCacheImpl
+    _impl_class = native.RegisteringImpl
 
     def __init__(self, py_func):
         super().__init__(py_func)
@@ -770,7 +758,7 @@ class _RuntimeLocator(caching._CacheLocator):
         return cls(_RuntimeFunctionCache.folder, py_file)
 
 
-class _RuntimeCacheImpl(_CheckedCacheImpl):
+class _RuntimeCacheImpl(native.RegisteringImpl):
     _locator_classes = [_RuntimeLocator]
 
     def get_filename_base(self, fullname: str, abiflags: str) -> str:

@@ -434,16 +434,13 @@ def vendored_runtime() -> dict[str, str]:
     wanted += sorted({m for text in passes.values() for m in re.findall(r"^\s*from \.\.(\w+) import", text, flags=re.M)})
     runtime = _vendored(root / "runtime", wanted, RUNTIME_PACKAGE, {
         r"from s2sad\.runtime\.": "from .", r"from s2sad\.runtime import": "from . import"})
-    runtime[f"{RUNTIME_PACKAGE}/__init__.py"] += _REGISTER_NATIVE
+    runtime[f"{RUNTIME_PACKAGE}/__init__.py"] += _NATIVE_CACHE
     return dict(sorted({**runtime, **passes}.items()))
 
 
-# numba's own cache loads the package's compiled gradients, which may call the runtime's C functions by
-# name; LLVM aborts on a symbol nobody registered, so the vendored runtime registers them when imported.
-_REGISTER_NATIVE = """
-# The runtime's C functions, registered before numba loads code that calls them (runtime.native).
-native.CACHE = "numba"
-native.register()
+# The vendored runtime keeps its C functions (runtime.native) in numba's own cache, as its other helpers.
+_NATIVE_CACHE = """
+native.CACHE = "numba"  # where the runtime's C functions are cached (runtime.native)
 """
 
 

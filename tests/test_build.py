@@ -324,7 +324,7 @@ def test_example_wheel_runs_its_gradients_without_libcst(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
                     str(wheel)], check=True, capture_output=True)
     # numba-compiled (at -O1, where numba caches code that calls other jitted code), then loaded from numba's
-    # cache by a second process: the vendored runtime registers its C functions before that code links
+    # cache by a second process, which registers the runtime copy's C functions before that code links
     forces = _run_in(python, "forces", NUMBA_OPT="1")
     assert _run_in(python, "forces", NUMBA_OPT="1") == forces
     stiffness = _run_in(python, "stiffness", NUMBA_DISABLE_JIT="1")  # the same shipped code, run by Python

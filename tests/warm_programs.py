@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 import s2sad
+from s2sad.runtime import native
 
 
 def common() -> None:
@@ -27,6 +28,7 @@ def common() -> None:
         s2sad.grad(rows)(x)  # reductions along an axis, a max's adjoint
         s2sad.grad(element_loop)(v)  # a loop over elements: tapes, element adjoints
         s2sad.jvp(rows, (x,), (x,))  # forward mode
+        native.register()  # every C function of the runtime (runtime.native), compiled once for all parts
 
 
 def loss(w, x):

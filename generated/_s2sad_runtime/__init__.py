@@ -20,6 +20,4 @@ memory.tune_malloc()
 __all__ = sorted(set(core.__all__ + elementwise.__all__ + fused.__all__ + linalg.__all__ + reductions.__all__
                      + shapes.__all__ + special.__all__))
 
-# The runtime's C functions, registered before numba loads code that calls them (runtime.native).
-native.CACHE = "numba"
-native.register()
+native.CACHE = "numba"  # where the runtime's C functions are cached (runtime.native)

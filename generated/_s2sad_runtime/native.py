@@ -8,10 +8,10 @@ it, even on a path that never runs (benchmarks/link_cost.py: 0.29 s per caller o
 registered under a symbol name with llvmlite; a caller declares the symbol and compiles the call alone.
 
 LLVM aborts the process on a symbol it cannot resolve, so a symbol is registered before any code that
-calls it is compiled (`needed`, when numba types the call) or loaded from a cache: s2sad's caches
-register the symbols a cached object file names before numba links it (`register_called_by`), and a
-vendored runtime registers them all when it is imported (s2sad.build). numba code of one's own that
-calls these helpers and is kept in numba's own cache must be loaded after `register()`.
+calls it is compiled (`needed`, when numba types the call) or loaded from a cache: the caches of
+generated code (`RegisteringImpl`: s2sad's, and a built package's through its compiled-text pass)
+register the symbols a cached object file names before numba links it. numba code of one's own that
+calls these helpers and is kept in numba's plain cache must be loaded after `register()`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from numba import types
+from numba.core import caching
 
 # How C functions are cached: "numba" keeps numba's own `cache=True` files (the vendored runtime, as its
 # other helpers do); a callable makes the cache object for a function (s2sad.backend sets its private,
@@ -54,6 +55,30 @@ def register_called_by(object_code: bytes) -> None:
     for symbol in _DECLARED:
         if symbol.encode() in object_code:
             needed(symbol)
+
+
+class RegisteringImpl(caching.CompileResultCacheImpl):
+    """numba's cache of compiled functions, except that the C functions the cached code calls are
+    registered before numba links it."""
+
+    def rebuild(self, target_context, payload):
+        try:
+            object_code = payload[0][2][0]  # CompileResult._reduce: (library: (name, "object", (code, bitcode)), ...)
+        except (IndexError, TypeError):
+            register()
+        else:
+            register_called_by(object_code)
+        return super().rebuild(target_context, payload)
+
+
+class RegisteringCache(caching.FunctionCache):
+    _impl_class = RegisteringImpl
+
+
+def cache_registering(dispatcher) -> None:
+    """Give a dispatcher made with `cache=True` a cache that registers the C functions its cached code calls."""
+    if isinstance(dispatcher._cache, caching.FunctionCache) and not isinstance(dispatcher._cache, RegisteringCache):
+        dispatcher._cache = RegisteringCache(dispatcher.py_func)
 
 
 def _register(symbol: str) -> None:

@@ -82,6 +82,8 @@ def use_compiled_text(namespace: dict, package: str) -> None:
         return  # this is the compiled copy itself, running these lines
     from numba.core.registry import CPUDispatcher
 
+    from s2sad.runtime import native
+
     if not any(isinstance(value, CPUDispatcher) for value in namespace.values()):
         return  # NUMBA_DISABLE_JIT: Python runs the readable functions
     name, path = namespace["__name__"], namespace["__file__"]
@@ -96,4 +98,5 @@ def use_compiled_text(namespace: dict, package: str) -> None:
     exec(compile(vendored_imports(compiled_text(source), package), path, "exec"), compiled)
     for key, value in list(namespace.items()):
         if isinstance(value, CPUDispatcher) and isinstance(compiled.get(key), CPUDispatcher):
+            native.cache_registering(compiled[key])
             namespace[key] = compiled[key]
