@@ -1,13 +1,16 @@
 """What numba compiles for one gradient: a census of typical small gradients, each in a fresh process.
 
-    .venv/bin/python benchmarks/compile_census.py [NAME ...] [--opt 0|3] [--baseline DIR]
+    .venv/bin/python benchmarks/compile_census.py [NAME ...] [--opt 0|3] [--baseline DIR] [--warm-runtime]
     .venv/bin/python benchmarks/compile_census.py --functions NAME [--opt 0|3]
 
 Per function: how many functions numba compiles for the first call (the generated ones and every
 runtime helper and NumPy implementation they reach), how many LLVM instructions the gradient's own
 module holds after numba links its callees into it (numba emits machine code for all of them again
 for each caller), and the CPU seconds of the first call. Each run starts with empty caches and compiles
-in-process. `--baseline DIR` runs another checkout's s2sad beside this one. Every gradient is checked
+in-process. `--warm-runtime` first runs the gradient once, then deletes every cached file except the
+runtime's own helpers and measures a second fresh process: a new gradient on a machine where s2sad has
+compiled its runtime before, as most first calls are. `--baseline DIR` runs another checkout's s2sad
+beside this one. Every gradient is checked
 against central differences before its numbers count. `--functions NAME` lists the functions linked into
 that gradient's module, largest first.
 """
@@ -132,15 +135,24 @@ def child(name: str) -> None:
                       "functions": sorted(functions[own].items(), key=lambda kv: -kv[1])}))
 
 
-def run(name: str, checkout: Path, opt: str) -> dict:
+def run(name: str, checkout: Path, opt: str, warm_runtime: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, S2SAD_CACHE_DIR=f"{tmp}/s2sad", NUMBA_CACHE_DIR=f"{tmp}/numba",
                    S2SAD_BACKGROUND_COMPILE="0", NUMBA_OPT=opt, PYTHONPATH=str(checkout))
-        done = subprocess.run([sys.executable, str(HERE / "compile_census.py"), "--child", name], env=env,
-                              capture_output=True, text=True, cwd=checkout)
-        if done.returncode != 0:
-            raise SystemExit(f"*** {name} ({checkout}) failed:\n{done.stdout}{done.stderr[-3000:]}")
+        for _ in range(2 if warm_runtime else 1):
+            _forget_all_but_the_runtime(Path(tmp))
+            done = subprocess.run([sys.executable, str(HERE / "compile_census.py"), "--child", name], env=env,
+                                  capture_output=True, text=True, cwd=checkout)
+            if done.returncode != 0:
+                raise SystemExit(f"*** {name} ({checkout}) failed:\n{done.stdout}{done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _forget_all_but_the_runtime(folder: Path) -> None:
+    """Delete the cached generated modules and their compiled code; keep the runtime's (s2sad_gen_runtime_*)."""
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.name.startswith("s2sad_gen_runtime_"):
+            path.unlink()
 
 
 def main() -> None:
@@ -151,18 +163,21 @@ def main() -> None:
     parser.add_argument("--opt", default="3", choices=["0", "1", "2", "3"], help="NUMBA_OPT (the tests use 0)")
     parser.add_argument("--baseline", type=Path, help="another checkout, run beside this one")
     parser.add_argument("--functions", metavar="NAME", help="list what is linked into this gradient's module")
+    parser.add_argument("--warm-runtime", action="store_true",
+                        help="measure a second process, after the first compiled the runtime's helpers")
     options = parser.parse_args()
     if options.functions:
-        for symbol, size in run(options.functions, HERE.parent, options.opt)["functions"]:
+        for symbol, size in run(options.functions, HERE.parent, options.opt, options.warm_runtime)["functions"]:
             print(f"{size:7,d}  {symbol}")
         return
     checkouts = [("s2sad", HERE.parent)] + ([("baseline", options.baseline.resolve())] if options.baseline else [])
     header = " | ".join(f"{label}: compiles, linked instructions, CPU s" for label, _ in checkouts)
-    print(f"NUMBA_OPT={options.opt}, {os.cpu_count()} cores\n\n| function | {header} |\n|---{'|---' * len(checkouts)}|")
+    runtime = ", the runtime compiled by an earlier process" if options.warm_runtime else ", empty caches"
+    print(f"NUMBA_OPT={options.opt}, {os.cpu_count()} cores{runtime}\n\n| function | {header} |\n|---{'|---' * len(checkouts)}|")
     for name in options.names or _cases():
         cells = []
         for _, checkout in checkouts:
-            found = run(name, checkout, options.opt)
+            found = run(name, checkout, options.opt, options.warm_runtime)
             cells.append(f"{found['compiles']}, {found['linked']:,}, {found['cpu_s']:.2f}")
         print(f"| {name} | {' | '.join(cells)} |", flush=True)
 
