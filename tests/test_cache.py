@@ -89,7 +89,7 @@ def test_a_new_process_registers_the_runtimes_c_functions_before_it_loads_code_t
         x, b = np.linspace(-1.0, 1.0, 12).reshape(4, 3), np.array([0.1, -0.2, 0.3])
         exact = np.sum((1.0 - np.tanh(x + b) ** 2) * x, axis=0)
         print(float(np.max(np.abs(s2sad.grad(f, argnums=1)(x, b) - exact))))
-        print(native._REGISTERED["s2sad_sum_into_float64"].cache_hits)
+        print(native.compiled("s2sad_sum_into_c_float64").cache_hits)
     """)
     env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path), S2SAD_BACKGROUND_COMPILE="0", NUMBA_OPT="1")
     env.pop("NUMBA_CACHE_DIR", None)

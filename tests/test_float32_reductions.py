@@ -331,7 +331,7 @@ def test_max_min_take_llvm_maximum_and_keep_nan(dt):
     np.testing.assert_array_equal(nb_max_reduce(x, 1), np.max(x, axis=1))
     np.testing.assert_array_equal(nb_min_reduce(x, 0), np.min(x, axis=0))
     assert nb_max_reduce(x, 0).dtype == dt
-    loop = native._REGISTERED[f"s2sad_max_block_c_{dt}"]  # the max along an axis: a C function (runtime.native)
+    loop = native.compiled(f"s2sad_max_block_c_{dt}")  # the max along an axis: a C function (runtime.native)
     assert f"llvm.maximum.f{dt.itemsize * 8}" in loop.inspect_llvm()
 
 

@@ -408,19 +408,16 @@ def min_block_c(xf, out, size, outer, n, inner):
 def _block_kernel(jitted, c_body):
     """`jitted(xf, out, outer, n, inner)` for compiled callers: through `c_body`'s C function where xf and
     out are C-contiguous float64 or float32 arrays of one dtype, else the jitted loop itself."""
-    c_functions = {dtype: native.declare(f"s2sad_{c_body.__name__}_{dtype}", types.void(
-        types.CPointer(dtype), types.CPointer(dtype), types.intp, types.intp, types.intp, types.intp), c_body)
-        for dtype in (types.float64, types.float32)}
+    c_functions = native.declare(c_body, (native.DATA, native.DATA) + (native.COUNT,) * 4)
 
     def kernel(xf, out, outer, n, inner):
         jitted(xf, out, outer, n, inner)
 
     @overload(kernel)
     def _ol_kernel(xf, out, outer, n, inner):
-        c_function = c_functions.get(xf.dtype) if xf.dtype == out.dtype and xf.layout == out.layout == "C" else None
+        c_function = native.chosen(c_functions, xf.dtype, xf, out)
         if c_function is None:
             return lambda xf, out, outer, n, inner: jitted(xf, out, outer, n, inner)
-        native.needed(c_function.symbol)
         return lambda xf, out, outer, n, inner: c_function(xf.ctypes, out.ctypes, xf.size, outer, n, inner)
     return kernel
 
@@ -1129,9 +1126,7 @@ def share_block_into_c(gf, xf, of, result, size, outer, n, inner):
     _share_block_into(carray(gf, groups), carray(xf, size), carray(of, groups), carray(result, size), outer, n, inner)
 
 
-_SHARE_BLOCK_INTO_C = {dtype: native.declare(f"s2sad_share_block_into_c_{dtype}", types.void(
-    types.CPointer(dtype), types.CPointer(dtype), types.CPointer(dtype), types.CPointer(dtype), types.intp,
-    types.intp, types.intp, types.intp), share_block_into_c) for dtype in (types.float64, types.float32)}
+_SHARE_BLOCK_INTO_C = native.declare(share_block_into_c, (native.DATA,) * 4 + (native.COUNT,) * 4)
 
 
 def share_block_into(gf, xf, of, result, outer, n, inner):
@@ -1140,12 +1135,9 @@ def share_block_into(gf, xf, of, result, outer, n, inner):
 
 @overload(share_block_into)
 def _ol_share_block_into(gf, xf, of, result, outer, n, inner):
-    arrays = (gf, xf, of, result)
-    same = all(a.dtype == xf.dtype and a.layout == "C" for a in arrays)
-    c_function = _SHARE_BLOCK_INTO_C.get(xf.dtype) if same else None
+    c_function = native.chosen(_SHARE_BLOCK_INTO_C, xf.dtype, gf, xf, of, result)
     if c_function is None:
         return lambda gf, xf, of, result, outer, n, inner: _share_block_into(gf, xf, of, result, outer, n, inner)
-    native.needed(c_function.symbol)
     return lambda gf, xf, of, result, outer, n, inner: c_function(gf.ctypes, xf.ctypes, of.ctypes, result.ctypes,
                                                                   xf.size, outer, n, inner)
 

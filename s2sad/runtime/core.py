@@ -447,11 +447,10 @@ def sum_into(big, small, shape, strides):
 
 @overload(sum_into)
 def _ol_sum_into(big, small, shape, strides):
-    c_function = _SUM_INTO_C.get(big.dtype)
+    c_function = native.chosen(_SUM_INTO_C, big.dtype, big, small)
     if c_function is None:  # complex and integer sums: compiled into the caller
         return lambda big, small, shape, strides: _sum_into(big.reshape(big.size), small.reshape(small.size),
                                                             shape, strides)
-    native.needed(c_function.symbol)
     return lambda big, small, shape, strides: c_function(big.ctypes, big.size, small.ctypes, small.size,
                                                          shape.ctypes, strides.ctypes, shape.size)
 
@@ -475,18 +474,13 @@ def _sum_into(big, small, shape, strides):
         _sum_by_rows(big, small, shape, strides)
 
 
-def _sum_into_c(big, n, small, m, shape, strides, ndim):
+def sum_into_c(big, n, small, m, shape, strides, ndim):
     """`_sum_into` with C arguments: pointers to the data and the counts of entries."""
     _sum_into(carray(big, n), carray(small, m), carray(shape, ndim), carray(strides, ndim))
 
 
-def _sum_into_signature(dtype):
-    return types.void(types.CPointer(dtype), types.intp, types.CPointer(dtype), types.intp,
-                      types.CPointer(types.int64), types.CPointer(types.int64), types.intp)
-
-
-_SUM_INTO_C = {dtype: native.declare(f"s2sad_sum_into_{dtype}", _sum_into_signature(dtype), _sum_into_c)
-               for dtype in (types.float64, types.float32)}
+_SUM_INTO_C = native.declare(sum_into_c, (native.DATA, native.COUNT, native.DATA, native.COUNT, native.INDICES,
+                                          native.INDICES, native.COUNT))
 
 
 @njit

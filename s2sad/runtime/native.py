@@ -29,11 +29,41 @@ _DECLARED: dict[str, tuple[Callable, types.Signature]] = {}  # symbol -> (body, 
 _REGISTERED: dict[str, object] = {}  # symbol -> its compiled numba CFunc, kept alive with its code
 
 
-def declare(symbol: str, signature: types.Signature, body: Callable) -> types.ExternalFunction:
-    """The function `body` compiled as a C function of `signature` (pointers and integers), for
-    jitted code to call by `symbol`."""
-    _DECLARED[symbol] = (body, signature)
-    return types.ExternalFunction(symbol, signature)
+FLOATS = (types.float64, types.float32)
+# The kinds of a C function's parameters: a pointer to the floats it works on, a pointer to int64
+# indices, a count (intp).
+DATA, INDICES, COUNT = "data", "indices", "count"
+
+
+def declare(body: Callable, parameters: tuple) -> dict:
+    """`body` declared as a C function for each dtype of FLOATS, its parameters of the kinds
+    `parameters` names, for jitted code to call by the symbol `s2sad_<body's name>_<dtype>`: dtype ->
+    numba's type for the call. `body` is a module-level function (numba keys a closure's cache by its
+    cells, which differ per process)."""
+    found = {}
+    for dtype in FLOATS:
+        kinds = {DATA: types.CPointer(dtype), INDICES: types.CPointer(types.int64), COUNT: types.intp}
+        signature = types.void(*[kinds[p] for p in parameters])
+        symbol = f"s2sad_{body.__name__}_{dtype}"
+        _DECLARED[symbol] = (body, signature)
+        found[dtype] = types.ExternalFunction(symbol, signature)
+    return found
+
+
+def chosen(c_functions: dict, dtype, *arrays) -> types.ExternalFunction | None:
+    """For numba's typing: the C function of `c_functions` (from `declare`) for `dtype`, registered,
+    where every array of `arrays` (numba types, passed as pointers) is C-contiguous of that dtype;
+    None where there is none, and the caller compiles its jitted loop instead."""
+    found = c_functions.get(dtype)
+    if found is None or any(a.dtype != dtype or a.layout != "C" for a in arrays):
+        return None
+    needed(found.symbol)
+    return found
+
+
+def compiled(symbol: str):
+    """The registered C function (numba's CFunc) of `symbol`, or None."""
+    return _REGISTERED.get(symbol)
 
 
 def needed(symbol: str) -> None:

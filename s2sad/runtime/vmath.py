@@ -230,14 +230,6 @@ def log1p_c_loop(source, target, n):
     log1p_loop(carray(source, n), carray(target, n))
 
 
-def _c_loops(c_loop) -> dict:
-    """`c_loop` over float64 and over float32 arrays, each declared as a C function."""
-    name = c_loop.__name__
-    return {dtype: native.declare(f"s2sad_{name}_{dtype}", types.void(types.CPointer(dtype), types.CPointer(dtype),
-                                                                      types.intp), c_loop)
-            for dtype in (types.float64, types.float32)}
-
-
 def _overload(function, kernel, loop, c_loop, numpy_function) -> None:
     """Real numbers through `kernel` in float64 (float32 rounded back: NumPy's result type), arrays of
     them through `loop`, over a contiguous copy (float64 and float32 ones through its C functions);
@@ -247,19 +239,17 @@ def _overload(function, kernel, loop, c_loop, numpy_function) -> None:
     and a fused loop holding two kernels, or a kernel and a C-library call, is not vectorized, where
     the kernel's selects cost more than the C library's branches: such a fused loop is slower than
     NumPy's names, and separate loops are faster than either."""
-    c_loops = _c_loops(c_loop)
+    c_loops = native.declare(c_loop, (native.DATA, native.DATA, native.COUNT))
 
     @overload(function)
     def typed(x):
         if isinstance(x, types.Array) and isinstance(x.dtype, (types.Float, types.Integer)) and x.ndim > 0:
             dtype = x.dtype if isinstance(x.dtype, types.Float) else types.float64
-            c_loop = c_loops.get(x.dtype)
-            if c_loop is not None:
-                native.needed(c_loop.symbol)
-
+            c_function = native.chosen(c_loops, x.dtype)  # (x is made contiguous first)
+            if c_function is not None:
                 def over_array_in_c(x):
                     out, source = np.empty(x.shape, dtype), np.ascontiguousarray(x)
-                    c_loop(source.ctypes, out.ctypes, source.size)
+                    c_function(source.ctypes, out.ctypes, source.size)
                     return out
                 return over_array_in_c
 
