@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 from numba.typed import List
-from ._s2sad_runtime import (copy_adj, restore, unbroadcast, zeros_like_adj)
+from ._s2sad_runtime import (new_tape, copy_adj, restore, unbroadcast, zeros_like_adj)
 
 
 @njit(cache=True, error_model="numpy")
@@ -38,7 +38,7 @@ def newton_sqrt(a):
 @njit(cache=True, error_model="numpy")
 def newton_sqrt_grad(a):
     # primal sweep ------------------------------------------------------------
-    x_tape = []
+    x_tape = new_tape()
     # x = a
     x = a
     x_tape.append(x)

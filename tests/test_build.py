@@ -187,7 +187,7 @@ def test_whole_module_builds_its_differentiate_functions(tmp_path, monkeypatch):
 
 
 def test_built_tapes_pop_through_the_vendored_runtime_under_numba(tmp_path, monkeypatch):
-    """A loop adjoint that pops a tape: the built file calls `tape_pop` from its own runtime copy,
+    """A loop adjoint that pops a tape: the built file calls `new_tape` and `tape_pop` from its own runtime copy,
     and numba compiles it (the other tests here run the built code as plain Python)."""
     (tmp_path / "waves_mod.py").write_text(textwrap.dedent('''\
         import numpy as np
@@ -203,7 +203,8 @@ def test_built_tapes_pop_through_the_vendored_runtime_under_numba(tmp_path, monk
     out = tmp_path / "gen_waves"
     build.build(build.Config(out, build.target_from("waves_mod:waves", ["grad"])))
     text = (out / "waves_grad.py").read_text()
-    assert "from ._s2sad_runtime import (tape_pop, " in text and "= tape_pop(" in text and ".pop()" not in text
+    assert "from ._s2sad_runtime import (new_tape, tape_pop, " in text and "= tape_pop(" in text and ".pop()" not in text
+    assert "= new_tape()" in text and "List()" not in text
     gen = importlib.import_module("gen_waves.waves_grad")
     assert isinstance(gen.waves_grad, numba.core.registry.CPUDispatcher)
     import waves_mod

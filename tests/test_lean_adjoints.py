@@ -126,7 +126,7 @@ def test_numba_pops_the_tapes_without_shrinking_them():
     assert len(compiled.split("\n")) == len(text.split("\n"))
     assert "sin2 = tape_pop(sin2_tape)" in compiled and "iterations = tape_pop(iterations_tape)" in compiled
     assert ".pop()" not in code(compiled) and "tape_pop" not in text
-    assert "import (tape_pop, " in compiled
+    assert "import (new_tape, tape_pop, " in compiled and "    sin2_tape = new_tape()" in compiled
 
 
 def test_only_tapes_are_popped_with_tape_pop():
@@ -135,10 +135,10 @@ def test_only_tapes_are_popped_with_tape_pop():
     body = "def f(xs):\n    t = List()\n    t.append(1.0)\n    a = xs.pop()\n    b = t.pop()\n    return a + b\n"
     with_runtime = "import numpy as np\nfrom s2sad.runtime import (copy_adj)\n" + body
     out = native_tapes(with_runtime)
-    assert "a = xs.pop()" in out and "b = tape_pop(t)" in out and "    t = []" in out
-    assert "from s2sad.runtime import (tape_pop, copy_adj)" in out
+    assert "a = xs.pop()" in out and "b = tape_pop(t)" in out and "    t = new_tape()" in out
+    assert "from s2sad.runtime import (new_tape, tape_pop, copy_adj)" in out
     bare = native_tapes("import numpy as np\n" + body)
-    assert "b = t.pop()" in bare and "tape_pop" not in bare
+    assert "b = t.pop()" in bare and "    t = []" in bare and "tape" not in bare.split("\n")[0]
 
 
 def sines(x, steps):

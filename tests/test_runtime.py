@@ -356,12 +356,12 @@ def test_range_last_numba_loop():
 
 # ---- restore: undo one taped write (numba's own lists take a one-pass path) -------------------------
 
-from s2sad.runtime import restore  # noqa: E402
+from s2sad.runtime import new_tape, restore  # noqa: E402
 
 
 @numba.njit
 def _nb_rewind_floats(values, start):
-    tape = []
+    tape = new_tape()
     for v in values:
         tape.append(v)
     seen = np.empty(len(values))
@@ -372,7 +372,7 @@ def _nb_rewind_floats(values, start):
 
 @numba.njit
 def _nb_rewind_arrays(rows, start):
-    tape = []
+    tape = new_tape()
     for i in range(rows.shape[0]):
         tape.append(rows[i] * 2.0)  # fresh arrays: the tape holds their only reference
     total = np.zeros(rows.shape[1])
@@ -385,7 +385,7 @@ def _nb_rewind_arrays(rows, start):
 
 @numba.njit
 def _nb_rewind_mixed(n):
-    tape = []
+    tape = new_tape()
     x = 0  # an int first, a float later: the list holds floats, `current` is an int
     tape.append(1.5)
     return restore(tape, x), len(tape), n
@@ -428,7 +428,7 @@ from s2sad.runtime import tape_pop  # noqa: E402
 
 @numba.njit
 def _nb_pop_floats(values):
-    tape = []
+    tape = new_tape()
     for v in values:
         tape.append(v)
     out = np.empty(len(values))
@@ -441,7 +441,7 @@ def _nb_pop_floats(values):
 def _nb_pop_arrays_and_push_again(rows):
     """Pops, then pushes into the slots popped: a slot left holding a moved reference would be
     released twice by `append`, and one never released would leak."""
-    tape = []
+    tape = new_tape()
     for i in range(rows.shape[0]):
         tape.append(rows[i] * 2.0)
     total = np.zeros(rows.shape[1])
@@ -473,6 +473,13 @@ def _nrt_balance():
 
 def test_tape_pop_returns_the_values_last_in_first_out():
     values = np.array([0.5, 1.5, 2.5, 3.5])
+    many = np.arange(100.0)  # well past new_tape's first allocation: numba's append grows the list
+    out, left = _nb_pop_floats(many)
+    np.testing.assert_array_equal(out, many[::-1])
+    assert left == 0
+    tape = new_tape()  # in Python, a list
+    tape.append(1.0)
+    assert tape_pop(tape) == 1.0 and tape == []
     out, left = _nb_pop_floats(values)
     np.testing.assert_array_equal(out, values[::-1])
     assert left == 0

@@ -15,7 +15,7 @@ from numba.typed import List
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.cpython.listobj import ListInstance
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import intrinsic, lower_builtin, overload, register_jitable, type_callable
 from numba.np.numpy_support import as_dtype
 
 from s2sad.runtime import native
@@ -28,6 +28,7 @@ __all__ = [
     "mean_adjoint",
     "range_last",
     "restore",
+    "new_tape",
     "tape_pop",
     "PythonTape",
     "stop_gradient",
@@ -693,6 +694,29 @@ def restore(tape, current):
     """Undo one taped write: drop its value and return the one before (or `current`)."""
     tape.pop()
     return tape[-1] if len(tape) > 0 else current
+
+
+def new_tape():
+    """An empty tape: `t = List()` lines as compiled code makes them (codegen.compiled.native_tapes)."""
+    return []
+
+
+TAPE_CAPACITY = 7  # numba's append shrinks a list holding more than four times its new size: 7 // 4 = 1
+
+
+@type_callable(new_tape)
+def _type_new_tape(context):
+    """A list whose element type the appends decide, as for `[]` (typed here, not by an overload, which
+    would have to return a precise type)."""
+    return lambda: types.List(types.undefined)
+
+
+@lower_builtin(new_tape)
+def _lower_new_tape(context, builder, signature, args):
+    """numba's empty list with room for TAPE_CAPACITY elements, in one allocation: `[]` allocates none
+    and reallocates on the first append, which costs more than the rest of a short tape's life (in the
+    Kepler gradient, five tapes per call)."""
+    return ListInstance.allocate(context, builder, signature.return_type, TAPE_CAPACITY).value
 
 
 def tape_pop(tape):

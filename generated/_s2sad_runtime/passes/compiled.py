@@ -8,6 +8,7 @@ stays the readable source.
 
 from __future__ import annotations
 
+import ast
 import re
 
 from .chains import fused_chains
@@ -31,38 +32,62 @@ def compiled_text(source: str, chains_when_typed: bool = True) -> str:
 
 
 def native_tapes(source: str) -> str:
-    """Tapes compiled as numba's own lists: `t = List()` lines become `t = []` and `x = t.pop()` lines
+    """Tapes compiled as numba's own lists: `t = List()` becomes `t = new_tape()` and `x = t.pop()`
     `x = tape_pop(t)`, line for line.
 
     numba inlines push and pop on its reflected lists where a numba.typed.List goes through C
     helpers: the difference between a loop adjoint at the speed of a hand-written one and several
-    times slower. `tape_pop` (runtime.core) is numba's pop without the
-    realloc that shrinks the list on the way down. The source keeps `List()` and `.pop()`, which read
-    (and parse back, for higher derivatives) as a tape; a tape never leaves the function that makes it."""
-    tapes = {name for _, name in _TAPE_LINE.findall(source)}
-    source = _TAPE_LINE.sub(r"\1\2 = []", source)
-    runtime_import = _RUNTIME_IMPORT.search(source)
-    if runtime_import is None:  # nothing imported from the runtime: keep list.pop
+    times slower. `new_tape` and `tape_pop` (runtime.core) make the list with room for a short tape and
+    pop without the realloc that shrinks it on the way down. The source keeps `List()` and `.pop()`,
+    which read (and parse back, for higher derivatives) as a tape; a tape never leaves the function
+    that makes it. A module that imports nothing from the runtime gets `[]` and keeps `list.pop`."""
+    tree = ast.parse(source)
+    tapes = {node.targets[0].id for node in ast.walk(tree) if _makes_tape(node)}
+    if not tapes:
         return source
-    popped = 0
+    runtime_import = next((node for node in tree.body if _imports_the_runtime(node)), None)
+    edits = []
+    for node in ast.walk(tree):
+        if _makes_tape(node):
+            edits.append((node.value, "[]" if runtime_import is None else "new_tape()"))
+        elif runtime_import is not None and _pops_a_tape(node, tapes):
+            edits.append((node.value, f"tape_pop({node.value.func.value.id})"))
+    lines = source.split("\n")
+    for value, text in sorted(edits, key=lambda edit: (edit[0].lineno, edit[0].col_offset), reverse=True):
+        line = lines[value.lineno - 1].encode()  # ast's columns count UTF-8 bytes
+        lines[value.lineno - 1] = (line[:value.col_offset] + text.encode() + line[value.end_col_offset:]).decode()
+    if runtime_import is not None:
+        names = ["new_tape"] + (["tape_pop"] if any(text.startswith("tape_pop") for _, text in edits) else [])
+        line = lines[runtime_import.lineno - 1]
+        at = line.index(" import ") + len(" import ")
+        at += line[at] == "("
+        lines[runtime_import.lineno - 1] = line[:at] + "".join(name + ", " for name in names) + line[at:]
+    return "\n".join(lines)
 
-    def pop_line(m: re.Match) -> str:
-        nonlocal popped
-        if m.group(3) not in tapes:
-            return m.group(0)
-        popped += 1
-        return f"{m.group(1)}{m.group(2)} = tape_pop({m.group(3)})"
 
-    source = _POP_LINE.sub(pop_line, source)
-    if popped:
-        at = runtime_import.end()
-        source = source[:at] + "tape_pop, " + source[at:]
-    return source
+def _makes_tape(node: ast.AST) -> bool:
+    """`t = List()`, on one line."""
+    return (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "List" and not node.value.args and not node.value.keywords
+            and node.value.lineno == node.value.end_lineno)
 
 
-_TAPE_LINE = re.compile(r"^(\s*)(\w+) = List\(\)$", re.M)
-_POP_LINE = re.compile(r"^(\s*)(\w+) = (\w+)\.pop\(\)$", re.M)
-_RUNTIME_IMPORT = re.compile(r"^from (?:s2sad\.runtime|\.\w+) import \(", re.M)
+def _pops_a_tape(node: ast.AST, tapes: set[str]) -> bool:
+    """`x = t.pop()` for a tape `t`, on one line."""
+    if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+        return False
+    call = node.value
+    return (isinstance(call.func, ast.Attribute) and call.func.attr == "pop" and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in tapes and not call.args and not call.keywords
+            and call.lineno == call.end_lineno)
+
+
+def _imports_the_runtime(node: ast.AST) -> bool:
+    """`from s2sad.runtime import (...)`, or from the runtime copy a built package ships (`from .pkg import (...)`)."""
+    if not isinstance(node, ast.ImportFrom) or node.module is None:
+        return False
+    return (node.level, node.module) == (0, "s2sad.runtime") or (node.level == 1 and "." not in node.module)
 
 
 def vendored_imports(code: str, package: str) -> str:
