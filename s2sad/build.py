@@ -349,9 +349,11 @@ def _body(source: str) -> str:
 
 def _vendored_imports(code: str) -> str:
     code = vendored_imports(code, RUNTIME_PACKAGE)
-    leftover = re.search(r"(^\s*|; )(from|import) s2sad\b.*$", code, flags=re.M)
-    if leftover:
-        raise BuildError(f"generated code imports s2sad beyond its runtime: {leftover.group(0).strip()!r}")
+    for node in ast.walk(ast.parse(code)):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        if any(name == "s2sad" or name.startswith("s2sad.") for name in names):
+            raise BuildError(f"generated code imports s2sad beyond its runtime: {ast.get_source_segment(code, node)!r}")
     return code
 
 

@@ -353,3 +353,23 @@ def test_a_function_reading_a_global_array_is_refused_by_name(tmp_path, monkeypa
     with pytest.raises(BuildError, match=r"fit: grad: reads arrays from outside its arguments \(DATA\)"):
         build.build(build.Config(tmp_path / "gen_global", build.target_from("global_mod:fit", ["grad"])))
     assert not (tmp_path / "gen_global").exists()
+
+
+def test_vendored_imports_rewrite_each_runtime_import_and_nothing_else():
+    """Several imports on one line (the compiled-text passes add theirs to the numpy line), one spanning
+    lines, and a string that only looks like an import."""
+    from s2sad.codegen.compiled import vendored_imports
+
+    code = ("import numpy as np; from s2sad.runtime.fused import ewise; from s2sad.runtime.vmath import vexp\n"
+            "from s2sad.runtime import (copy_adj,\n    restore)\n"
+            "note = 'é from s2sad.runtime import y'\n")
+    assert vendored_imports(code, "_rt") == (
+        "import numpy as np; from ._rt.fused import ewise; from ._rt.vmath import vexp\n"
+        "from ._rt import (copy_adj,\n    restore)\n"
+        "note = 'é from s2sad.runtime import y'\n")
+
+
+@pytest.mark.parametrize("line", ["import s2sad.api", "import numpy as np; from s2sad import grad"])
+def test_a_generated_import_of_s2sad_beyond_its_runtime_is_refused(line):
+    with pytest.raises(BuildError, match="imports s2sad beyond its runtime"):
+        build._vendored_imports(f"{line}\nfrom s2sad.runtime import (copy_adj)\n")

@@ -9,7 +9,6 @@ stays the readable source.
 from __future__ import annotations
 
 import ast
-import re
 
 from .chains import fused_chains
 from .into import added_in_place
@@ -54,8 +53,7 @@ def native_tapes(source: str) -> str:
             edits.append((node.value, f"tape_pop({node.value.func.value.id})"))
     lines = source.split("\n")
     for value, text in sorted(edits, key=lambda edit: (edit[0].lineno, edit[0].col_offset), reverse=True):
-        line = lines[value.lineno - 1].encode()  # ast's columns count UTF-8 bytes
-        lines[value.lineno - 1] = (line[:value.col_offset] + text.encode() + line[value.end_col_offset:]).decode()
+        _replace(lines, value.lineno, value.col_offset, value.end_col_offset, text)
     if runtime_import is not None:
         names = ["new_tape"] + (["tape_pop"] if any(text.startswith("tape_pop") for _, text in edits) else [])
         line = lines[runtime_import.lineno - 1]
@@ -93,7 +91,28 @@ def _imports_the_runtime(node: ast.AST) -> bool:
 def vendored_imports(code: str, package: str) -> str:
     """`code` importing the runtime from `package`, a copy of s2sad.runtime beside it (what `s2sad build`
     ships), not from s2sad; the passes above add their imports to the `import numpy as np` line."""
-    return re.sub(r"(^|; )from s2sad\.runtime(\.\w+)? import", rf"\1from .{package}\2 import", code, flags=re.M)
+    lines = code.split("\n")
+    imports = [node for node in ast.walk(ast.parse(code))
+               if isinstance(node, ast.ImportFrom) and node.level == 0 and _in_the_runtime(node.module)]
+    for node in sorted(imports, key=lambda node: (node.lineno, node.col_offset), reverse=True):  # a line's last first
+        start, end = node.col_offset, node.col_offset + len(_FROM_RUNTIME)
+        if lines[node.lineno - 1].encode()[start:end] != _FROM_RUNTIME:
+            raise ValueError(f"line {node.lineno}: generated imports are written `from s2sad.runtime...`")
+        _replace(lines, node.lineno, start, end, f"from .{package}")
+    return "\n".join(lines)
+
+
+_FROM_RUNTIME = b"from s2sad.runtime"
+
+
+def _replace(lines: list[str], lineno: int, start: int, end: int, text: str) -> None:
+    """Columns `start:end` of line `lineno` (1-based, as ast counts them: in UTF-8 bytes) become `text`."""
+    line = lines[lineno - 1].encode()
+    lines[lineno - 1] = (line[:start] + text.encode() + line[end:]).decode()
+
+
+def _in_the_runtime(module: str | None) -> bool:
+    return module is not None and (module == "s2sad.runtime" or module.startswith("s2sad.runtime."))
 
 
 def use_compiled_text(namespace: dict, package: str) -> None:
