@@ -118,6 +118,41 @@ def walrus(x):
     return x
 
 
+def walrus_short_circuit(x):
+    count = 0.0
+    if x > 0.0 and (count := count + x * x) > 0.5:
+        return count * x
+    return count + x
+
+
+def walrus_counter(x):
+    steps = 0
+    while (steps := steps + 1) < 4:
+        x = x * x * 0.5 + 0.1
+    return x
+
+
+SCALE = 3.0
+
+
+def declares_global_it_reads(x):
+    global SCALE
+    return x * SCALE
+
+
+def declares_nonlocal_it_reads(x, k):
+    def term(t):
+        nonlocal k
+        return t * k
+    return term(x) + k
+
+
+def returns_a_class(x):
+    if x > 10.0:
+        return RuntimeError
+    return x * 2.0
+
+
 def matches(x):
     match x:
         case 1.0:

@@ -29,7 +29,6 @@ CASES = [
     (H.generator_expression, "NumPy functions refuse generator expressions", "x * i for", "sum(", (1.5,)),
     (H.dict_comp, "`DictComp` expressions", "{i: x", "dict literally", (1.5,)),
     (H.set_literal, "`Set` expressions", "{x, 2.0}", "tuple", (1.5,)),
-    (H.walrus, "`NamedExpr` expressions", "y :=", "own line", (1.5,)),
     (H.matches, "`Match` statements", "match x", "if/elif", (1.5,)),
     (H.in_test, "comparison `in` is not supported", "x in (", "outside the function", (1.5,)),
     (H.imports, "this import fails when the code is generated", "import s2sad_no_such_module", "install the module",
@@ -48,6 +47,8 @@ CASES = [
     (H.list_append, "a list cannot grow", "acc.append(x)", "np.zeros(n)", (1.5,)),
     (H.returns_none, "must return numbers or arrays (this returns None)", "return None", "return the value",
      (1.5,)),
+    (H.returns_a_class, "must return numbers or arrays (this returns 'RuntimeError', an object)",
+     "return RuntimeError", "raise an error", (1.5,)),
 ]
 
 
@@ -83,6 +84,30 @@ def test_keyword_only_arguments_are_supported():
 
     assert s2sad.grad(scaled, backend="python")(1.5, scale=3.0) == 3.0
     assert s2sad.grad(scaled, argnums=1, backend="python")(1.5, scale=3.0) == 1.5
+
+
+@pytest.mark.parametrize("backend", ["python", "numba"])
+def test_assignment_expressions_assign_where_python_evaluates_them(backend):
+    """Not hostile: `:=` binds its name then gives its value, in an `if` test, behind a short-circuit `and`
+    (only where the left side holds) and in a `while` test (once per test). Closed forms."""
+    g = s2sad.grad(H.walrus, backend=backend)
+    assert g(1.5) == 2.0 and g(0.25) == 1.0
+    short = s2sad.grad(H.walrus_short_circuit, backend=backend)
+    assert short(-2.0) == 1.0  # x > 0 fails: count stays 0.0
+    assert short(1.0) == 3.0  # count = x ** 2 > 0.5: x ** 3
+    assert short(0.5) == 2.0  # count = x ** 2 <= 0.5: x ** 2 + x
+    x, grad = 0.7, 1.0
+    for _ in range(3):  # three steps of x -> x * x / 2 + 0.1: the chain rule by hand
+        grad, x = grad * x, x * x * 0.5 + 0.1
+    assert abs(s2sad.grad(H.walrus_counter, backend=backend)(0.7) - grad) < 1e-12
+
+
+def test_global_and_nonlocal_declarations_of_names_only_read_change_nothing():
+    """Not hostile: `global SCALE` / `nonlocal k` where the function never assigns the name read it as
+    Python does (assigning it stays refused, above). Closed forms."""
+    assert s2sad.grad(H.declares_global_it_reads, backend="python")(1.5) == H.SCALE
+    g = s2sad.grad(H.declares_nonlocal_it_reads, argnums=(0, 1), backend="python")
+    assert g(1.5, 4.0) == (4.0, 2.5)
 
 
 # ---------------------------------------------------------------- differentiated arguments that are not floats

@@ -155,6 +155,8 @@ class ExpressionsMixin:
             return self.boolean(node, out, target)
         if isinstance(node, cst.IfExp):
             return self.if_exp(node, out, target)
+        if isinstance(node, cst.NamedExpr):  # `(n := n + 1) > 100`: the assignment, then its value
+            return self.assignment_expression(node, out)
         if isinstance(node, cst.Call):
             return self.call(node, out, target)
         if isinstance(node, cst.Attribute):
@@ -332,6 +334,16 @@ class ExpressionsMixin:
         else:
             out.append(If(test, [], inner, self.loc))
         return Var(result)
+
+    def assignment_expression(self, node: cst.NamedExpr, out):
+        """The name keeps its variable (no new version, as in straight-line code): behind `and`, `or` or a
+        conditional expression the assignment may not run, and the name is read after it either way."""
+        self.nested += 1
+        try:
+            self.assign_to(node.target, node.value, out)
+        finally:
+            self.nested -= 1
+        return self.expr(node.target, out)
 
     def if_exp(self, node: cst.IfExp, out, target):
         test = self.expr(node.test, out)

@@ -251,6 +251,8 @@ class StatementsMixin:
             self.assert_stmt(node, out)
         elif isinstance(node, (cst.Import, cst.ImportFrom)):
             self.import_stmt(node)
+        elif isinstance(node, (cst.Global, cst.Nonlocal)) and not {n.name.value for n in node.names} & self.locals:
+            pass  # declares names the function only reads: they read as they would without it
         else:
             kind = type(node).__name__
             raise self.err(node, f"`{kind}` is not supported inside differentiated functions",
@@ -318,6 +320,11 @@ class StatementsMixin:
         atoms, shape = flatten(value)
         if self.stack[1:] and any(isinstance(a, StaticRef) for a in atoms):
             return self.return_static(node, value)
+        if any(isinstance(a, StaticRef) for a in atoms):
+            kind = next(a.obj for a in atoms if isinstance(a, StaticRef))
+            raise self.err(node, f"a differentiated function must return numbers or arrays (this returns "
+                                 f"{getattr(kind, '__name__', type(kind).__name__)!r}, an object)",
+                           "raise an error where no value exists (`raise RuntimeError(...)`), or return the value")
         if any(isinstance(a, Const) and (isinstance(a.value, str) or (a.value is None and shape is None))
                for a in atoms):
             raise self.err(node, "a differentiated function must return numbers or arrays (this returns "

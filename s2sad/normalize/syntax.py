@@ -69,7 +69,7 @@ def _assign_targets(node: cst.CSTNode) -> list[cst.AssignTarget]:
 def assigned_names(func: cst.FunctionDef) -> set[str]:
     """Names Python treats as local: parameters and every assignment/loop target."""
     params = {p.name.value for p in func.params.params + func.params.kwonly_params}
-    return params | _bound_by(func, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For))
+    return params | _bound_by(func, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr))
 
 
 def _bound_by(func: cst.FunctionDef, statements: tuple) -> set[str]:

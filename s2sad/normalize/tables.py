@@ -85,7 +85,6 @@ EXPRESSION_HINTS = {  # expressions s2sad refuses: what to write instead
     "SetComp": "write a for loop over range(n) that fills an array",
     "DictComp": "write the dict literally, {'key': value, ...}",
     "Set": "use a tuple (x, y) or an array np.array([x, y])",
-    "NamedExpr": "assign the value on its own line first",
     "Imaginary": "s2sad differentiates real floats: carry the real and imaginary parts as two float arrays",
     "FormattedString": "strings are not differentiable: format values outside the function",
     "Await": "differentiate a plain `def` function, and await outside it",
