@@ -6,6 +6,7 @@ inlined by lowerer.py; builtins and containers are in iteration.py.)
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import types
@@ -247,6 +248,19 @@ class CallsMixin:
             return self.prim(out, "len", (value,), target=target, hint="n")
         if fn is range:  # `p[range(m), y]`: the integers as an index array
             fn = np.arange
+        if fn is np.pad and (mode := _pad_mode(node, leading)) is not None:
+            mode = self.value(mode, out)
+            if mode != Const("constant"):
+                return self.pad_in_mode(node, mode.value if isinstance(mode, Const) else mode, leading, out, target)
+        keywords = frozenset(a.keyword.value for a in node.args if a.keyword is not None)
+        if keywords and (written := inlined.stand_in(fn, keywords)) is not None:  # `x.max(initial=0.0)`
+            return self.inline(node, written, leading, out, target)
+        if fn is np.clip and keywords & {"min", "max", "a_min", "a_max"}:
+            node = _one_sided_clip(node, len(leading))
+        if fn in _ORDER_POSITION and not any(a.star for a in node.args):
+            node, reversed_layout = self.layout_order(node, fn, leading)
+            if reversed_layout:
+                return self.in_fortran_order(node, fn, leading, out, target)
         if isinstance(fn, Custom):
             if fn in self.plain:
                 return self.inline(node, fn.fun, leading, out, target)
@@ -312,6 +326,9 @@ class CallsMixin:
                 if required and given < n_pos:
                     raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
                 args, kwargs = _keywords_in_place(t, args, kwargs)
+            if (unknown := _keywords_not_taken(rule, kwargs)):
+                raise self.err(node, f"{found[1]}() with `{unknown}=` is not supported",
+                               f"compute it without `{unknown}=` (s2sad's {rule.print_as} does not take it)")
             folded = _folded(fn, args, kwargs)
             if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
                 return self.expr_result(folded, out, target)
@@ -329,6 +346,56 @@ class CallsMixin:
         if isinstance(inner, types.FunctionType) and not _in_library(inner):
             return self.inline(node, inner, leading, out, target)
         return self.opaque_call(node, fn, out, target)
+
+    def pad_in_mode(self, node: cst.Call, mode, leading, out, target):
+        """np.pad(x, widths, mode='edge' / 'wrap' / 'reflect' / 'symmetric'): reads of x's items (rules/inlined.py)
+        for widths known when the code is generated."""
+        if mode not in ("edge", "wrap", "reflect", "symmetric"):
+            raise self.err(node, f"np.pad in mode {mode!r} is not supported",
+                           "s2sad pads in modes 'constant', 'edge', 'wrap', 'reflect' and 'symmetric'")
+        args = [a.value for a in node.args if a.keyword is None] + \
+            [a.value for a in node.args if a.keyword is not None and a.keyword.value == "pad_width"]
+        array = leading[0] if leading else self.expr(args[0], out)
+        widths = _static_value(self.value(args[1 - len(leading)], out))
+        if widths is None:
+            raise self.err(node, f"np.pad in mode {mode!r} needs its pad widths known when the code is generated",
+                           "write the widths as ints in the call, or pass them as int arguments")
+        rank = self.operand_ranks(node, [array], f"np.pad in mode {mode!r} needs the rank of the array it pads")[0]
+        return self.inline(node.with_changes(args=[]), inlined.padded_in_mode(inlined.pad_pairs(widths, rank), mode),
+                           [array], out, target)
+
+    def layout_order(self, node: cst.Call, fn, leading) -> tuple[cst.Call, bool]:
+        """The call without its `order` argument, and whether that order is 'F' (items read with the
+        first index fastest). 'A' and 'K' follow the array's memory layout, which the code does not know."""
+        position = _ORDER_POSITION[fn] - len(leading)
+        positional = [a for a in node.args if a.keyword is None]
+        given = [a for a in node.args if a.keyword is not None and a.keyword.value == "order"]
+        if len(positional) > position >= 0:
+            given.append(positional[position])
+        if not given:
+            return node, False
+        order = given[0].value
+        if not (isinstance(order, cst.SimpleString) and order.evaluated_value in ("C", "F")):
+            raise self.err(order, f"np.{fn.__name__} with order={cst.Module([]).code_for_node(order)} is not supported: "
+                                  "s2sad reads items in order 'C' or 'F'",
+                           "write order='C' (the default) or order='F'")
+        return node.with_changes(args=[a for a in node.args if a is not given[0]]), order.evaluated_value == "F"
+
+    def in_fortran_order(self, node: cst.Call, fn, leading, out, target):
+        """np.ravel(a, order='F') is the C-order ravel of a.T (every axis reversed); np.reshape(a, shape,
+        order='F') the transpose of that ravel reshaped to the shape reversed."""
+        array = leading[0] if leading else self.expr(node.args[0].value, out)
+        items = self.prim(out, "ravel", (self.prim(out, "transpose", (array,)),), hint="items_f")
+        if fn is np.ravel:
+            return items
+        shape_node = node.args[1 - len(leading)].value if len(node.args) > 1 - len(leading) else None
+        if isinstance(shape_node, (cst.Integer, cst.UnaryOperation)):
+            shape_node = cst.Tuple([cst.Element(shape_node)])
+        if not isinstance(shape_node, cst.Tuple):
+            raise self.err(node, "np.reshape with order='F' needs its shape written out, as a tuple or ints",
+                           "write the shape in the call: x.reshape((n, m), order='F')")
+        reversed_shape = self.prim_arg(shape_node.with_changes(elements=list(reversed(shape_node.elements))), out)
+        return self.prim(out, "transpose", (self.prim(out, "reshape", (items, reversed_shape)),), target=target)
 
     def vectorized(self, node: cst.Call, fn, leading, out, target):
         """A `@numba.vectorize` function: its scalar code inlined on numbers, and on arrays run item by item
@@ -705,6 +772,54 @@ def _numba_ufunc(fn) -> bool:
 
 
 _OUT_AFTER = {np.dot: 2, np.clip: 3}  # NumPy functions (not ufuncs) whose output argument may come by position
+
+
+def _keywords_not_taken(rule, kwargs) -> str | None:
+    """The first keyword the runtime function generated code calls for `rule` has no parameter for, or None."""
+    if not kwargs or rule.print_as is None:
+        return None
+    import s2sad.runtime as runtime
+
+    called = getattr(runtime, rule.print_as, None)
+    if called is None:
+        return None
+    parameters = inspect.signature(called).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return None
+    return next((name for name, _ in kwargs if name not in parameters), None)
+
+
+def _one_sided_clip(node: cst.Call, leading: int) -> cst.Call:
+    """np.clip's bounds as a_min and a_max (NumPy 2 also names them min and max), a bound not given being None."""
+    args = [a.with_changes(keyword=cst.Name(f"a_{a.keyword.value}"))
+            if a.keyword is not None and a.keyword.value in ("min", "max") else a for a in node.args]
+    named = {a.keyword.value for a in args if a.keyword is not None}
+    given = leading + sum(1 for a in args if a.keyword is None)
+    for position, bound in ((1, "a_min"), (2, "a_max")):
+        if given <= position and bound not in named:
+            args.append(cst.Arg(cst.Name("None"), keyword=cst.Name(bound)))
+    return node.with_changes(args=args)
+
+
+def _pad_mode(node: cst.Call, leading):
+    """The expression np.pad's call gives its mode by, or None (mode='constant')."""
+    positional = [a for a in node.args if a.keyword is None]
+    given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "mode"]
+    given += [a.value for a in positional[2 - len(leading):3 - len(leading)]]
+    return given[0] if given else None
+
+
+def _static_value(value):
+    """A lowered value of ints and tuples of them as Python ints and tuples, or None where one is not a constant."""
+    if isinstance(value, Const) and type(value.value) is int:
+        return value.value
+    if isinstance(value, (tuple, list)):
+        items = [_static_value(v) for v in value]
+        return None if None in items else tuple(items)
+    return None
+
+
+_ORDER_POSITION = {np.ravel: 1, np.reshape: 2}  # where a call gives `order` by position, the array counted
 
 
 def _without_axis(kwargs) -> bool:

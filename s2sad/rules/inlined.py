@@ -221,6 +221,46 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     return np.moveaxis(np.moveaxis(a, axis, 0)[indices], 0, axis)
 
 
+def pad_pairs(pad_width, ndim: int) -> tuple:
+    """np.pad's pad_width (w, (w,), (before, after), or one of those per axis) as (before, after) per axis."""
+    if isinstance(pad_width, int):
+        return ((pad_width, pad_width),) * ndim
+    if len(pad_width) == 1:
+        return pad_pairs(pad_width[0], ndim)
+    if isinstance(pad_width[0], int):
+        return ((pad_width[0], pad_width[-1]),) * ndim
+    if len(pad_width) != ndim:
+        raise ValueError(f"np.pad: {len(pad_width)} pairs of widths for an array of {ndim} axes")
+    return tuple(pad_pairs(pair, 1)[0] for pair in pad_width)
+
+
+@functools.cache
+def padded_in_mode(pairs: tuple, mode: str):
+    """np.pad(array, pairs, mode) for 'edge', 'wrap', 'reflect' and 'symmetric': along each axis, a read of the
+    items at the indices the mode repeats (np.take), so each padded item's adjoint adds into the item it copies."""
+    axes = tuple((axis, before, after) for axis, (before, after) in enumerate(pairs))
+
+    def pad(array):
+        for axis, before, after in axes:
+            array = np.take(array, _pad_indices(array.shape[axis], before, after, mode), axis=axis)
+        return array
+    return pad
+
+
+def _pad_indices(n, before, after, mode):
+    """The item each position of the padded axis copies: positions -before .. n + after - 1 of an axis of n."""
+    i = np.arange(-before, n + after)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return i % n
+    if mode == "reflect":  # mirrored about the first and last items, which are not repeated
+        j = np.abs(i) % max(2 * n - 2, 1)  # one item: itself
+        return np.where(j >= n, 2 * n - 2 - j, j)
+    j = np.where(i < 0, -i - 1, i) % (2 * n)  # symmetric: the edge items repeated
+    return np.where(j >= n, 2 * n - 1 - j, j)
+
+
 def delete(arr, obj, axis=None):
     """np.delete of items of the flattened array (axis=None) or of a 1-D array: the kept items, read by
     index, as NumPy returns them (a new array)."""
@@ -445,6 +485,68 @@ _NUMPY.update({getattr(np.linalg, name, None): fn for name, fn in (("vector_norm
 _NUMPY.pop(None, None)
 
 
+_REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min, np.logical_and: np.all,
+               np.logical_or: np.any}
+_ACCUMULATIONS = {np.add: np.cumsum, np.multiply: np.cumprod}
+
+
+@functools.cache
+def _reduce_of(ufunc):
+    """`np.add.reduce(a)` and the other ufuncs' reduce: NumPy's reduction for that ufunc (np.sum, np.prod, np.max,
+    ...) along axis 0 unless told. np.logaddexp.reduce is the log of the sum of exponentials, each shifted by the
+    largest item."""
+    if ufunc is np.logaddexp:
+        def reduce(array, axis=0, keepdims=False):
+            if axis is None:
+                return reduce(np.ravel(array), 0, keepdims)
+            top = np.max(array, axis=axis, keepdims=True)
+            total = np.log(np.sum(np.exp(array - top), axis=axis, keepdims=True)) + top
+            if keepdims:
+                return total
+            return np.squeeze(total, axis=axis)
+        return reduce
+    reduction = _REDUCTIONS[ufunc]
+
+    def reduce(array, axis=0, keepdims=False):
+        return reduction(array, axis=axis, keepdims=keepdims)
+    return reduce
+
+
+@functools.cache
+def _accumulate_of(ufunc):
+    """`np.add.accumulate(a)` is np.cumsum along axis 0 unless told, `np.multiply.accumulate` np.cumprod."""
+    accumulation = _ACCUMULATIONS[ufunc]
+
+    def accumulate(array, axis=0):
+        return accumulation(array, axis=axis)
+    return accumulate
+
+
+@functools.cache
+def _with_initial_or_where(reduction, identity, combine):
+    """`np.sum(a, where=m, initial=v)` and the like: the items `where` leaves out count as the reduction's
+    identity (NumPy asks max and min for `initial` there), and `initial` joins the result."""
+    def reduce(a, axis=None, keepdims=False, initial=None, where=None):
+        if where is not None:
+            a = np.where(where, a, identity)
+        result = reduction(a, axis=axis, keepdims=keepdims)
+        if initial is None:
+            return result
+        return combine(result, initial)
+    return reduce
+
+
+def mean_where(a, axis=None, keepdims=False, where=None):
+    """np.mean(a, where=m): the sum of the items kept over their count."""
+    kept = np.where(where, 1.0, 0.0) + 0.0 * a  # the mask broadcast to a's shape
+    return np.sum(np.where(where, a, 0.0), axis=axis, keepdims=keepdims) / np.sum(kept, axis=axis, keepdims=keepdims)
+
+
+_KEYWORD_STAND_INS = {np.sum: (np.sum, 0.0, np.add), np.prod: (np.prod, 1.0, np.multiply),
+                      np.max: (np.max, -np.inf, np.maximum), np.min: (np.min, np.inf, np.minimum),
+                      np.amax: (np.max, -np.inf, np.maximum), np.amin: (np.min, np.inf, np.minimum)}
+
+
 @functools.cache
 def _outer_of(ufunc):
     """`np.subtract.outer(a, b)` and the other two-operand ufuncs' outer: every item of `a` with every item of
@@ -456,11 +558,22 @@ def _outer_of(ufunc):
     return outer
 
 
-def stand_in(fn):
-    """The function above that s2sad inlines for library function `fn`, or None."""
+def stand_in(fn, keywords: frozenset = frozenset()):
+    """The function above that s2sad inlines for library function `fn` called with these keyword arguments,
+    or None."""
     ufunc = getattr(fn, "__self__", None)
-    if isinstance(ufunc, np.ufunc) and getattr(fn, "__name__", None) == "outer" and ufunc.nin == 2:
-        return _outer_of(ufunc)
+    if isinstance(ufunc, np.ufunc):
+        method = getattr(fn, "__name__", None)
+        if method == "outer" and ufunc.nin == 2:
+            return _outer_of(ufunc)
+        if method == "reduce" and (ufunc in _REDUCTIONS or ufunc is np.logaddexp):
+            return _reduce_of(ufunc)
+        if method == "accumulate" and ufunc in _ACCUMULATIONS:
+            return _accumulate_of(ufunc)
+    if fn is np.mean and "where" in keywords:
+        return mean_where
+    if keywords & {"initial", "where"} and _hashable(fn) and fn in _KEYWORD_STAND_INS:
+        return _with_initial_or_where(*_KEYWORD_STAND_INS[fn])
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
@@ -470,7 +583,18 @@ def stand_in(fn):
         return None
 
 
+def _hashable(fn) -> bool:
+    try:
+        hash(fn)
+    except TypeError:
+        return False
+    return True
+
+
 def spelled() -> list[str]:
     """How users write the functions written out here, for the README's table of supported functions."""
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
-    return sorted(numpy) + ["np.<ufunc>.outer"] + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]
+    ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply.accumulate",
+              "np.sum/prod/max/min(..., initial=, where=)",
+              "np.mean(..., where=)"]
+    return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]

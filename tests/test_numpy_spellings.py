@@ -1,0 +1,111 @@
+"""NumPy's other spellings of what s2sad differentiates: a layout order, ufunc methods, reductions' `initial` and
+`where`, np.clip's NumPy 2 keywords and one-sided bounds, np.pad's modes. Each against central differences."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from helpers import assert_close, fd_grad
+
+X = np.array([0.31, -0.72, 1.13, 0.46, -0.27, 0.94])
+WEIGHTS = np.arange(1.0, 7.0)
+
+
+def value_and_grad_match(f, x, backend):
+    value, grad = s2sad.value_and_grad(f, backend=backend)(x)
+    assert_close(value, f(x), rtol=1e-12)
+    assert_close(grad, fd_grad(f, (x,), 0))
+
+
+def fortran_reads(x):
+    a = x.reshape(2, 3)
+    flat = np.ravel(a, order="F") + a.flatten("F") * 2.0 + a.ravel("C")
+    b = np.reshape(x, (3, 2), order="F")
+    c = a.reshape(3, 2, order="F")
+    return np.sum(flat * WEIGHTS) + np.sum(b * c * WEIGHTS.reshape(3, 2))
+
+
+def test_items_read_in_fortran_order(backend):
+    """order='F' reads the first index fastest: the gradient ignored it (the primal kept it), a silent error."""
+    value_and_grad_match(fortran_reads, X, backend)
+
+
+def layout_dependent(x):
+    return np.sum(np.ravel(x, order="K"))
+
+
+def test_a_layout_dependent_order_is_refused_where_written():
+    with pytest.raises(s2sad.UnsupportedError, match="order=\"K\" is not supported") as info:
+        s2sad.grad(layout_dependent, backend="python")(X)
+    assert "hint: write order='C'" in str(info.value)
+
+
+def ufunc_methods(x):
+    a = x.reshape(2, 3)
+    return (np.sum(np.add.reduce(a ** 2)) + np.multiply.reduce(1.0 + 0.1 * x) + np.maximum.reduce(x)
+            + np.sum(np.minimum.reduce(a, axis=1)) + np.logaddexp.reduce(x) + np.sum(np.logaddexp.reduce(a, axis=1))
+            + np.sum(np.add.accumulate(a, axis=1) ** 2) + np.sum(np.multiply.accumulate(1.0 + 0.1 * x)))
+
+
+def test_ufunc_reduce_and_accumulate_are_numpy_reductions(backend):
+    value_and_grad_match(ufunc_methods, X, backend)
+
+
+def reductions_with_initial_and_where(x):
+    positive = x > 0
+    return (np.max(x, initial=0.5) + np.min(x ** 2, initial=0.05) + x.max(where=positive, initial=-1.0)
+            + np.sum(x ** 2, where=positive) + np.sum(x, initial=2.0) + np.prod(1.0 + x, where=positive)
+            + np.mean(x ** 3, where=positive))
+
+
+def test_reductions_take_initial_and_where(backend):
+    """initial joins the result; items `where` leaves out count as the reduction's identity."""
+    value_and_grad_match(reductions_with_initial_and_where, X, backend)
+
+
+def masked_std(x):
+    return np.std(x, where=x > 0)
+
+
+def test_a_keyword_the_runtime_does_not_take_is_refused_where_written():
+    """It raised a bare TypeError from inside the generated code."""
+    with pytest.raises(s2sad.UnsupportedError, match=r"np\.std\(\) with `where=` is not supported"):
+        s2sad.grad(masked_std, backend="python")(X)
+
+
+def clipped(x):
+    return np.sum(x.clip(min=-0.5) ** 2 + x.clip(max=0.5) ** 3 + x.clip(0.0, None) * WEIGHTS + np.clip(x, None, 0.2)
+                  + np.clip(x, max=0.8, min=-0.6))
+
+
+def test_clip_with_one_bound_and_numpy_2_names():
+    value_and_grad_match(clipped, X, "python")
+
+
+def padded(mode, width):
+    def f(x):
+        y = np.pad(x, width, mode=mode)
+        return np.sum(y * np.arange(1.0, y.size + 1.0).reshape(y.shape)) + np.sum(y ** 3)
+    return f
+
+
+@pytest.mark.parametrize("mode", ["edge", "wrap", "reflect", "symmetric"])
+def test_pad_modes_read_the_items_they_repeat(mode):
+    """Widths as one int, a (before, after) pair wider than the axis, and pairs per axis; one-item axes."""
+    matrix = X.reshape(2, 3)
+    for x, width in ((X, 2), (X, (1, 7)), (matrix, ((1, 0), (2, 3))), (np.array([0.7]), 2)):
+        value_and_grad_match(padded(mode, width), x, "python")
+
+
+def test_pad_modes_compile():
+    value_and_grad_match(padded("reflect", ((1, 0), (2, 1))), X.reshape(2, 3), "numba")
+    value_and_grad_match(padded("edge", 2), X, "numba")
+
+
+def padded_in_an_unknown_mode(x):
+    return np.sum(np.pad(x, 1, mode="median"))
+
+
+def test_other_pad_modes_are_refused_where_written():
+    with pytest.raises(s2sad.UnsupportedError, match="np.pad in mode 'median' is not supported"):
+        s2sad.grad(padded_in_an_unknown_mode, backend="python")(X)
