@@ -109,3 +109,22 @@ def padded_in_an_unknown_mode(x):
 def test_other_pad_modes_are_refused_where_written():
     with pytest.raises(s2sad.UnsupportedError, match="np.pad in mode 'median' is not supported"):
         s2sad.grad(padded_in_an_unknown_mode, backend="python")(X)
+
+
+def upper_factor(x):
+    a = np.outer(x[:3], x[:3]) + 3.0 * np.eye(3) + 0.5 * np.triu(np.ones((3, 3)), 1)  # not symmetric
+    return np.sum(np.linalg.cholesky(a, upper=True) * WEIGHTS[:3]) + np.sum(np.linalg.cholesky(a, upper=False))
+
+
+def test_cholesky_upper_reads_the_upper_triangle():
+    """upper=True went to NumPy and the rule's derivative, of the lower factor, ignored it: silently wrong."""
+    value_and_grad_match(upper_factor, X, "python")
+
+
+def trace_of_other_axes(x):
+    return np.sum(np.trace(x.reshape(1, 2, 3), axis1=1, axis2=2) ** 2)
+
+
+def test_a_keyword_the_derivative_would_ignore_is_refused_where_written():
+    with pytest.raises(s2sad.UnsupportedError, match=r"np\.trace\(\) with `axis1=` is not supported: its derivative"):
+        s2sad.grad(trace_of_other_axes, backend="python")(X)

@@ -329,6 +329,9 @@ class CallsMixin:
             if (unknown := _keywords_not_taken(rule, kwargs)):
                 raise self.err(node, f"{found[1]}() with `{unknown}=` is not supported",
                                f"compute it without `{unknown}=` (s2sad's {rule.print_as} does not take it)")
+            if (ignored := _keywords_its_derivative_ignores(fn, rule, kwargs)):
+                raise self.err(node, f"{found[1]}() with `{ignored}=` is not supported: its derivative rule does not "
+                                     "read it", f"compute it without `{ignored}=`")
             folded = _folded(fn, args, kwargs)
             if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
                 return self.expr_result(folded, out, target)
@@ -787,6 +790,30 @@ def _keywords_not_taken(rule, kwargs) -> str | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return None
     return next((name for name, _ in kwargs if name not in parameters), None)
+
+
+_LAYOUT_KEYWORDS = frozenset({"dtype", "kind", "casting", "subok", "copy", "like", "device", "order"})
+
+
+def _keywords_its_derivative_ignores(fn, rule, kwargs) -> str | None:
+    """A keyword generated code passes on to the NumPy function itself, which the rule's derivative does not
+    read, given a value other than NumPy's default (`np.linalg.cholesky(a, upper=True)`, `np.trace(a, axis1=1)`):
+    the value would follow it and the derivative would not. Keywords of dtype and memory layout change no value."""
+    if not kwargs or not rule.differentiable or rule.print_as is not None:
+        return None
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    read = set(rule.template().params)
+    for name, value in kwargs:
+        default = parameters[name].default if name in parameters else inspect.Parameter.empty
+        if name in read or name in _LAYOUT_KEYWORDS or (isinstance(value, Const) and value.value is default
+                                                          or isinstance(value, Const) and value.value == default
+                                                          and type(value.value) is type(default)):
+            continue
+        return name
+    return None
 
 
 def _one_sided_clip(node: cst.Call, leading: int) -> cst.Call:

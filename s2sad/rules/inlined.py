@@ -536,6 +536,14 @@ def _with_initial_or_where(reduction, identity, combine):
     return reduce
 
 
+def cholesky_upper(a, upper=False):
+    """np.linalg.cholesky(a, upper=True): U with a = U^T U, read from a's upper triangle, is the lower factor of
+    a's transpose, transposed."""
+    if not upper:
+        return np.linalg.cholesky(a)
+    return np.swapaxes(np.linalg.cholesky(np.swapaxes(a, -1, -2)), -1, -2)
+
+
 def mean_where(a, axis=None, keepdims=False, where=None):
     """np.mean(a, where=m): the sum of the items kept over their count."""
     kept = np.where(where, 1.0, 0.0) + 0.0 * a  # the mask broadcast to a's shape
@@ -570,6 +578,8 @@ def stand_in(fn, keywords: frozenset = frozenset()):
             return _reduce_of(ufunc)
         if method == "accumulate" and ufunc in _ACCUMULATIONS:
             return _accumulate_of(ufunc)
+    if fn is np.linalg.cholesky and "upper" in keywords:
+        return cholesky_upper
     if fn is np.mean and "where" in keywords:
         return mean_where
     if keywords & {"initial", "where"} and _hashable(fn) and fn in _KEYWORD_STAND_INS:
@@ -596,5 +606,5 @@ def spelled() -> list[str]:
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
     ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply.accumulate",
               "np.sum/prod/max/min(..., initial=, where=)",
-              "np.mean(..., where=)"]
+              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
     return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]
