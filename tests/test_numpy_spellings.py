@@ -128,3 +128,15 @@ def trace_of_other_axes(x):
 def test_a_keyword_the_derivative_would_ignore_is_refused_where_written():
     with pytest.raises(s2sad.UnsupportedError, match=r"np\.trace\(\) with `axis1=` is not supported: its derivative"):
         s2sad.grad(trace_of_other_axes, backend="python")(X)
+
+
+def positive_items(x):
+    idx = np.where(x > 0)[0]
+    y = x.copy()
+    y[np.nonzero(x < 0.5)[0]] *= 3.0
+    return np.sum(x[idx] ** 2) + 0.1 * len(idx) + np.sum(y ** 2) + x[idx[-1]]
+
+
+def test_where_of_a_1d_condition_gives_its_indices(backend):
+    """np.where(c)[0] / np.nonzero(c)[0] of a 1-D c: an index array, for reads, writes and len (it was refused)."""
+    value_and_grad_match(positive_items, X, backend)

@@ -12,7 +12,7 @@ import numpy as np
 
 from s2sad import rules
 from s2sad.hidden import is_hidden_array
-from s2sad.ir import Assign, Const, Copy, If, Load, Record, Slice, Var
+from s2sad.ir import Assign, Const, Copy, If, Load, Prim, Record, Slice, Var
 from s2sad.normalize.pytrees import _is_none, flatten, is_tree
 from s2sad.normalize.state import _NOT_STATIC, NEWAXIS, NestedFunction, Positions, PositionsAxis, StaticRef
 from s2sad.normalize.static import _is_static_object
@@ -74,6 +74,8 @@ class ExpressionsMixin:
         base = self.value(node.value, out)
         if isinstance(base, PositionsAxis):
             raise self.unpacked_misused(node, base)
+        if isinstance(base, Positions) and self.picks_the_only_axis(node, base, out):
+            return self.flat_positions(node, base, out, target)
         if isinstance(base, Positions):
             raise self.positions_misused(node)
         if is_tree(base):
@@ -91,6 +93,19 @@ class ExpressionsMixin:
         if not isinstance(base, Var):
             raise self.err(node, "can only index variables")
         return self.load(node, base, out, target)
+
+    def picks_the_only_axis(self, node: cst.Subscript, positions: Positions, out) -> bool:
+        """`np.where(c)[0]` of a 1-D condition: the positions as one array of indices."""
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index) or \
+                not self.is_static_key(node.slice[0].slice.value) or self.static_key(node.slice[0].slice.value) != 0:
+            return False
+        return self.operand_ranks(node, [positions.mask], "np.where(c)[0] needs the rank of c") == [1]
+
+    def flat_positions(self, node: cst.Subscript, positions: Positions, out, target):
+        """The indices of a 1-D mask's true items, np.flatnonzero's (numba has it): an index array like any other."""
+        refusal = self.message_at(node, "np.where(c)[0] has no derivative")
+        rule = rules.registry.Opaque("np.flatnonzero", refusal=refusal, spelled="np.flatnonzero")
+        return self.emit(out, target or self.temp("positions"), Prim(rule, (positions.mask,), (), "np.flatnonzero"))
 
     def expr(self, node, out, target: str | None = None):
         atom = self.refuse_non_atom(node, self._expr(node, out, target))
