@@ -140,3 +140,16 @@ def positive_items(x):
 def test_where_of_a_1d_condition_gives_its_indices(backend):
     """np.where(c)[0] / np.nonzero(c)[0] of a 1-D c: an index array, for reads, writes and len (it was refused)."""
     value_and_grad_match(positive_items, X, backend)
+
+
+def array_methods(x):
+    a = x.reshape(2, 3)
+    return (np.sum(a.swapaxes(0, 1) * WEIGHTS.reshape(3, 2)) + np.sum(x.round(1) * x) + np.sum(x.repeat(2) ** 2)
+            + np.sum(a.take(np.array([0, 2]), axis=1) ** 2) + np.sum(x[x.argsort()] * WEIGHTS)
+            + float((x > -5.0).all()) + float(x.any()))
+
+
+def test_more_array_methods(backend):
+    """.swapaxes, .round, .repeat, .take, .argsort, .all and .any, as the NumPy functions (they were refused, and
+    a method of a function without a rule lost its array)."""
+    value_and_grad_match(array_methods, X, backend)

@@ -253,7 +253,7 @@ class CallsMixin:
             if mode != Const("constant"):
                 return self.pad_in_mode(node, mode.value if isinstance(mode, Const) else mode, leading, out, target)
         keywords = frozenset(a.keyword.value for a in node.args if a.keyword is not None)
-        if keywords and (written := inlined.stand_in(fn, keywords)) is not None:  # `x.max(initial=0.0)`
+        if (keywords or leading) and (written := inlined.stand_in(fn, keywords)) is not None:  # `x.max(initial=0.0)`
             return self.inline(node, written, leading, out, target)
         if fn is np.clip and keywords & {"min", "max", "a_min", "a_max"}:
             node = _one_sided_clip(node, len(leading))
@@ -348,7 +348,7 @@ class CallsMixin:
         inner = unwrap(fn)
         if isinstance(inner, types.FunctionType) and not _in_library(inner):
             return self.inline(node, inner, leading, out, target)
-        return self.opaque_call(node, fn, out, target)
+        return self.opaque_call(node, fn, out, target, leading=leading)
 
     def pad_in_mode(self, node: cst.Call, mode, leading, out, target):
         """np.pad(x, widths, mode='edge' / 'wrap' / 'reflect' / 'symmetric'): reads of x's items (rules/inlined.py)

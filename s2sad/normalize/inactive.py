@@ -150,7 +150,7 @@ class InactiveMixin:
                            else "{" + cst.Module([]).code_for_node(p.expression) + "}" for p in node.parts)
         return cst.Module([]).code_for_node(node)
 
-    def opaque_call(self, node: cst.Call, fn, out, target, effect=False):
+    def opaque_call(self, node: cst.Call, fn, out, target, effect=False, leading=()):
         """A call with no rule runs as written while its result does not depend on a differentiated
         input (the analysis refuses it otherwise); on constants, a pure one is evaluated now."""
         if fn is isinstance:
@@ -162,7 +162,7 @@ class InactiveMixin:
         spelled = self.callee_spelling(node.func, fn)
         if spelled is None:
             raise UnsupportedError(refusal)
-        args = [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
+        args = list(leading) + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]  # a method's array
         kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
         args, kwargs = _positional(fn, args, kwargs)
         if not effect and _pure(fn) and all(isinstance(a, Const) for a in args + [v for _, v in kwargs]):

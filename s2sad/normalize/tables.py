@@ -42,7 +42,9 @@ METHODS = {"sum": np.sum, "mean": np.mean, "copy": np.copy, "dot": np.dot, "resh
            "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "max": np.max, "min": np.min,
            "prod": np.prod, "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
            "squeeze": np.squeeze, "trace": np.trace, "diagonal": np.diagonal, "clip": np.clip, "argmax": np.argmax,
-           "argmin": np.argmin, "item": only_item, "conj": np.conjugate, "conjugate": np.conjugate}
+           "argmin": np.argmin, "item": only_item, "conj": np.conjugate, "conjugate": np.conjugate,
+           "swapaxes": np.swapaxes, "round": np.round, "repeat": np.repeat, "take": np.take, "argsort": np.argsort,
+           "all": np.all, "any": np.any}
 
 
 TUNING_KEYWORDS = {np.einsum: ("optimize",)}  # change how NumPy computes, not what: the runtime picks its own way

@@ -10,6 +10,8 @@ nondiff(np.size, np_size, name="size", print_as="np_size", shape_only=(0,), int_
         attribute=True)  # numba lacks np.size(x, axis)
 nondiff(np.ndim, name="ndim", shape_only=(0,), int_result=True, attribute=True)
 nondiff(np.isscalar, name="isscalar", bool_result=True)
+nondiff(np.any, name="any_true", bool_result=True)  # of floats too: `x.any()` tests, it has no derivative
+nondiff(np.all, name="all_true", bool_result=True)
 nondiff(len, name="len", shape_only=(0,), int_result=True)
 nondiff(np.zeros, name="zeros", fills=0.0, shape_arg=0, dtype_from=())
 nondiff(np.ones, name="ones", fills=1.0, shape_arg=0, dtype_from=())
