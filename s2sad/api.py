@@ -843,13 +843,15 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, backend: str = DEF
     if not positions:
         raise TypeError("jvp needs at least one float primal to differentiate, but every primal is an int or a bool "
                         "(those are constants); pass floats, e.g. 3.0 or x.astype(float)")
-    fwd, args = _forward(fun, tuple(range(len(primals))), backend).specialize(primals + _defaults(fun, len(primals)))
+    fwd, leaves = _forward(fun, tuple(range(len(primals))), backend).specialize_kinds(
+        primals + _defaults(fun, len(primals)))
     for i in positions:
         p = flat_primals[i]
         if type(p) is not float and not (type(p) is np.ndarray and p.dtype.kind == "f"):
             _check_float(p, fwd.ir.params[i], i, fwd.fun.__name__, "jvp")  # (naming the leaf lowers the function)
     if fwd.flat_argnums != positions:  # ints among the leaves are constants: differentiate the float ones
-        fwd = fwd.with_wrt(positions)
+        fwd = fwd.with_wrt(positions)  # (before generating: an int made a float, np.float64(n), has no tangent)
+    args = leaves + fwd.hidden_args()
     carried = [flat_tangents[i] for i in positions]  # the tangents of the float primals
     result = _called(fwd.jvp_fn, *args, *(t if type(t) is float else _as_float(t) for t in carried))
     fn = fwd.generated.fn

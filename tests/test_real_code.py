@@ -2151,3 +2151,46 @@ def test_map_over_a_tuple_or_list_unpacked_into_names(backend):
     assert_close(value, _sweep_on_copies(*args), rtol=1e-12)
     for i in range(3):
         assert_close(grads[i], fd_grad(_sweep_on_copies, args, i))
+
+
+# ---- real code, batch 11 ------------------------------------------------------------------------------------------
+
+
+def _power_law_hawkes_nll(params, times, horizon, ratio, terms):  # a Hawkes kernel's sum of exponentials
+    mu, eta, alpha, tau = params[0], params[1], params[2], params[3]
+    count = np.float64(terms)  # an int argument made a float
+    z = np.power(tau, -alpha) * (1 - np.power(ratio, -alpha * count)) / (1 - np.power(ratio, -alpha))
+    scales = tau * ratio ** np.arange(0, terms, 1)
+    decay = np.zeros(terms)
+    total = 0.0
+    for i in range(1, len(times)):
+        s = 0.0
+        for k in range(terms):
+            decay[k] = np.exp(-(times[i] - times[i - 1]) / scales[k]) * (decay[k] + 1)
+            s += scales[k] ** (-1 - alpha) * decay[k]
+        total += np.log(mu + eta / z * s)
+    return mu * horizon - total
+
+
+def test_jvp_of_a_function_that_makes_an_int_argument_a_float(backend):
+    # jvp generated its code with every argument differentiated, then refused np.float64 of the int one
+    params = np.array([0.8, 0.5, 0.7, 0.3])
+    times = np.array([0.2, 0.9, 1.1, 2.4, 2.6, 3.9])
+    primals = (params, times, 4.5, 5.0, 3)
+    dp, dh = np.array([0.3, -0.2, 0.5, 0.1]), 0.7
+    out, tangent = s2sad.jvp(_power_law_hawkes_nll, primals, (dp, np.zeros(6), dh, 0.0, 0), backend=backend)
+    assert_close(out, _power_law_hawkes_nll(*primals), rtol=1e-12)
+    expected = np.sum(fd_grad(_power_law_hawkes_nll, primals, 0) * dp) + fd_grad(_power_law_hawkes_nll, primals, 2) * dh
+    assert_close(tangent, expected)
+
+
+def _numpy_scalar_casts(x, v):
+    return np.float64(x) ** 3 + np.sum(np.float64(v) * x) + float(np.float32(x))
+
+
+def test_numpy_float_types_called_on_a_differentiated_value_are_casts(backend):
+    x, v = 0.7, np.array([1.5, -0.5, 2.0])
+    gx, gv = s2sad.grad(_numpy_scalar_casts, argnums=(0, 1), backend=backend)(x, v)
+    assert_close(gx, 3 * x ** 2 + np.sum(v) + 1.0, rtol=1e-6)  # (float32's step rounds: a looser tolerance)
+    assert_close(gv, np.full(3, x), rtol=1e-12)
+

@@ -305,6 +305,9 @@ class CallsMixin:
         if fn is np.float_power and len(node.args) == 2 and not any(a.keyword or a.star for a in node.args):
             base = self.prim(out, "as_float", (self.prim_arg(node.args[0].value, out),), hint="base")
             return self.prim(out, "pow", (base, self.prim_arg(node.args[1].value, out)), target=target)  # in float64
+        if fn in (np.float64, np.float32) and len(node.args) == 1 and not leading and node.args[0].keyword is None \
+                and not node.args[0].star:  # `np.float64(x)`: float(x) of a number, x.astype(np.float64) of an array
+            return self.cast(node, self.expr(node.args[0].value, out), Const(np.dtype(fn)), True, out, target)
         found = rules.lookup_object(fn)
         if found is not None:
             if any(a.star for a in node.args):
