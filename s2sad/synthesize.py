@@ -25,6 +25,12 @@ def function(name: str, params: list[str], body: list[str], closure: dict[str, A
 
     in_memory: keep its source in memory only (linecache), not as a file in the cache directory: for
     the short-lived trampolines numba_callable.py writes per argument type, which nothing re-reads."""
+    name = _identifier(name)
     text = _TEMPLATE.format(imports=imports + "\n\n" if imports else "", closure=", ".join(closure), name=name,
                             params=", ".join(params), body="\n".join("        " + line for line in body))
     return load_module(text, name, "python", in_memory=in_memory).make(*closure.values())
+
+
+def _identifier(name: str) -> str:
+    """`name` as a Python identifier: a lambda's `<lambda>` (and the names made from it) becomes `_lambda_`."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)

@@ -2194,3 +2194,16 @@ def test_numpy_float_types_called_on_a_differentiated_value_are_casts(backend):
     assert_close(gx, 3 * x ** 2 + np.sum(v) + 1.0, rtol=1e-6)  # (float32's step rounds: a looser tolerance)
     assert_close(gv, np.full(3, x), rtol=1e-12)
 
+
+def test_lambdas_compile_with_s2sad_jit_and_inside_numba():
+    # the numba-callable trampoline was named after the function: `def <lambda>_select(...)` did not parse
+    f = lambda x, y: x * y ** 2  # noqa: E731
+    g = s2sad.grad(f, argnums=(0, 1))
+    assert_close(s2sad.jit(g)(2.0, 3.0), (9.0, 12.0), rtol=1e-12)
+
+    @numba.njit
+    def twice(x, y):
+        a, b = g(x, y)
+        return a + b
+
+    assert_close(twice(2.0, 3.0), 21.0, rtol=1e-12)
