@@ -45,6 +45,27 @@ def copy_swapped_buffers(fn: ir.Function) -> None:
                 block[i] = Assign(s.target, Prim(rules.lookup("copy"), (s.value.value,)), s.loc)
 
 
+def drop_round_trips(fn: ir.Function) -> None:
+    """Drop, in place, each run of renames after which every name that outlives it holds the array it
+    held before (`out = u; u = out`: an inlined `u = boundary(u)` whose helper returns its argument),
+    where the run's other names are read nowhere after it: the array keeps its one name."""
+    where = _positions(fn.body, ())
+    dropped = []
+    for block, start, stop, sources in _runs(fn.body):
+        passing = [name for name, held in sources.items() if held != name]
+        if set(passing) & set(fn.outputs):
+            continue
+        if all(_inside(where[id(r)], block, start, stop) for name in passing for r in _readers(fn, name)):
+            dropped.append((block, start, stop))
+    for block, start, stop in reversed(dropped):
+        del block[start:stop]
+
+
+def _runs(body: list):
+    for block in _blocks(body):
+        yield from _exchanges(block)
+
+
 def _blocks(body: list):
     yield body
     for s, _, _ in ir.walk(body):

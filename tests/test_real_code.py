@@ -2207,3 +2207,43 @@ def test_lambdas_compile_with_s2sad_jit_and_inside_numba():
         return a + b
 
     assert_close(twice(2.0, 3.0), 21.0, rtol=1e-12)
+
+
+def _unchanged_boundary(u):  # an outflow boundary: the array itself, as it came
+    return u
+
+
+def _conservative_steps(u0, cfl, boundary=_unchanged_boundary):
+    u = np.copy(u0)
+    i = np.arange(1, len(u0) - 1, 1)
+    dt = cfl / max(abs(u0))
+    t = 0.0
+    while t < 0.3:
+        t += dt
+        u = boundary(u)  # the helper hands the array back: `u` stays its one name
+        f = u ** 2 / (u ** 2 + (1 - u) ** 2)
+        u[i] = u[i] - dt * (f[i] - f[i - 1])
+    return np.sum(u ** 2)
+
+
+def test_an_array_handed_back_by_a_helper_is_written_in_place(backend):
+    # a Buckley-Leverett upwind scheme's `u = boundary(u)`: the write after it was refused as one through another name
+    u0 = np.linspace(0.1, 0.9, 7) ** 2
+    value, g = s2sad.value_and_grad(_conservative_steps, argnums=(0, 1), backend=backend)(u0, 0.05)
+    assert_close(value, _conservative_steps(u0, 0.05), rtol=1e-12)
+    assert_close(g[0], fd_grad(_conservative_steps, (u0, 0.05), 0))
+    assert_close(g[1], fd_grad(_conservative_steps, (u0, 0.05), 1))
+
+
+def _kept_and_handed_back(u0):
+    u = np.copy(u0)
+    v = u  # a second name for the array: the write below changes what v reads
+    u = _unchanged_boundary(u)
+    u[0] = 5.0 * u[1]
+    return np.sum(v ** 2) + np.sum(u)
+
+
+def test_an_array_handed_back_while_another_name_holds_it_stays_refused(backend):
+    with pytest.raises(s2sad.UnsupportedError, match="in-place write to `u`"):
+        s2sad.grad(_kept_and_handed_back, backend=backend)(np.array([0.3, 0.6, 0.9]))
+

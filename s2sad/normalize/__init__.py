@@ -18,7 +18,7 @@ from s2sad.decided import decide_constant_branches
 from s2sad.frontend import parse_function, written_by_s2sad
 from s2sad.names import Names
 from s2sad.ir import Record
-from s2sad.swaps import copy_swapped_buffers
+from s2sad.swaps import copy_swapped_buffers, drop_round_trips
 from s2sad.normalize.calls import TRANSFORMATIONS, register_transformations
 from s2sad.normalize.lowerer import Lowerer
 from s2sad.normalize.pytrees import flatten, unflatten
@@ -78,6 +78,7 @@ def _normalize(fn, plain, arg_trees, arg_kinds, copy_arguments, varying: set) ->
         exits=frozenset(lw.exits),
     )
     decide_constant_branches(function)
+    drop_round_trips(function)
     if copy_arguments:  # derivatives follow values: a double buffer's exchange becomes copies
         copy_swapped_buffers(function)
     return function
