@@ -2247,3 +2247,17 @@ def test_an_array_handed_back_while_another_name_holds_it_stays_refused(backend)
     with pytest.raises(s2sad.UnsupportedError, match="in-place write to `u`"):
         s2sad.grad(_kept_and_handed_back, backend=backend)(np.array([0.3, 0.6, 0.9]))
 
+
+def _tv_energy(img, weight):  # a total-variation denoiser's normalisation by the pixel count
+    count = np.prod(img.shape[:2])
+    total = np.sum(img.shape)
+    ux = np.roll(img, -1, axis=1) - img
+    return weight * np.sum(np.sqrt(ux ** 2 + 1e-3)) / np.sqrt(count) + np.sum(img ** 2) / total
+
+
+def test_np_prod_and_np_sum_of_a_shape(backend):
+    img = np.random.default_rng(3).uniform(size=(4, 5))
+    value, g = s2sad.value_and_grad(_tv_energy, argnums=(0, 1), backend=backend)(img, 0.3)
+    assert_close(value, _tv_energy(img, 0.3), rtol=1e-12)
+    assert_close(g[0], fd_grad(_tv_energy, (img, 0.3), 0))
+    assert_close(g[1], fd_grad(_tv_energy, (img, 0.3), 1))

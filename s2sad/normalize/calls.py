@@ -305,6 +305,13 @@ class CallsMixin:
         if fn is np.float_power and len(node.args) == 2 and not any(a.keyword or a.star for a in node.args):
             base = self.prim(out, "as_float", (self.prim_arg(node.args[0].value, out),), hint="base")
             return self.prim(out, "pow", (base, self.prim_arg(node.args[1].value, out)), target=target)  # in float64
+        if fn in (np.prod, np.sum) and len(node.args) == 1 and not leading and node.args[0].keyword is None \
+                and _names_a_shape(node.args[0].value):  # `np.prod(img.shape[:2])`: numba's takes no tuple
+            if self.is_static_iterable(node.args[0].value):
+                return self.builtin_call(node, {np.prod: math.prod, np.sum: sum}[fn], out, target)
+            dims = self.prim(out, "asarray", (self.expr(node.args[0].value, out),), hint="dims")
+            rule, spelled = rules.lookup_object(fn)
+            return self.emit(out, target or self.temp(rule.name), Prim(rule, (dims,), (), spelled))
         if fn in (np.float64, np.float32) and len(node.args) == 1 and not leading and node.args[0].keyword is None \
                 and not node.args[0].star:  # `np.float64(x)`: float(x) of a number, x.astype(np.float64) of an array
             return self.cast(node, self.expr(node.args[0].value, out), Const(np.dtype(fn)), True, out, target)
@@ -867,6 +874,13 @@ def _keywords_in_place(t, args: list, kwargs: list) -> tuple[list, list]:
     for param in params[len(args):max(moved) + 1]:
         args = args + [named.pop(param) if param in named else Const(t.defaults[param])]
     return args, [(k, v) for k, v in kwargs if k in named]
+
+
+def _names_a_shape(node) -> bool:
+    """`x.shape`, or an item or slice of it (`x.shape[:2]`), as written."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    return isinstance(node, cst.Attribute) and node.attr.value == "shape"
 
 
 def _static_dtype_arg(lowerer, node: cst.Call):
