@@ -2261,3 +2261,37 @@ def test_np_prod_and_np_sum_of_a_shape(backend):
     assert_close(value, _tv_energy(img, 0.3), rtol=1e-12)
     assert_close(g[0], fd_grad(_tv_energy, (img, 0.3), 0))
     assert_close(g[1], fd_grad(_tv_energy, (img, 0.3), 1))
+
+
+
+SINGLE = np.float32  # a geometry package's working precision, set once at module level
+
+
+def _polygon_area_single(pts, normal):
+    total = np.zeros(3, dtype=SINGLE)
+    for i in range(pts.shape[0]):
+        nxt = pts[0] if i == pts.shape[0] - 1 else pts[i + 1]
+        total += np.cross(pts[i], nxt)  # float64 products added into a float32 array: it stays float32
+    head = total[:2]
+    head *= 2.0  # (a view of it sees the writes)
+    return abs(np.dot(total, normal) / 2.0) + np.sum(head ** 2)
+
+
+def _polygon_area_double(pts, normal):  # the same in float64, whose finite differences are fine enough
+    total = np.zeros(3)
+    for i in range(pts.shape[0]):
+        total += np.cross(pts[i], pts[0] if i == pts.shape[0] - 1 else pts[i + 1])
+    head = total[:2]
+    head *= 2.0
+    return abs(np.dot(total, normal) / 2.0) + np.sum(head ** 2)
+
+
+def test_a_float32_array_stays_float32_when_float64_values_are_added_into_it(backend):
+    ang = np.array([0.1, 1.2, 2.0, 3.3, 4.1, 5.5])
+    pts = np.stack([np.cos(ang), np.sin(ang), 0.05 * ang], axis=1)
+    normal = np.array([0.1, -0.2, 1.0])
+    value, g = s2sad.value_and_grad(_polygon_area_single, argnums=(0, 1), backend=backend)(pts, normal)
+    assert_close(value, _polygon_area_single(pts, normal), rtol=1e-12)
+    assert_close(g[0], fd_grad(_polygon_area_double, (pts, normal), 0))
+    assert_close(g[1], fd_grad(_polygon_area_double, (pts, normal), 1))
+

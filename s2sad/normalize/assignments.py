@@ -317,6 +317,9 @@ class AssignmentsMixin:
             view = self.written_view(node, v, out)
             if view is not None:
                 return self.write_through(name, view, self.prim(out, op, (Var(v), rhs)), out)
+            if v in self.singles:  # a float32 array keeps its dtype whatever is added: a write into its memory
+                out.append(Store(v, (Slice(None, None, None),), self.prim(out, op, (Var(v), rhs)), self.loc))
+                return
             version = self.new_version(name)
             rank = self.ranks.get(v)
             self.prim(out, op, (Var(v), rhs), target=version or v)

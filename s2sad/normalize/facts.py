@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from s2sad.ir import Const, Copy, Load, Prim, Slice, Var
 from s2sad.units import pointwise
 
@@ -45,6 +47,15 @@ def _makes_array(value, arrays: set) -> bool:
         return name in _ARRAY_MAKERS or ((name in _ARRAY_ARITHMETIC or pointwise(value.rule)) and any(
             isinstance(a, Var) and a.name in arrays for a in value.args))
     return False
+
+
+def _makes_float32(value, singles: set) -> bool:
+    """Does this right-hand side surely give a float32 array (made with dtype=np.float32, cast to it, or
+    another name for one)? NumPy's `x += v` keeps such an x float32, where `x = x + v` would widen it."""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Var) and value.value.name in singles
+    return isinstance(value, Prim) and (value.rule.name == "as_float32" or value.rule.name in _ARRAY_MAKERS
+                                        and ("dtype", Const(np.dtype(np.float32))) in value.kwargs)
 
 
 def _gives_int(value, ints: set) -> bool:

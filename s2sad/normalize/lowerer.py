@@ -24,7 +24,7 @@ from s2sad.units import unit_axes
 from s2sad.normalize.assignments import AssignmentsMixin
 from s2sad.normalize.calls import CallsMixin, _output_argument
 from s2sad.normalize.expressions import ExpressionsMixin
-from s2sad.normalize.facts import _fold_ints, _gives_int, _length, _makes_array, _rank
+from s2sad.normalize.facts import _fold_ints, _gives_int, _length, _makes_array, _makes_float32, _rank
 from s2sad.normalize.inactive import InactiveMixin
 from s2sad.normalize.iteration import IterationMixin
 from s2sad.normalize.pytrees import PytreesMixin, is_tree, unflatten
@@ -62,6 +62,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     enclosing: Lowerer | None = None  # a nested def's or lambda's: where its free names live
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
     elements: set = field(default_factory=set)  # IR names an element read `x[i]` bound to a number (x's rank known)
+    singles: set = field(default_factory=set)  # IR names of arrays made float32 here (np.zeros(3, dtype=np.float32))
     exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
     growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
@@ -105,6 +106,10 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         out.append(Assign(target, value, self.loc))
         if _makes_array(value, self.arrays):
             self.arrays.add(target)
+        if _makes_float32(value, self.singles):
+            self.singles.add(target)
+        else:
+            self.singles.discard(target)
         if _gives_int(value, self.ints):
             self.ints.add(target)
         else:
