@@ -606,8 +606,14 @@ def _is_static_argument(value) -> bool:
 def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
     """(param, ndim, type, unit axes) of each argument that is not a pytree: what `x.ndim`, `isinstance`
     and `np.squeeze(x)` read."""
-    return tuple((p, np.ndim(a), np.ndarray if isinstance(a, np.ndarray) else type(a), of_shape(np.shape(a)))
+    return tuple((p, len(_shape_of(a)), np.ndarray if isinstance(a, np.ndarray) else type(a), of_shape(_shape_of(a)))
                  for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
+
+
+def _shape_of(value) -> tuple:
+    """np.shape(value), but () for a class: np.shape(np.float32), a dtype passed as `dtype=np.float32`, reads
+    the class's attribute `shape`, a descriptor."""
+    return () if isinstance(value, type) else np.shape(value)
 
 
 def _printed_whole(treedef) -> bool:

@@ -2295,3 +2295,14 @@ def test_a_float32_array_stays_float32_when_float64_values_are_added_into_it(bac
     assert_close(g[0], fd_grad(_polygon_area_double, (pts, normal), 0))
     assert_close(g[1], fd_grad(_polygon_area_double, (pts, normal), 1))
 
+
+def _rows_in_dtype(x, dtype=np.float64):  # a NumPy type as a default argument, with code that reads x.ndim
+    y = np.zeros(x.shape[0], dtype=dtype)
+    y[:] = 2.0 * x if x.ndim == 1 else x[:, 0]
+    return np.sum(y ** 2)
+
+
+def test_a_numpy_type_as_an_argument_of_code_that_reads_ranks(backend):
+    # np.shape(np.float64) is the class's `shape` descriptor: reading the arguments' ranks crashed on it
+    x = np.array([0.5, 1.5])
+    assert_close(s2sad.grad(_rows_in_dtype, backend=backend)(x), 8.0 * x, rtol=1e-12)
