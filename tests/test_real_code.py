@@ -2306,3 +2306,17 @@ def test_a_numpy_type_as_an_argument_of_code_that_reads_ranks(backend):
     # np.shape(np.float64) is the class's `shape` descriptor: reading the arguments' ranks crashed on it
     x = np.array([0.5, 1.5])
     assert_close(s2sad.grad(_rows_in_dtype, backend=backend)(x), 8.0 * x, rtol=1e-12)
+
+
+
+def _stacked_shifts(u):
+    shifted = np.zeros((2, *u.shape))  # a shape built with `*`: the items of u's shape
+    shifted[0] = np.roll(u, 1, axis=0)
+    shifted[1] = np.roll(u, -1, axis=1)
+    dims = [*u.shape, 1]
+    return np.sum(shifted * u) / len(dims)
+
+
+def test_starred_shapes_and_tuples_in_tuple_and_list_literals(backend):
+    u = np.random.default_rng(6).normal(size=(3, 4))
+    assert_close(s2sad.grad(_stacked_shifts, backend=backend)(u), fd_grad(_stacked_shifts, (u,), 0))

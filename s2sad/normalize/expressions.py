@@ -28,9 +28,7 @@ class ExpressionsMixin:
         if (field := self.object_field(node, out)) is not _NOT_STATIC:
             return field if target is None or not isinstance(field, (Var, Const)) else self.emit(out, target, Copy(field))
         if isinstance(node, (cst.Tuple, cst.List)):
-            if any(isinstance(el, cst.StarredElement) for el in node.elements):
-                raise self.err(node, "`*` unpacking in a tuple or list is not supported")
-            items = [self.value(el.value, out) for el in node.elements]
+            items = [item for el in node.elements for item in self.element_items(el, out)]
             return tuple(items) if isinstance(node, cst.Tuple) else items
         if isinstance(node, cst.Dict):
             out_dict = {}
@@ -69,6 +67,18 @@ class ExpressionsMixin:
                 and any(self.names_a_container(side) for side in (node.left, node.right)):
             return self.repeated(node, out)
         return self.expr(node, out, target)
+
+    def element_items(self, el, out) -> list:
+        """The items an element of a tuple or list literal gives: itself, or (`(2 * d, *x.shape)`) the items
+        of the tuple, list or shape it unpacks."""
+        if not isinstance(el, cst.StarredElement):
+            return [self.value(el.value, out)]
+        items = self.items_of(self.value(el.value, out), out)
+        if items is None:
+            self.ask_for_ranks(el)
+            raise self.err(el, "`*` unpacks here a tuple or list, or an array's `.shape` whose rank s2sad knows",
+                           "write the items out: `(n, m, k)`")
+        return list(items)
 
     def subscript(self, node: cst.Subscript, out, target):
         base = self.value(node.value, out)
