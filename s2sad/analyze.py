@@ -154,6 +154,7 @@ class Analysis:
     def activity(self, outs: list[str]):
         varied = set(self.wrt)
         useful = set(outs)
+        discrete = self.discrete_arrays()
         changed = True
         while changed:
             changed = False
@@ -163,12 +164,12 @@ class Analysis:
                     changed = True
                 if isinstance(s, (Store, Push)) and s.value in [Var(v) for v in varied]:
                     written = ir.stmt_writes(s)[0]
-                    if written not in varied:
+                    if written not in varied and written not in discrete:
                         varied.add(written)
                         changed = True
                 if isinstance(s, Assign) and s.target in useful:
                     new = set(diff_operands(s.value)) - useful
-                elif isinstance(s, (Store, Push)) and ir.stmt_writes(s)[0] in useful:
+                elif isinstance(s, (Store, Push)) and ir.stmt_writes(s)[0] in useful - discrete:
                     new = set(ir.atom_vars([s.value])) - useful
                 else:
                     new = set()
@@ -178,6 +179,20 @@ class Analysis:
         self.varied = varied
         self.active = varied & useful
         self.check_opaque(useful)
+
+    def discrete_arrays(self) -> set[str]:
+        """Names bound only to arrays of bools or ints made here (`np.zeros(shape, dtype=np.bool_)`), or to
+        views and other names of them: a value written into one is cast to its dtype, with no derivative."""
+        found: set = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, defs in self.defs.items():
+                if name not in found and name not in self.fn.params and all(
+                        isinstance(d, Assign) and _discrete(d.value, found) for d in defs):
+                    found.add(name)
+                    changed = True
+        return found
 
     def check_opaque(self, useful: set):
         """A call with no rule was kept as written on the promise that it is inactive: refuse it where its
@@ -705,6 +720,24 @@ class Analysis:
                            "reshape, transpose, np.asarray, ...)")
                 raise UnsupportedError(located_at(msg, loc, f"give `{user}` memory of its own before the first write: "
                                                             f"`{user} = {user}.copy()`"))
+
+
+_DTYPE_POSITION = {"zeros": 1, "ones": 1, "empty": 1, "full": 2, "zeros_like": 1, "ones_like": 1, "empty_like": 1,
+                   "full_like": 2}
+
+
+def _discrete(value, found: set) -> bool:
+    """Does this right-hand side give an array of bools or ints made with that dtype, or a view or another
+    name of an array in `found`?"""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Var) and value.value.name in found
+    if isinstance(value, Load):
+        return value.base.name in found and any(isinstance(i, ir.Slice) for i in value.index)
+    if not isinstance(value, Prim) or value.rule.name not in _DTYPE_POSITION:
+        return False
+    at = _DTYPE_POSITION[value.rule.name]
+    dtype = dict(value.kwargs).get("dtype", value.args[at] if len(value.args) > at else None)
+    return isinstance(dtype, Const) and getattr(dtype.value, "kind", None) in ("b", "i", "u")
 
 
 def shape_varying(loop) -> set[str]:

@@ -2320,3 +2320,29 @@ def _stacked_shifts(u):
 def test_starred_shapes_and_tuples_in_tuple_and_list_literals(backend):
     u = np.random.default_rng(6).normal(size=(3, 4))
     assert_close(s2sad.grad(_stacked_shifts, backend=backend)(u), fd_grad(_stacked_shifts, (u,), 0))
+
+
+def _neighbour_energy(state, dims=2):  # an Ising model's neighbour sum, over spins relaxed to positive reals
+    neighbours = np.zeros(shape=(2 * dims, *state.shape), dtype=np.bool_)
+    for d in range(dims):
+        neighbours[2 * d, :, :] = np.roll(state, 1, axis=d)  # stored as bools: True where nonzero
+        neighbours[2 * d + 1, :, :] = np.roll(state, -1, axis=d)
+    return np.log(np.exp(np.sum(state * neighbours) / 2.0))
+
+
+def _truncated_counts(x):
+    counts = np.zeros(3, dtype=np.int64)
+    counts[:2] = 3.7 * x[:2]  # stored as ints: truncated
+    counts[2] = x[2] * 10.0
+    return np.sum(counts * x) + np.sum(x ** 2)
+
+
+def test_values_written_into_bool_or_int_arrays_carry_no_derivative(backend):
+    # the bool array's entries took the derivative of the floats written into them: the gradient was silently wrong
+    state = np.random.default_rng(5).uniform(0.2, 1.0, size=(4, 5))
+    g = s2sad.grad(_neighbour_energy, backend=backend)(state)
+    assert_close(g, np.full(state.shape, 2.0), rtol=1e-10)  # 4 neighbours, each True: sum(state) * 4 / 2
+    _, t = s2sad.jvp(_neighbour_energy, (state,), (np.ones_like(state),), backend=backend)
+    assert_close(t, 2.0 * state.size, rtol=1e-10)
+    x = np.array([0.9, 1.3, 0.77])
+    assert_close(s2sad.grad(_truncated_counts, backend=backend)(x), fd_grad(_truncated_counts, (x,), 0))
