@@ -737,6 +737,8 @@ def _discrete(value, found: set) -> bool:
         return False
     at = _DTYPE_POSITION[value.rule.name]
     dtype = dict(value.kwargs).get("dtype", value.args[at] if len(value.args) > at else None)
+    if dtype is None and value.rule.name == "full" and len(value.args) > 1:  # np.full(n, 0): the fill's type
+        return isinstance(value.args[1], Const) and type(value.args[1].value) in (bool, int)
     return isinstance(dtype, Const) and getattr(dtype.value, "kind", None) in ("b", "i", "u")
 
 

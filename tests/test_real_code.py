@@ -2334,7 +2334,9 @@ def _truncated_counts(x):
     counts = np.zeros(3, dtype=np.int64)
     counts[:2] = 3.7 * x[:2]  # stored as ints: truncated
     counts[2] = x[2] * 10.0
-    return np.sum(counts * x) + np.sum(x ** 2)
+    filled = np.full(3, 0)  # an int array: the fill value's type
+    filled[:] = 2.5 * x
+    return np.sum(counts * x) + np.sum(x ** 2) + np.sum(filled * x)
 
 
 def test_values_written_into_bool_or_int_arrays_carry_no_derivative(backend):
