@@ -2348,3 +2348,22 @@ def test_values_written_into_bool_or_int_arrays_carry_no_derivative(backend):
     assert_close(t, 2.0 * state.size, rtol=1e-10)
     x = np.array([0.9, 1.3, 0.77])
     assert_close(s2sad.grad(_truncated_counts, backend=backend)(x), fd_grad(_truncated_counts, (x,), 0))
+
+
+def _shoelace_from_lists(face):  # a detector-geometry plot's polygon area: lists of coordinates NumPy reads
+    x = [item[0] for item in face]
+    y = [item[1] for item in face]
+    return 0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) + x[0] * len(y)
+
+
+def _joined_lists(face):
+    x = [item[0] for item in face]
+    return np.sum(x + x)  # list concatenation: not what an array's + does
+
+
+def test_a_run_time_list_comprehension_read_only_by_numpy_is_an_array(backend):
+    ang = np.array([0.2, 1.1, 2.3, 3.0, 4.4, 5.6])
+    face = np.stack([np.cos(ang), 1.3 * np.sin(ang)], axis=1)
+    assert_close(s2sad.grad(_shoelace_from_lists, backend=backend)(face), fd_grad(_shoelace_from_lists, (face,), 0))
+    with pytest.raises(s2sad.UnsupportedError, match="length is only known at run time"):
+        s2sad.grad(_joined_lists, backend=backend)(face)

@@ -36,6 +36,9 @@ class AssignmentsMixin:
         elif isinstance(target, cst.Name) and isinstance(value, (cst.List, cst.ListComp)) \
                 and target.value in self.written_lists:
             self.bind(target, self.list_array(value, out), out)
+        elif isinstance(target, cst.Name) and isinstance(value, cst.ListComp) \
+                and not self.is_static_comprehension(value) and self.read_as_an_array(target.value):
+            self.bind(target, self.filled_array(value, out, self.local_var(target)), out)  # `np.dot(x, w)` reads it
         elif isinstance(target, cst.Name):
             version = None if _reads_a_tape(value) else self.new_version(target.value)
             lowered = self.value(value, out, target=version or self.local_var(target))

@@ -86,6 +86,25 @@ class PytreesMixin:
                [n for n in nodes if isinstance(n, cst.Return) and names_it(n.value)]
         return len(uses) + 1 == _count_names(self.parsed.node, name)
 
+    def read_as_an_array(self, name: str) -> bool:
+        """Is the list `name`, bound once (`x = [item[0] for item in face]`), read only where NumPy takes it as
+        an array: passed to NumPy functions (`np.dot(x, np.roll(y, -1))`), measured, or read an item at a time?"""
+        nodes = _walk(self.parsed.node)
+
+        def names_it(n) -> bool:
+            return isinstance(n, cst.Name) and n.value == name
+
+        def numpy_reads(call) -> bool:
+            fn = self.static_value(call.func)
+            module = getattr(fn, "__module__", None)
+            return fn is len or isinstance(fn, np.ufunc) or isinstance(module, str) and module.split(".")[0] == "numpy"
+
+        bindings = [n for n in nodes if isinstance(n, cst.Assign) and any(names_it(t.target) for t in n.targets)]
+        uses = [n for n in nodes if isinstance(n, cst.Subscript) and names_it(n.value) and len(n.slice) == 1
+                and isinstance(n.slice[0].slice, cst.Index)] + \
+               [a for n in nodes if isinstance(n, cst.Call) and numpy_reads(n) for a in n.args if names_it(a.value)]
+        return len(bindings) == 1 and len(uses) + 1 == _count_names(self.parsed.node, name)
+
     def is_sequence(self, node) -> bool:
         return isinstance(node, (cst.Tuple, cst.List)) or isinstance(self.tree_of(node), (tuple, list))
 
