@@ -478,13 +478,21 @@ def uses_where_positions_as_numbers(x):
     return np.sum(x[idx[0]])
 
 
+def uses_row_positions_alone(x):
+    rows = np.where(x > 0.25)[0]  # of a 2-D condition: one of two index arrays
+    return np.sum(x[rows])
+
+
 def test_np_where_of_a_condition_indexes_as_the_mask(backend):
     import pytest
 
     x = np.array([[0.2, 0.3, 0.1], [1.3, 0.2, 0.4], [0.4, 1.4, 0.2], [0.3, 0.5, 1.5]])
     assert_close(s2sad.grad(lennard_jones_where, backend=backend)(x), fd_grad(lennard_jones_where, (x,), 0))
+    row = x[0]  # of a 1-D condition, np.where's only index array is np.flatnonzero's
+    assert_close(s2sad.grad(uses_where_positions_as_numbers, backend=backend)(row),
+                 fd_grad(uses_where_positions_as_numbers, (row,), 0))
     with pytest.raises(s2sad.UnsupportedError, match=r"np.where\(condition\) / np.nonzero / np.diag_indices serve"):
-        s2sad.grad(uses_where_positions_as_numbers, backend=backend)(x[0])
+        s2sad.grad(uses_row_positions_alone, backend=backend)(x)
 
 
 def list_shapes_and_ndarray(x):
