@@ -376,8 +376,9 @@ def zip_static_and_array(x):
 
 
 def runtime_list(x):
-    ys = [x[i] for i in range(len(x))]
-    return ys[0]
+    ys = [x[i] for i in range(len(x))]  # read only an item at a time, it would be an array
+    zs = ys + ys
+    return zs[0]
 
 
 def max_with_key(x):
