@@ -388,7 +388,13 @@ def _outer_products(v, m):
             + np.sum(np.multiply.outer(v, 2.0) * v))
 
 
+def _inserted(v, s):
+    return (np.sum(np.insert(v, 3, s) ** 2 * np.arange(5.0)) + np.sum(np.insert(v, -1, [s, 2.0 * s]) ** 3)
+            + np.sum(np.insert(v, 0, 1) * np.arange(5.0)) + np.sum(np.insert(v, 4, s * v[0]) * v[1]))
+
+
 WRITTEN_OUT = [
+    (_inserted, (np.array([0.3, -1.2, 0.8, 2.0]), 0.7)),
     (_elementwise_spellings, (np.array([0.3, -1.2, 0.0, 2.0]),)),
     (_integrals, (np.array([[0.2, 0.5, -0.3, 1.0], [0.1, -0.4, 0.8, 0.6]]), np.array([0.0, 0.4, 1.1, 1.5]),
                   np.array([0.5, -1.0, 2.0]))),
@@ -497,3 +503,48 @@ def test_bincount_with_weights_is_differentiable_in_the_weights(backend):
     assert_close(tangent, np.dot(fd_grad(_binned, (w, bins), 0), t))
     with pytest.raises(ValueError, match="negative"):
         s2sad.grad(_binned, backend=backend)(w, np.array([0, -2, 2, 4, 1, 2]))
+
+
+# ---- spellings of real vectorized NumPy code (batch 12) -----------------------------------------------------
+
+
+def _sums_in_a_dtype(x, m):
+    """Sums and products given the dtype to add in, as a moving average's `np.cumsum(a, dtype=float)`."""
+    c = np.cumsum(x, dtype=float)
+    return (np.sum((c[2:] - c[:-2]) ** 2) + np.sum(np.sum(m, axis=0, dtype=np.float64) ** 2) + m.mean(dtype=float)
+            + np.sum(x.cumsum(dtype=np.float64) * x) + np.prod(x, dtype=float) + np.sum(np.cumprod(m, axis=1, dtype=float))
+            + np.sum(np.cumsum(np.arange(4), dtype=float) * x))
+
+
+def _copied_quaternion(q):
+    """A rotation matrix from a quaternion copied with np.array(q, dtype=..., copy=True), then scaled in place."""
+    q = np.array(q, dtype=np.float64, copy=True)
+    q *= np.sqrt(2.0 / np.dot(q, q))
+    p = np.outer(q, q)
+    return np.sum(np.array([[1.0 - p[2, 2] - p[3, 3], p[1, 2] - p[3, 0]], [p[1, 2] + p[3, 0], 1.0 - p[1, 1]]]) ** 2
+                  * np.array([[1.0, 2.0], [3.0, 4.0]])) + np.sum(np.array(q, copy=True) ** 3)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_sums_in_a_dtype, (np.array([0.3, -1.2, 0.8, 2.0]), np.array([[0.5, -0.4, 1.3], [0.9, 0.2, -0.7]]))),
+    (_copied_quaternion, (np.array([0.9, 0.2, -0.3, 0.4]),)),
+], ids=["sums_in_a_dtype", "copied_quaternion"])
+def test_keywords_real_code_passes_to_numpy(fn, args, backend):
+    argnums = tuple(range(len(args)))
+    value, grads = s2sad.value_and_grad(fn, argnums=argnums, backend=backend)(*args)
+    assert_close(value, fn(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(fn, args, i))
+    tangents = tuple(np.linspace(-1.0, 1.0, np.size(a)).reshape(np.shape(a)) for a in args)
+    _, tangent = s2sad.jvp(fn, args, tangents, backend=backend)
+    assert_close(tangent, fd_directional(fn, args, tangents))
+
+
+def _summed_in_a_run_time_dtype(x):
+    return np.sum(x, dtype=x.dtype)
+
+
+def test_a_dtype_of_a_sum_known_only_at_run_time_is_refused_at_its_line():
+    with pytest.raises(s2sad.UnsupportedError, match="dtype= of a sum or product must be known") as err:
+        s2sad.grad(_summed_in_a_run_time_dtype, backend="python")(np.array([0.3, 1.2]))
+    assert "np.sum(x, dtype=x.dtype)" in str(err.value)

@@ -316,6 +316,8 @@ class CallsMixin:
                 and not node.args[0].star:  # `np.float64(x)`: float(x) of a number, x.astype(np.float64) of an array
             return self.cast(node, self.expr(node.args[0].value, out), Const(np.dtype(fn)), True, out, target)
         found = rules.lookup_object(fn)
+        if fn in ACCUMULATES_IN_DTYPE and any(a.keyword and a.keyword.value == "dtype" for a in node.args):
+            node, leading = self.operand_in_dtype(node, leading, out)
         if found is not None:
             if any(a.star for a in node.args):
                 raise self.err(node, "`*args` / `**kwargs` in calls are not supported")
@@ -625,6 +627,22 @@ class CallsMixin:
         shape = self.prim(out, "make_tuple", (first,) * ndim.value, hint="shape")
         return Positions(self.prim(out, "diagonal_mask", (shape,), hint="diagonal"))
 
+    def operand_in_dtype(self, node: cst.Call, leading: list, out):
+        """`np.cumsum(x, dtype=float)`: NumPy converts the items to the dtype and adds in it, as
+        `np.cumsum(x.astype(float))` does. Returns the call without its dtype, the converted operand leading."""
+        given = next(a.value for a in node.args if a.keyword and a.keyword.value == "dtype")
+        dtype = self.static_dtype(given)
+        if dtype is None:
+            raise self.err(given, "the dtype= of a sum or product must be known when the code is generated",
+                           "dtype=np.float64")
+        rest = [a for a in node.args if a.value is not given]
+        if not leading:
+            if not rest or rest[0].keyword is not None:
+                raise self.err(node, "pass the array first, by position")
+            leading, rest = [self.expr(rest[0].value, out)], rest[1:]
+        converted = self.cast(node, leading[0], Const(dtype), True, out, None)
+        return node.with_changes(args=rest), [converted, *leading[1:]]
+
     def triangle_positions(self, node, fn, out) -> "Positions":
         """`np.triu_indices(n, k=0, m=None)`, `np.tril_indices_from(a, k=0)`, ...: a triangle's index arrays,
         kept as the boolean mask that picks the same items in the same (C) order."""
@@ -643,6 +661,9 @@ class CallsMixin:
         """np.concatenate / stack / hstack / vstack / array of a tuple or list, and np.split."""
         if fn is np.split:
             return self.split(node, out)
+        if fn is np.array:  # `copy=True` is np.array's default: it makes a new array whatever it is given
+            node = node.with_changes(args=[a for a in node.args if not (
+                a.keyword and a.keyword.value == "copy" and self.static_value(a.value) is True)])
         if not node.args or node.args[0].keyword is not None:
             raise self.err(node, "pass the arrays as a tuple or list first")
         first = self.list_call_as_comprehension(node.args[0].value)
@@ -783,6 +804,9 @@ def _numba_ufunc(fn) -> bool:
     return isinstance(getattr(getattr(fn, "_dispatcher", None), "py_func", None), types.FunctionType) \
         and _gufunc_layout(fn) is None and isinstance(getattr(fn, "nin", None), int)
 
+
+ACCUMULATES_IN_DTYPE = frozenset({np.sum, np.prod, np.mean, np.var, np.std, np.cumsum, np.cumprod, np.trace, np.nansum,
+                                  np.nanprod, np.nanmean, np.nanvar, np.nanstd, np.nancumsum, np.nancumprod})
 
 _OUT_AFTER = {np.dot: 2, np.clip: 3}  # NumPy functions (not ufuncs) whose output argument may come by position
 

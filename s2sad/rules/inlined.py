@@ -4,8 +4,8 @@ np.linalg.matrix_power (a constant power) and multi_dot are products written out
 np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.nansum and
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
-last, makes them nan, as in NumPy); np.delete reads the items it keeps. Flips, quarter turns, np.take and
-np.take_along_axis are views and index reads; np.bincount adds its weights with np.add.at; np.trapezoid,
+last, makes them nan, as in NumPy); np.delete reads the items it keeps, and np.insert writes them around
+the new ones. Flips, quarter turns, np.take and np.take_along_axis are views and index reads; np.bincount adds its weights with np.add.at; np.trapezoid,
 np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic. A two-operand ufunc's `outer`
 (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
@@ -272,6 +272,27 @@ def delete(arr, obj, axis=None):
     return a[keep]
 
 
+def insert(arr, obj, values, axis=None):
+    """np.insert of values before one index of the flattened array (axis=None) or of a 1-D array: a new
+    array of arr's dtype, written in three parts (the values converted to that dtype, as in NumPy)."""
+    if axis is not None and not (axis in (0, -1) and np.ndim(arr) == 1):
+        raise NotImplementedError("s2sad: np.insert along an axis of an array of more than one axis")
+    if np.ndim(obj) != 0:
+        raise NotImplementedError("s2sad: np.insert at several indices")
+    a = np.ravel(arr)
+    n = a.shape[0]
+    at = obj + n if obj < 0 else obj
+    if at < 0 or at > n:
+        raise IndexError("index is out of bounds for np.insert")
+    added = np.ravel(np.atleast_1d(values))
+    k = added.shape[0]
+    out = np.empty(n + k, dtype=a.dtype)
+    out[:at] = a[:at]
+    out[at:at + k] = added
+    out[at + k:] = a[at:]
+    return out
+
+
 def flipud(m):
     return m[::-1]
 
@@ -472,7 +493,7 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
           np.quantile: quantile, np.percentile: percentile, np.ptp: ptp, np.average: average, np.take: take,
-          np.delete: delete, np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr,
+          np.delete: delete, np.insert: insert, np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr,
           np.rot90: rot90, np.real: real,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
