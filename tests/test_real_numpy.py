@@ -112,6 +112,14 @@ def attention_scores(Q, K):
     return np.sum(np.tanh(scores)) + np.sum(np.matmul(Q, K[0, 0]) ** 2)
 
 
+def student_t_log_density(x, mu, nu):
+    """A multivariate Student-t with identity scale, its normalizer a ratio of scipy.special.gamma."""
+    d = x.shape[1]
+    c = scipy.special.gamma((nu + d) / 2) / (scipy.special.gamma(nu / 2) * (nu * np.pi) ** (d / 2))
+    r = x - mu
+    return np.sum(np.log(c * (1.0 + np.sum(r * r, axis=1) / nu) ** (-(nu + d) / 2)))
+
+
 R = np.random.default_rng(11)
 SPD = R.normal(size=(3, 3))
 CASES = [
@@ -130,6 +138,7 @@ CASES = [
     (logistic_loss, (R.normal(size=3), R.normal(size=(6, 3)), (R.uniform(size=6) > 0.5) * 1.0), (0,)),
     (ufunc_spelling, (R.normal(size=3), R.uniform(0.5, 1.5, 3), 0.4), (0, 1, 2)),
     (attention_scores, (R.normal(size=(2, 3, 4)), R.normal(size=(2, 2, 4))), (0, 1)),
+    (student_t_log_density, (R.normal(size=(4, 3)), R.normal(size=3), 4.5), (0, 1, 2)),
 ]
 
 

@@ -10,8 +10,8 @@ import scipy.special
 import scipy.stats
 
 from s2sad.rules.registry import Check, add_namespace, defrule, spell_as
-from s2sad.runtime import (norm_cdf, norm_logpdf, norm_pdf, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gammaln,
-                           sp_logit, sp_logsumexp, sp_polygamma, sp_xlogy, sum_expand, sum_reduce, unbroadcast)
+from s2sad.runtime import (norm_cdf, norm_logpdf, norm_pdf, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gamma,
+                           sp_gammaln, sp_logit, sp_logsumexp, sp_polygamma, sp_xlogy, sum_expand, sum_reduce, unbroadcast)
 
 SCALAR = ((),)
 BROADCAST = ((), (3,), ((2, 3), (3,)))
@@ -19,7 +19,7 @@ NORM = ((), (3,), ((2, 3), (3,), ()), ((3,), (), (2, 3)))
 
 norm = scipy.stats.norm
 add_namespace(norm)
-for _name in ("erf", "erfc", "expit", "logit", "gammaln", "loggamma", "digamma", "polygamma", "xlogy",
+for _name in ("erf", "erfc", "expit", "logit", "gamma", "gammaln", "loggamma", "digamma", "polygamma", "xlogy",
               "logsumexp"):  # psi: digamma
     spell_as(getattr(scipy.special, _name), f"scipy.special.{_name}")
 for _name in ("cdf", "pdf", "logpdf"):
@@ -49,6 +49,13 @@ def expit(g, out, x):
          checks=[Check("scipy.special.logit(0.5 + 0.5 * a)", "unit")])
 def logit(g, out, p):
     return (g / (p * (1.0 - p)),)
+
+
+# d/dx gamma(x) = gamma(x) digamma(x)
+@defrule(scipy.special.gamma, sp_gamma, name="special_gamma", print_as="sp_gamma", costly=True, singular=True,
+         checks=[Check("scipy.special.gamma(a)", "positive"), Check("scipy.special.gamma(0.3 * a - 2.5)", "unit")])
+def gamma(g, out, x):
+    return (g * out * sp_digamma(x),)
 
 
 # loggamma of a real x > 0 is gammaln (for x < 0 it is nan, where gammaln gives log|gamma(x)|)
