@@ -399,7 +399,8 @@ def _outer_products(v, m):
 
 def _inserted(v, s):
     return (np.sum(np.insert(v, 3, s) ** 2 * np.arange(5.0)) + np.sum(np.insert(v, -1, [s, 2.0 * s]) ** 3)
-            + np.sum(np.insert(v, 0, 1) * np.arange(5.0)) + np.sum(np.insert(v, 4, s * v[0]) * v[1]))
+            + np.sum(np.insert(v, 0, 1) * np.arange(5.0)) + np.sum(np.insert(v, 4, s * v[0]) * v[1])
+            + np.sum(np.insert(np.arange(4), 1, s) * v[2]))  # into ints: s is truncated, no derivative
 
 
 WRITTEN_OUT = [
@@ -534,11 +535,24 @@ def _copied_quaternion(q):
                   * np.array([[1.0, 2.0], [3.0, 4.0]])) + np.sum(np.array(q, copy=True) ** 3)
 
 
+def _masked_attention_with_ellipses(q, k, v):
+    """Attention over a batch of heads written with einsum's '...' (explicit and implicit outputs, operands whose
+    '...' differ in rank) and x.swapaxes."""
+    scores = np.einsum('...nd, ...od->...no', q, k) / np.sqrt(q.shape[-1])
+    weights = np.exp(scores) * np.tril(np.ones_like(scores))
+    weights /= np.sum(weights, axis=-1, keepdims=True)
+    out = np.einsum('...ij,...jk->...ik', weights, v)
+    return (np.sum(out ** 2) + np.sum(np.einsum('...ij,...jk', q, k.swapaxes(-1, -2)) ** 2)
+            + np.sum(np.einsum('i...->...', q) ** 2) + np.sum(np.einsum('...d,...d', q[0], k[0, 0]) ** 3))
+
+
 @pytest.mark.parametrize("fn, args", [
     (_sums_in_a_dtype, (np.array([0.3, -1.2, 0.8, 2.0]), np.array([[0.5, -0.4, 1.3], [0.9, 0.2, -0.7]]))),
     (_copied_quaternion, (np.array([0.9, 0.2, -0.3, 0.4]),)),
-], ids=["sums_in_a_dtype", "copied_quaternion"])
-def test_keywords_real_code_passes_to_numpy(fn, args, backend):
+    (_masked_attention_with_ellipses, (np.linspace(-1.0, 1.0, 24).reshape(2, 3, 4), np.cos(np.arange(24.0)).reshape(2, 3, 4),
+                                       np.sin(np.arange(12.0)).reshape(2, 3, 2))),
+], ids=["sums_in_a_dtype", "copied_quaternion", "masked_attention_with_ellipses"])
+def test_spellings_of_real_vectorized_code(fn, args, backend):
     argnums = tuple(range(len(args)))
     value, grads = s2sad.value_and_grad(fn, argnums=argnums, backend=backend)(*args)
     assert_close(value, fn(*args), rtol=1e-12)
@@ -557,3 +571,13 @@ def test_a_dtype_of_a_sum_known_only_at_run_time_is_refused_at_its_line():
     with pytest.raises(s2sad.UnsupportedError, match="dtype= of a sum or product must be known") as err:
         s2sad.grad(_summed_in_a_run_time_dtype, backend="python")(np.array([0.3, 1.2]))
     assert "np.sum(x, dtype=x.dtype)" in str(err.value)
+
+
+def _ellipsis_summed_away(a):
+    return np.sum(np.einsum("...ij->ij", a))
+
+
+def test_an_einsum_whose_output_drops_the_ellipsis_is_refused_as_numpy_refuses_it():
+    with pytest.raises(s2sad.UnsupportedError, match="output has no '...'") as err:
+        s2sad.grad(_ellipsis_summed_away, backend="python")(np.ones((2, 3, 4)))
+    assert 'np.einsum("...ij->ij", a)' in str(err.value)

@@ -315,6 +315,9 @@ class CallsMixin:
         if fn in (np.float64, np.float32) and len(node.args) == 1 and not leading and node.args[0].keyword is None \
                 and not node.args[0].star:  # `np.float64(x)`: float(x) of a number, x.astype(np.float64) of an array
             return self.cast(node, self.expr(node.args[0].value, out), Const(np.dtype(fn)), True, out, target)
+        if fn is np.einsum and not leading and node.args and node.args[0].keyword is None \
+                and isinstance(spec := self.prim_arg(node.args[0].value, out), Const) and "..." in str(spec.value):
+            return self.einsum_with_ellipsis(node, spec.value, out, target)
         found = rules.lookup_object(fn)
         if fn in ACCUMULATES_IN_DTYPE and any(a.keyword and a.keyword.value == "dtype" for a in node.args):
             node, leading = self.operand_in_dtype(node, leading, out)
@@ -627,6 +630,20 @@ class CallsMixin:
         shape = self.prim(out, "make_tuple", (first,) * ndim.value, hint="shape")
         return Positions(self.prim(out, "diagonal_mask", (shape,), hint="diagonal"))
 
+    def einsum_with_ellipsis(self, node: cst.Call, spec: str, out, target):
+        """`np.einsum('...nd,...od->...no', q, k)`: the '...' spelled with letters the subscripts leave free,
+        as many as each operand's rank leaves, which lowering knows or asks the argument types for."""
+        if any(a.star or a.keyword and a.keyword.value not in TUNING_KEYWORDS[np.einsum] for a in node.args):
+            raise self.err(node, "np.einsum with '...' takes its subscripts and operands alone here")
+        operands = [self.prim_arg(a.value, out) for a in node.args[1:] if a.keyword is None]
+        ranks = self.operand_ranks(node, operands, "np.einsum's '...' needs the ranks of its operands")
+        try:
+            lettered = _ellipsis_lettered(spec, ranks)
+        except ValueError as e:
+            raise self.err(node, str(e)) from None
+        rule, spelled = rules.lookup_object(np.einsum)
+        return self.emit(out, target or self.temp(rule.name), Prim(rule, (Const(lettered), *operands), (), spelled))
+
     def operand_in_dtype(self, node: cst.Call, leading: list, out):
         """`np.cumsum(x, dtype=float)`: NumPy converts the items to the dtype and adds in it, as
         `np.cumsum(x.astype(float))` does. Returns the call without its dtype, the converted operand leading."""
@@ -905,6 +922,28 @@ def _names_a_shape(node) -> bool:
     while isinstance(node, cst.Subscript):
         node = node.value
     return isinstance(node, cst.Attribute) and node.attr.value == "shape"
+
+
+def _ellipsis_lettered(spec: str, ranks: list[int]) -> str:
+    """Einsum subscripts with each '...' replaced by letters free in `spec`: the axes an operand's subscripts
+    leave over, aligned from the right as NumPy broadcasts them. Without '->', the output is the '...' axes,
+    then the letters named once in alphabetical order, as in NumPy."""
+    inputs, arrow, output = spec.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"np.einsum's subscripts name {len(terms)} operands; it is given {len(ranks)}")
+    widths = [rank - len(t.replace("...", "")) for t, rank in zip(terms, ranks)]
+    if any(w < 0 or w > 0 and "..." not in t for t, w in zip(terms, widths)):
+        raise ValueError("np.einsum's subscripts do not match the ranks of its operands")
+    n = max(widths)
+    if arrow and n and "..." not in output:
+        raise ValueError("np.einsum's output has no '...' for the axes its operands' '...' stand for")
+    free = "".join(c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in spec)[:n]
+    terms = [t.replace("...", free[n - w:]) for t, w in zip(terms, widths)]
+    if not arrow:
+        named = inputs.replace("...", "").replace(",", "")
+        output = "..." + "".join(sorted(c for c in set(named) if named.count(c) == 1))
+    return ",".join(terms) + "->" + output.replace("...", free)
 
 
 def _static_dtype_arg(lowerer, node: cst.Call):

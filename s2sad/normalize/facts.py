@@ -58,10 +58,13 @@ def _makes_float32(value, singles: set) -> bool:
                                         and ("dtype", Const(np.dtype(np.float32))) in value.kwargs)
 
 
-def _gives_int(value, ints: set) -> bool:
-    """Does this right-hand side surely give one int (a loop counter, arithmetic of ints, a length)?"""
+def _gives_int(value, ints: set, shapes: frozenset = frozenset()) -> bool:
+    """Does this right-hand side surely give one int (a loop counter, arithmetic of ints, a length, an item
+    of `x.shape`)?"""
     if isinstance(value, Copy):
         return _is_int_atom(value.value, ints)
+    if isinstance(value, Load) and value.base.name in shapes:
+        return len(value.index) == 1 and _is_int_atom(value.index[0], ints)
     if isinstance(value, Prim) and value.rule.name in ("add", "sub", "mul", "floordiv", "mod", "neg"):
         return all(_is_int_atom(a, ints) for a in value.args)
     return isinstance(value, Prim) and value.rule.name == "len"
@@ -88,8 +91,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         if isinstance(first, Const):
             return len(first.value) if isinstance(first.value, tuple) else 1
         return 1 if first.name in ints else lengths.get(first.name)
-    if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv") \
-            or name == "transpose" and len(value.args) == 1:
+    if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv", "swapaxes", "transpose",
+                "tril", "triu"):
         return ranks.get(first.name) if isinstance(first, Var) else None
     if name in ("eye", "identity"):
         return 2
@@ -113,9 +116,13 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         if isinstance(shape, Const):
             return len(shape.value) if isinstance(shape.value, tuple) else 1
         return 1 if shape.name in ints else lengths.get(shape.name)
+    if name == "einsum" and isinstance(first, Const) and isinstance(first.value, str) and "." not in first.value:
+        inputs, arrow, output = first.value.replace(" ", "").partition("->")
+        named = inputs.replace(",", "")
+        return len(output) if arrow else sum(named.count(c) == 1 for c in set(named))
     if value.rule.reduces:
         return _reduced_rank(value, ranks)
-    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool)
+    operands = [0 if isinstance(a, Const) and type(a.value) in (int, float, bool) or isinstance(a, Var) and a.name in ints
                 else ranks.get(getattr(a, "name", None)) for a in value.args]
     if pointwise(value.rule) and None not in operands:
         return max(operands)  # broadcasting

@@ -72,6 +72,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     ranks: dict = field(default_factory=dict)  # IR name -> ndim of an array whose rank lowering knows
     units: dict = field(default_factory=dict)  # IR name -> which axes have length one, where known (units.py)
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
+    shapes: set = field(default_factory=set)  # IR names of `x.shape` tuples: their items are ints
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
@@ -110,7 +111,11 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             self.singles.add(target)
         else:
             self.singles.discard(target)
-        if _gives_int(value, self.ints):
+        if isinstance(value, Prim) and value.rule.name == "shape":
+            self.shapes.add(target)
+        else:
+            self.shapes.discard(target)
+        if _gives_int(value, self.ints, self.shapes):
             self.ints.add(target)
         else:
             self.ints.discard(target)

@@ -22,6 +22,8 @@ import functools
 
 import numpy as np
 
+from s2sad.runtime import stop_gradient
+
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     if lower:  # NumPy reads the lower triangle; SciPy reads the one it is asked for
@@ -288,6 +290,9 @@ def insert(arr, obj, values, axis=None):
     k = added.shape[0]
     out = np.empty(n + k, dtype=a.dtype)
     out[:at] = a[:at]
+    out[at:at + k] = 0.5
+    if k > 0 and out[at] != 0.5:  # arr holds ints or bools: the values are truncated to them, with no derivative
+        added = stop_gradient(added)
     out[at:at + k] = added
     out[at + k:] = a[at:]
     return out
