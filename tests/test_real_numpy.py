@@ -546,12 +546,26 @@ def _masked_attention_with_ellipses(q, k, v):
             + np.sum(np.einsum('i...->...', q) ** 2) + np.sum(np.einsum('...d,...d', q[0], k[0, 0]) ** 3))
 
 
+def _column_of_quadratic_forms(x, mu, s):
+    """A Student-t's Mahalanobis terms written into a column, one (1, 1) product per row: NumPy stores the
+    product into the row's one item."""
+    n = x.shape[0]
+    delta = np.zeros([n, 1])
+    r = x - np.reshape(mu, (1, -1))
+    scaled = np.dot(r, np.linalg.inv(np.diag(s)))
+    for i in range(n):
+        delta[i] = np.dot(np.reshape(scaled[i, :], (1, -1)), np.transpose(np.reshape(r[i, :], (1, -1))))
+    return np.sum(np.log(np.dot((1.0 + delta / 3.0) ** -2.5, 0.5)))
+
+
 @pytest.mark.parametrize("fn, args", [
+    (_column_of_quadratic_forms, (np.linspace(-1.0, 1.0, 12).reshape(4, 3), np.array([0.1, -0.2, 0.3]),
+                                  np.array([1.5, 0.8, 2.0]))),
     (_sums_in_a_dtype, (np.array([0.3, -1.2, 0.8, 2.0]), np.array([[0.5, -0.4, 1.3], [0.9, 0.2, -0.7]]))),
     (_copied_quaternion, (np.array([0.9, 0.2, -0.3, 0.4]),)),
     (_masked_attention_with_ellipses, (np.linspace(-1.0, 1.0, 24).reshape(2, 3, 4), np.cos(np.arange(24.0)).reshape(2, 3, 4),
                                        np.sin(np.arange(12.0)).reshape(2, 3, 2))),
-], ids=["sums_in_a_dtype", "copied_quaternion", "masked_attention_with_ellipses"])
+], ids=["column_of_quadratic_forms", "sums_in_a_dtype", "copied_quaternion", "masked_attention_with_ellipses"])
 def test_spellings_of_real_vectorized_code(fn, args, backend):
     argnums = tuple(range(len(args)))
     value, grads = s2sad.value_and_grad(fn, argnums=argnums, backend=backend)(*args)

@@ -60,7 +60,7 @@ class AssignmentsMixin:
             val = self.stored(value, self.value(value, out), out)
             if val == Const(None):  # NumPy stores None into a float array as nan
                 val = Const(math.nan)
-            out.append(Store(base, index, val, self.loc))
+            out.append(Store(base, index, self.without_leading_units(base, index, val, out), self.loc))
         elif isinstance(target, cst.Attribute):  # `self.W = W`, `model.w_q = w_q`
             obj = self.written_object(target.value)
             self.set_attribute(obj, target.attr.value, self.value(value, out), target, out)
@@ -243,6 +243,21 @@ class AssignmentsMixin:
                 out.append(Store(base, self.index(name, out), self.stored(name, item, out), self.loc))
             else:
                 self.bind_again(name, item, out)
+
+    def without_leading_units(self, base: str, index: tuple, value, out):
+        """NumPy stores a value with more axes than the slot where the extra leading ones have length one
+        (`delta[i] = np.dot(row, col)`, a (1, 1) product into one item of a column): those axes are squeezed away
+        first, so that the value's adjoint, read from the slot, has the value's shape."""
+        rank = self.ranks.get(value.name) if isinstance(value, Var) else None
+        slot = self.ranks.get(base)
+        for item in index:
+            if slot is None or isinstance(item, Slice):
+                continue
+            slot = slot - 1 if isinstance(item, Const) and type(item.value) is int or \
+                isinstance(item, Var) and item.name in self.ints else None
+        if rank is None or slot is None or rank <= slot:
+            return value
+        return self.prim(out, "squeeze", (value, Const(tuple(range(rank - slot)))), hint=f"{value.name}_fit")
 
     def bind_again(self, target, value, out):
         """`bind`, where a name bound again in straight-line code gets a new variable (`new_version`)."""
