@@ -595,3 +595,44 @@ def test_an_einsum_whose_output_drops_the_ellipsis_is_refused_as_numpy_refuses_i
     with pytest.raises(s2sad.UnsupportedError, match="output has no '...'") as err:
         s2sad.grad(_ellipsis_summed_away, backend="python")(np.ones((2, 3, 4)))
     assert 'np.einsum("...ij->ij", a)' in str(err.value)
+
+
+def _floats_written_into_integers(v, w):
+    """NumPy truncates a float stored into an array of ints or bools: the stored value has no derivative."""
+    counts = np.zeros(3, dtype=np.int64)
+    counts[0] = v * 2.0
+    steps = np.arange(4)
+    steps[1:3] = w
+    flags = np.zeros(2, dtype=bool)
+    flags[0], flags[1] = v, w
+    kept = np.full(2, 0).copy()
+    kept[1] = v
+    return np.sum(counts) + np.sum(steps) * v + np.sum(flags) * w + v * w + np.sum(kept)
+
+
+def test_a_float_stored_into_an_array_of_integers_carries_no_derivative(backend):
+    args = (1.3, 0.7)
+    value, grads = s2sad.value_and_grad(_floats_written_into_integers, argnums=(0, 1), backend=backend)(*args)
+    assert_close(value, _floats_written_into_integers(*args), rtol=1e-12)
+    for i, g in enumerate(grads):  # was 1 + 6 + ... : the truncated values' derivatives counted
+        assert_close(g, fd_grad(_floats_written_into_integers, args, i))
+    _, tangent = s2sad.jvp(_floats_written_into_integers, args, (1.0, -0.5), backend=backend)
+    assert_close(tangent, fd_directional(_floats_written_into_integers, args, (1.0, -0.5)))
+
+
+def _branch_on_the_rank(alpha):
+    """Dirichlet expectations of one vector or of rows, chosen by len(alpha.shape): the branch for the other
+    rank cannot compile for this one, so the test is decided when the code is generated, as x.ndim is."""
+    if len(alpha.shape) == 1:
+        e = scipy.special.digamma(alpha + 0.5) - scipy.special.digamma(np.sum(alpha))
+    else:
+        e = scipy.special.digamma(alpha) - scipy.special.digamma(np.sum(alpha, 1))[:, np.newaxis]
+    return np.sum(e ** 2)
+
+
+def test_len_of_a_shape_is_the_rank_known_when_the_code_is_generated(backend):
+    rows = np.array([[0.8, 1.5, 2.5], [1.2, 0.6, 3.0]])
+    per_row = s2sad.vmap(s2sad.grad(_branch_on_the_rank, backend=backend))(rows)
+    for k in range(2):
+        assert_close(per_row[k], fd_grad(_branch_on_the_rank, (rows[k],), 0))
+    assert_close(s2sad.grad(_branch_on_the_rank, backend=backend)(rows), fd_grad(_branch_on_the_rank, (rows,), 0))

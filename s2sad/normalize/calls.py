@@ -242,7 +242,10 @@ class CallsMixin:
         if not leading and any(fn is b for b in (max, min, sum, any, all, math.prod, list, tuple, dict)):
             return self.builtin_call(node, fn, out, target)
         if fn is len and len(node.args) == 1 and not leading:
-            value = self.value(node.args[0].value, out)
+            operand = node.args[0].value
+            if isinstance(operand, cst.Attribute) and operand.attr.value == "shape":  # `len(x.shape)` is x.ndim
+                return self.ndim_of(self.expr(operand.value, out), out, target)
+            value = self.value(operand, out)
             if is_tree(value):
                 return Const(len(value))
             return self.prim(out, "len", (value,), target=target, hint="n")

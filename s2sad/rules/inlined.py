@@ -5,9 +5,9 @@ np.concatenate; np.interp is np.searchsorted, then the line through the segment'
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
 last, makes them nan, as in NumPy); np.delete reads the items it keeps, and np.insert writes them around
-the new ones. Flips, quarter turns, np.take and np.take_along_axis are views and index reads; np.bincount adds its weights with np.add.at; np.trapezoid,
-np.polyval, np.cross, np.gradient and np.meshgrid are their arithmetic. A two-operand ufunc's `outer`
-(np.subtract.outer) is the ufunc of a column and a row, reshaped.
+the new ones. Flips, quarter turns, np.take and np.take_along_axis are views and index reads; np.bincount
+adds its weights with np.add.at; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their
+arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -498,8 +498,8 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
           np.quantile: quantile, np.percentile: percentile, np.ptp: ptp, np.average: average, np.take: take,
-          np.delete: delete, np.insert: insert, np.take_along_axis: take_along_axis, np.flipud: flipud, np.fliplr: fliplr,
-          np.rot90: rot90, np.real: real,
+          np.delete: delete, np.insert: insert, np.take_along_axis: take_along_axis, np.flipud: flipud,
+          np.fliplr: fliplr, np.rot90: rot90, np.real: real,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
           np.isclose: isclose, np.allclose: allclose}

@@ -11,7 +11,8 @@ import scipy.stats
 
 from s2sad.rules.registry import Check, add_namespace, defrule, spell_as
 from s2sad.runtime import (norm_cdf, norm_logpdf, norm_pdf, sp_digamma, sp_erf, sp_erfc, sp_expit, sp_gamma,
-                           sp_gammaln, sp_logit, sp_logsumexp, sp_polygamma, sp_xlogy, sum_expand, sum_reduce, unbroadcast)
+                           sp_gammaln, sp_logit, sp_logsumexp, sp_polygamma, sp_xlogy, sum_expand, sum_reduce,
+                           unbroadcast)
 
 SCALAR = ((),)
 BROADCAST = ((), (3,), ((2, 3), (3,)))
