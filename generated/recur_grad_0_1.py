@@ -53,7 +53,7 @@ def recur_grad(x, w):
     for t in range(1, n):
         # h[t] = np.tanh(w * h[t - 1] + x[t])
         sub = t - 1
-        h_sub = copy_adj(h[sub])
+        h_sub = h[sub]
         mul = w * h_sub
         x_t = x[t]
         add = mul + x_t

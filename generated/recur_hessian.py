@@ -31,9 +31,8 @@ def recur_grad(x, w):
         t = t2
         # sub = t - 1
         sub = t - 1
-        # h_sub = copy_adj(h[sub])
-        h_sub2 = h[sub]
-        h_sub = copy_adj(h_sub2)
+        # h_sub = h[sub]
+        h_sub = h[sub]
         # mul = w * h_sub
         mul = w * h_sub
         # x_t = x[t]
@@ -143,11 +142,9 @@ def recur_grad_jvp(x, w, x_dot):
         t = t2
         # sub = t - 1
         sub = t - 1
-        # h_sub = copy_adj(h[sub])
-        h_sub2 = h[sub]
-        h_sub2_dot = h_dot[sub]
-        h_sub = copy_adj(h_sub2)
-        h_sub_dot = copy_adj(h_sub2_dot)
+        # h_sub = h[sub]
+        h_sub = h[sub]
+        h_sub_dot = h_dot[sub]
         # mul = w * h_sub
         mul = w * h_sub
         mul_dot = broadcast_like(h_sub_dot * w, mul)

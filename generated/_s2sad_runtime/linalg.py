@@ -696,3 +696,13 @@ def _promote_mixed_operands(fn):
 
 for _product in (operator.matmul, np.dot, np.vdot, np.linalg.solve, np.linalg.lstsq):
     _promote_mixed_operands(_product)
+
+
+# NumPy's np.dot of a number and an array is their product (`np.dot(px, c)` of a density's constant); numba's
+# np.dot takes arrays only.
+
+@overload(np.dot)
+def _ol_dot_with_a_number(a, b):
+    if not (_is_scalar_type(a) or _is_scalar_type(b)):
+        return None
+    return lambda a, b: a * b

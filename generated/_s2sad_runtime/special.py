@@ -18,8 +18,8 @@ from .core import _is_scalar_type, _nb_adj_dtype, _nb_adj_scalar
 from .reductions import max_reduce, sum_reduce
 from .shapes import _in_dtype
 
-__all__ = ["sp_erf", "sp_erfc", "sp_expit", "sp_logit", "sp_gammaln", "sp_digamma", "sp_polygamma", "sp_xlogy",
-           "sp_logsumexp", "norm_cdf", "norm_pdf", "norm_logpdf"]
+__all__ = ["sp_erf", "sp_erfc", "sp_expit", "sp_logit", "sp_gamma", "sp_gammaln", "sp_digamma", "sp_polygamma",
+           "sp_xlogy", "sp_logsumexp", "norm_cdf", "norm_pdf", "norm_logpdf"]
 
 _LOG_SQRT_2PI = 0.9189385332046727  # log(sqrt(2 pi))
 _SQRT_2 = 1.4142135623730951
@@ -219,6 +219,11 @@ def sp_logit(p):
     return _scipy_special().logit(p)
 
 
+def sp_gamma(x):
+    """scipy.special.gamma(x)."""
+    return _scipy_special().gamma(x)
+
+
 def sp_gammaln(x):
     """scipy.special.gammaln(x) = log|Gamma(x)|."""
     return _scipy_special().gammaln(x)
@@ -248,6 +253,7 @@ overload(sp_erf)(_elementwise(njit(lambda x: math.erf(x))))
 overload(sp_erfc)(_elementwise(njit(lambda x: math.erfc(x))))
 overload(sp_expit)(_elementwise(_expit))
 overload(sp_logit)(_elementwise(_logit))
+overload(sp_gamma)(_elementwise(njit(lambda x: math.gamma(x))))  # inf, -inf or nan at the poles, as SciPy's
 overload(sp_gammaln)(_elementwise(_lgamma))
 overload(sp_digamma)(_elementwise(_digamma))
 overload(sp_polygamma)(_elementwise2(_polygamma))
