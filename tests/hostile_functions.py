@@ -147,6 +147,10 @@ def declares_nonlocal_it_reads(x, k):
     return term(x) + k
 
 
+def piecewise_of_functions(x):
+    return np.sum(np.piecewise(x, [x < 0, x >= 0], [lambda t: t ** 2, lambda t: 3 * t]))
+
+
 def returns_a_class(x):
     if x > 10.0:
         return RuntimeError

@@ -49,6 +49,7 @@ CASES = [
      (1.5,)),
     (H.returns_a_class, "must return numbers or arrays (this returns 'RuntimeError', an object)",
      "return RuntimeError", "raise an error", (1.5,)),
+    (H.piecewise_of_functions, "functions passed to a NumPy function", "[lambda t", "np.where", (ONES,)),
 ]
 
 

@@ -564,6 +564,9 @@ class CallsMixin:
             # pad widths from run-time ints: `((0, 0), (pad, pad))`
             pairs = tuple(self.prim(out, "make_tuple", tuple(v), hint="dims") for v in value)
             return self.prim(out, "make_tuple", pairs, hint="dims")
+        if isinstance(value, (tuple, list)) and any(isinstance(v, StaticRef) for v in value):
+            raise self.err(node, "functions passed to a NumPy function (np.piecewise, np.vectorize) are not supported",
+                           "call them yourself and pick with np.where: np.where(x < 0, f(x), g(x))")
         if not isinstance(value, (tuple, list)) or any(is_tree(v) for v in value):
             raise self.err(node, "a NumPy function takes numbers, arrays, or a tuple of ints here")
         if type(value) is list:  # `np.sum([1.0, a * a, b])`: NumPy makes a list an array (a tuple is a shape)
