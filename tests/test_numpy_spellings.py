@@ -69,8 +69,10 @@ def masked_std(x):
 
 def test_a_keyword_the_runtime_does_not_take_is_refused_where_written():
     """It raised a bare TypeError from inside the generated code."""
-    with pytest.raises(s2sad.UnsupportedError, match=r"np\.std\(\) with `where=` is not supported"):
+    with pytest.raises(s2sad.UnsupportedError, match=r"np\.std\(\) with `where=` is not supported") as info:
         s2sad.grad(masked_std, backend="python")(X)
+    assert "np.std(x[mask])" in str(info.value)
+    value_and_grad_match(lambda x: np.std(x[x > 0]), X, "python")  # the hint, followed
 
 
 def clipped(x):
@@ -128,6 +130,11 @@ def trace_of_other_axes(x):
 def test_a_keyword_the_derivative_would_ignore_is_refused_where_written():
     with pytest.raises(s2sad.UnsupportedError, match=r"np\.trace\(\) with `axis1=` is not supported: its derivative"):
         s2sad.grad(trace_of_other_axes, backend="python")(X)
+    value_and_grad_match(trace_as_the_hint_writes_it, X, "python")  # the hint, followed
+
+
+def trace_as_the_hint_writes_it(x):
+    return np.sum(np.einsum("kii->k", x.reshape(1, 2, 3)[:, :, :2]) ** 2)
 
 
 def positive_items(x):

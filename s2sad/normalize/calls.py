@@ -345,11 +345,11 @@ class CallsMixin:
                     raise self.err(node, f"{found[1]}() is missing argument(s) {', '.join(required)}")
                 args, kwargs = _keywords_in_place(t, args, kwargs)
             if (unknown := _keywords_not_taken(rule, kwargs)):
-                raise self.err(node, f"{found[1]}() with `{unknown}=` is not supported",
-                               f"compute it without `{unknown}=` (s2sad's {rule.print_as} does not take it)")
+                raise self.err(node, f"{found[1]}() with `{unknown}=` is not supported (s2sad's {rule.print_as} "
+                                     "does not take it)", _KEYWORD_HINTS.get(unknown, _KEYWORD_HINT))
             if (ignored := _keywords_its_derivative_ignores(fn, rule, kwargs)):
                 raise self.err(node, f"{found[1]}() with `{ignored}=` is not supported: its derivative rule does not "
-                                     "read it", f"compute it without `{ignored}=`")
+                                     "read it", _KEYWORD_HINTS.get(ignored, _KEYWORD_HINT))
             folded = _folded(fn, args, kwargs)
             if folded is not None:  # `dot(B, u)` of filterpy's defaults B=1, u=0: a number now
                 return self.expr_result(folded, out, target)
@@ -377,13 +377,13 @@ class CallsMixin:
         args = [a.value for a in node.args if a.keyword is None] + \
             [a.value for a in node.args if a.keyword is not None and a.keyword.value == "pad_width"]
         array = leading[0] if leading else self.expr(args[0], out)
-        widths = _static_value(self.value(args[1 - len(leading)], out))
-        if widths is None:
+        widths = self.value(args[1 - len(leading)], out)
+        if not all(isinstance(w, Const) and type(w.value) is int for w in flatten(widths)[0]):
             raise self.err(node, f"np.pad in mode {mode!r} needs its pad widths known when the code is generated",
                            "write the widths as ints in the call, or pass them as int arguments")
         rank = self.operand_ranks(node, [array], f"np.pad in mode {mode!r} needs the rank of the array it pads")[0]
-        return self.inline(node.with_changes(args=[]), inlined.padded_in_mode(inlined.pad_pairs(widths, rank), mode),
-                           [array], out, target)
+        pairs = inlined.pad_pairs(_constant_tuple(widths), rank)
+        return self.inline(node.with_changes(args=[]), inlined.padded_in_mode(pairs, mode), [array], out, target)
 
     def layout_order(self, node: cst.Call, fn, leading) -> tuple[cst.Call, bool]:
         """The call without its `order` argument, and whether that order is 'F' (items read with the
@@ -849,6 +849,12 @@ def _keywords_not_taken(rule, kwargs) -> str | None:
     return next((name for name, _ in kwargs if name not in parameters), None)
 
 
+_KEYWORD_HINT = "arrange the operands so that the call needs the keyword's default (np.moveaxis, a slice, a cast)"
+_KEYWORD_HINTS = {"where": "reduce the items kept instead: np.std(x[mask]) for a 1-D x",
+                  "axis1": "write the trace as an einsum: np.einsum('kii->k', a) for the last two axes of a 3-D a",
+                  "axis2": "write the trace as an einsum: np.einsum('kii->k', a) for the last two axes of a 3-D a"}
+
+
 _LAYOUT_KEYWORDS = frozenset({"dtype", "kind", "casting", "subok", "copy", "like", "device", "order"})
 
 
@@ -865,12 +871,14 @@ def _keywords_its_derivative_ignores(fn, rule, kwargs) -> str | None:
     read = set(rule.template().params)
     for name, value in kwargs:
         default = parameters[name].default if name in parameters else inspect.Parameter.empty
-        if name in read or name in _LAYOUT_KEYWORDS or (isinstance(value, Const) and value.value is default
-                                                          or isinstance(value, Const) and value.value == default
-                                                          and type(value.value) is type(default)):
-            continue
-        return name
+        if name not in read and name not in _LAYOUT_KEYWORDS and not _is_value(value, default):
+            return name
     return None
+
+
+def _is_value(atom, value) -> bool:
+    """Is `atom` the constant `value` (of its type: `upper=0` is not `upper=False`'s default)?"""
+    return isinstance(atom, Const) and type(atom.value) is type(value) and atom.value == value
 
 
 def _one_sided_clip(node: cst.Call, leading: int) -> cst.Call:
@@ -891,16 +899,6 @@ def _pad_mode(node: cst.Call, leading):
     given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "mode"]
     given += [a.value for a in positional[2 - len(leading):3 - len(leading)]]
     return given[0] if given else None
-
-
-def _static_value(value):
-    """A lowered value of ints and tuples of them as Python ints and tuples, or None where one is not a constant."""
-    if isinstance(value, Const) and type(value.value) is int:
-        return value.value
-    if isinstance(value, (tuple, list)):
-        items = [_static_value(v) for v in value]
-        return None if None in items else tuple(items)
-    return None
 
 
 _ORDER_POSITION = {np.ravel: 1, np.reshape: 2}  # where a call gives `order` by position, the array counted
