@@ -256,6 +256,10 @@ class CallsMixin:
             if mode != Const("constant"):
                 return self.pad_in_mode(node, mode.value if isinstance(mode, Const) else mode, leading, out, target)
         keywords = frozenset(a.keyword.value for a in node.args if a.keyword is not None)
+        if fn is np.trace and inlined.trace not in self.stack and (node.args or leading):
+            node, leading = self.operand_lowered(node, leading, out)
+            if keywords & {"axis1", "axis2"} or (self.known_rank(leading[0]) or 2) > 2:  # not a matrix's diagonal
+                return self.inline(node, inlined.trace, leading, out, target)
         if (keywords or leading) and (written := inlined.stand_in(fn, keywords)) is not None:  # `x.max(initial=0.0)`
             return self.inline(node, written, leading, out, target)
         if fn is np.clip and keywords & {"min", "max", "a_min", "a_max"}:
@@ -650,6 +654,14 @@ class CallsMixin:
         rule, spelled = rules.lookup_object(np.einsum)
         return self.emit(out, target or self.temp(rule.name), Prim(rule, (Const(lettered), *operands), (), spelled))
 
+    def operand_lowered(self, node: cst.Call, leading: list, out):
+        """The call without its first positional argument, which leads, lowered (as a method's receiver does)."""
+        if leading:
+            return node, leading
+        if node.args[0].keyword is not None or node.args[0].star:
+            raise self.err(node, "pass the array first, by position")
+        return node.with_changes(args=node.args[1:]), [self.expr(node.args[0].value, out)]
+
     def operand_in_dtype(self, node: cst.Call, leading: list, out):
         """`np.cumsum(x, dtype=float)`: NumPy converts the items to the dtype and adds in it, as
         `np.cumsum(x.astype(float))` does. Returns the call without its dtype, the converted operand leading."""
@@ -659,12 +671,11 @@ class CallsMixin:
             raise self.err(given, "the dtype= of a sum or product must be known when the code is generated",
                            "dtype=np.float64")
         rest = [a for a in node.args if a.value is not given]
-        if not leading:
-            if not rest or rest[0].keyword is not None:
-                raise self.err(node, "pass the array first, by position")
-            leading, rest = [self.expr(rest[0].value, out)], rest[1:]
+        if not rest:
+            raise self.err(node, "pass the array first, by position")
+        node, leading = self.operand_lowered(node.with_changes(args=rest), leading, out)
         converted = self.cast(node, leading[0], Const(dtype), True, out, None)
-        return node.with_changes(args=rest), [converted, *leading[1:]]
+        return node, [converted, *leading[1:]]
 
     def triangle_positions(self, node, fn, out) -> "Positions":
         """`np.triu_indices(n, k=0, m=None)`, `np.tril_indices_from(a, k=0)`, ...: a triangle's index arrays,
@@ -850,9 +861,7 @@ def _keywords_not_taken(rule, kwargs) -> str | None:
 
 
 _KEYWORD_HINT = "arrange the operands so that the call needs the keyword's default (np.moveaxis, a slice, a cast)"
-_KEYWORD_HINTS = {"where": "reduce the items kept instead: np.std(x[mask]) for a 1-D x",
-                  "axis1": "write the trace as an einsum: np.einsum('kii->k', a) for the last two axes of a 3-D a",
-                  "axis2": "write the trace as an einsum: np.einsum('kii->k', a) for the last two axes of a 3-D a"}
+_KEYWORD_HINTS = {"where": "reduce the items kept instead: np.std(x[mask]) for a 1-D x"}
 
 
 _LAYOUT_KEYWORDS = frozenset({"dtype", "kind", "casting", "subok", "copy", "like", "device", "order"})
@@ -860,7 +869,7 @@ _LAYOUT_KEYWORDS = frozenset({"dtype", "kind", "casting", "subok", "copy", "like
 
 def _keywords_its_derivative_ignores(fn, rule, kwargs) -> str | None:
     """A keyword generated code passes on to the NumPy function itself, which the rule's derivative does not
-    read, given a value other than NumPy's default (`np.linalg.cholesky(a, upper=True)`, `np.trace(a, axis1=1)`):
+    read, given a value other than NumPy's default (`np.linalg.cholesky(a, upper=True)`):
     the value would follow it and the derivative would not. Keywords of dtype and memory layout change no value."""
     if not kwargs or not rule.differentiable or rule.print_as is not None:
         return None

@@ -403,12 +403,17 @@ class ExpressionsMixin:
 
     def ndim_of(self, base, out, target):
         """`x.ndim` / `np.ndim(x)`: a constant where the argument's type or the array's rank is known."""
-        if self.kind_of(base) is not None:
-            return Const(self.kind_of(base)[0])
-        if isinstance(base, Var) and base.name in self.ranks:  # `z.ndim` of a row of an argument
-            return Const(self.ranks[base.name])
+        if (rank := self.known_rank(base)) is not None:
+            return Const(rank)
         found = rules.lookup_object(np.ndim)
         return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_ndim")
+
+    def known_rank(self, atom) -> int | None:
+        """The ndim of an argument whose type is known, or of an array whose rank lowering follows (a row of an
+        argument), else None."""
+        if self.kind_of(atom) is not None:
+            return self.kind_of(atom)[0]
+        return self.ranks.get(atom.name) if isinstance(atom, Var) else None
 
     def unpacked_positions(self, target, positions: Positions, names: list) -> tuple:
         rank = self.ranks.get(positions.mask.name) if isinstance(positions.mask, Var) else None

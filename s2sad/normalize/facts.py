@@ -92,7 +92,7 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
             return len(first.value) if isinstance(first.value, tuple) else 1
         return 1 if first.name in ints else lengths.get(first.name)
     if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv", "swapaxes", "transpose",
-                "tril", "triu"):
+                "moveaxis", "tril", "triu"):
         return ranks.get(first.name) if isinstance(first, Var) else None
     if name in ("eye", "identity"):
         return 2

@@ -188,6 +188,25 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     return a[np.argsort(a)]
 
 
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """np.trace of any rank: the sum of the diagonal of axes axis1 and axis2 (the first two unless told), the other
+    axes kept. A matrix's is np.trace itself; otherwise those axes move to the front, the offset's rows or columns
+    are sliced off, and the square left is traced by np.einsum."""
+    if out is not None:
+        raise NotImplementedError("s2sad: np.trace with out=")
+    if dtype is not None:
+        a = a.astype(dtype)
+    if np.ndim(a) == 2 and axis1 % 2 == 0 and axis2 % 2 == 1:
+        return np.trace(a, offset)
+    a = np.moveaxis(a, (axis1, axis2), (0, 1))
+    if offset >= 0:
+        a = a[:, offset:]
+    else:
+        a = a[-offset:]
+    k = min(a.shape[0], a.shape[1])
+    return np.einsum("ii...->...", a[:k, :k])
+
+
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if axis is not None or out is not None or keepdims:
         raise NotImplementedError("s2sad: np.median with axis=, out= or keepdims=")
