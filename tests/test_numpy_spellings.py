@@ -144,6 +144,32 @@ def test_traces_of_any_rank_along_any_two_axes(backend):
     derivatives_match(traces_of_stacks, Y, backend)
 
 
+def flattened_joins(x):
+    a = x.reshape(2, 3)
+    joined = np.concatenate([a.T, x[:2], [0.5]], axis=None)
+    return np.sum(joined ** 2 * np.arange(1.0, 10.0)) + np.sum(np.concatenate((a, a), None)[3:] ** 3)
+
+
+def numbers_of_a_dtype(x):
+    counts = np.arange(6)
+    return (np.sum(x * x.dtype.type(2)) + x.dtype.type(x[0] ** 2) * 3.0 + counts.dtype.type(x[1] * 10.0)
+            + np.sum(x * counts.dtype.type(1.5)))
+
+
+def ellipsis_then_newaxis(x):
+    y = x.reshape(2, 3)
+    z = x.reshape(1, 2, 3)
+    return (np.sum(y[..., None] * y[:, None, :]) + np.sum(z[0, ..., None, 1:] ** 2) + np.sum(y[None, ...] * z)
+            + np.sum(x[..., None] ** 3))
+
+
+@pytest.mark.parametrize("f", [flattened_joins, numbers_of_a_dtype, ellipsis_then_newaxis])
+def test_spellings_real_code_uses(f, backend):
+    """np.concatenate(..., axis=None) flattens first (a TypeError inside lowering); x.dtype.type(v) is a number of
+    x's dtype, truncated by an integer one (it was refused); `...` before `None` stands for the axes left."""
+    derivatives_match(f, X, backend)
+
+
 def positive_items(x):
     idx = np.where(x > 0)[0]
     y = x.copy()

@@ -114,6 +114,10 @@ class CallsMixin:
                 return self.apply(node, METHODS[method], [receiver], out, target)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "astype":
                 return self.astype(node, out, target)
+            if _is_dtype_type(node.func) and len(node.args) == 1 and node.args[0].keyword is None:  # x.dtype.type(1)
+                like = self.expr(node.func.value.value, out)
+                return self.prim(out, "number_like", (self.expr(node.args[0].value, out), like), target=target,
+                                 hint="number")
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "pop" and not node.args \
                     and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
                 return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
@@ -734,6 +738,8 @@ class CallsMixin:
             items = [self.prim(out, "expand_dims_any", (i, axis), hint="item") for i in items]
         elif fn is np.vstack:
             items, axis = [self.prim(out, "atleast_2d", (i,), hint="row") for i in items], Const(0)
+        elif fn is np.concatenate and axis == Const(None):  # the items flattened first
+            items, axis = [self.prim(out, "ravel", (i,), hint="flat") for i in items], Const(0)
         elif fn is np.hstack:
             items = [self.prim(out, "atleast_1d", (i,), hint="item") for i in items]
             axis = self.prim(out, "hstack_axis", (items[0],), hint="axis")
@@ -837,6 +843,12 @@ def _numba_ufunc(fn) -> bool:
     """A `@numba.vectorize` function, a ufunc of numba's: `f(x, y, out)` writes into `out`, as NumPy's do."""
     return isinstance(getattr(getattr(fn, "_dispatcher", None), "py_func", None), types.FunctionType) \
         and _gufunc_layout(fn) is None and isinstance(getattr(fn, "nin", None), int)
+
+
+def _is_dtype_type(func) -> bool:
+    """Is `func` written `<expression>.dtype.type`, the constructor of an array's numbers?"""
+    return isinstance(func, cst.Attribute) and func.attr.value == "type" and isinstance(func.value, cst.Attribute) \
+        and func.value.attr.value == "dtype"
 
 
 ACCUMULATES_IN_DTYPE = frozenset({np.sum, np.prod, np.mean, np.var, np.std, np.cumsum, np.cumprod, np.trace, np.nansum,

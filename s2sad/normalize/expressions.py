@@ -408,12 +408,13 @@ class ExpressionsMixin:
         found = rules.lookup_object(np.ndim)
         return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_ndim")
 
-    def known_rank(self, atom) -> int | None:
+    def known_rank(self, atom, required: bool = False) -> int | None:
         """The ndim of an argument whose type is known, or of an array whose rank lowering follows (a row of an
-        argument), else None."""
-        if self.kind_of(atom) is not None:
-            return self.kind_of(atom)[0]
-        return self.ranks.get(atom.name) if isinstance(atom, Var) else None
+        argument), else None. `required`: an argument's type is asked for (kind_of)."""
+        if isinstance(atom, Var) and atom.name in self.ranks:
+            return self.ranks[atom.name]
+        kind = self.kind_of(atom, required)
+        return None if kind is None else kind[0]
 
     def unpacked_positions(self, target, positions: Positions, names: list) -> tuple:
         rank = self.ranks.get(positions.mask.name) if isinstance(positions.mask, Var) else None
@@ -473,6 +474,16 @@ class ExpressionsMixin:
             return item
         return (self.refuse_non_atom(node, item),)
 
+    def ellipsis_as_slices(self, node: cst.Subscript, base: Var, index: tuple) -> tuple:
+        """`y[..., None]`: the ellipsis as a whole slice per axis it stands for, from the rank of `y`."""
+        rank = self.known_rank(base, required=True)
+        if rank is None or index.count(Const(Ellipsis)) > 1:
+            raise self.err(node, "`...` with `None` (newaxis) needs the array's rank when the code is generated",
+                           "write a slice per axis, `y[:, :, None]`, or np.expand_dims(y, -1)")
+        taken = sum(1 for i in index if i is not NEWAXIS and i != Const(Ellipsis))
+        at = index.index(Const(Ellipsis))
+        return index[:at] + (Slice(None, None, None),) * (rank - taken) + index[at + 1:]
+
     def is_newaxis(self, node) -> bool:
         return isinstance(node, cst.Attribute) and self.static_value(node) is None
 
@@ -481,6 +492,8 @@ class ExpressionsMixin:
         index = self.index(node, out, allow_newaxis=True)
         if NEWAXIS not in index:
             return self.emit(out, target or self.temp(self.load_hint(base.name, index)), Load(base, index))
+        if Const(Ellipsis) in index:
+            index = self.ellipsis_as_slices(node, base, index)
         if any(not (isinstance(i, Slice) or i is NEWAXIS or (isinstance(i, Const) and isinstance(i.value, int)))
                for i in index):
             raise self.err(node, "`None` (newaxis) can only be combined with slices and constant integers here",

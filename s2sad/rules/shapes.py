@@ -11,9 +11,9 @@ import numpy as np
 
 from s2sad.rules.registry import Check, defrule
 from s2sad.runtime import (as_float, as_float32, atleast_1d, atleast_2d, atleast_3d, concat_embed, concat_part, concatenate2,
-                           expand_dims_any, flip_any, pad_any, repeat_adjoint, repeat_any, reshape_any, reshape_like,
-                           item_adjoint, only_item, roll_any, squeeze_any, tile_adjoint, tile_any, unbroadcast, unpad,
-                           untranspose)
+                           expand_dims_any, flip_any, if_inexact, item_adjoint, number_like, only_item, pad_any,
+                           repeat_adjoint, repeat_any, reshape_any, reshape_like, roll_any, squeeze_any, tile_adjoint,
+                           tile_any, unbroadcast, unpad, untranspose)
 
 ND = ((3,), (2, 3), (2, 3, 2))
 MATRIX = ((2, 3),)
@@ -158,6 +158,17 @@ def as_float32_tangent(g, out, x):
 @defrule(as_float32, name="as_float32", tangent=as_float32_tangent, checks=[Check("as_float32(a)", step=0.1)])
 def as_float32_rule(g, out, x):
     return (unbroadcast(g, x),)  # in x's precision
+
+
+def number_like_tangent(g, out, value, like):
+    return if_inexact(number_like(g, like), like), None
+
+
+# `x.dtype.type(value)`: a number of x's dtype (x is read for its dtype alone); an integer dtype truncates it
+@defrule(number_like, name="number_like", elementwise=False, shape_only=(1,), precision_of=1,
+         tangent=number_like_tangent, checks=[Check("number_like(a, b)", shapes=(((), (3,)), ((), ())))])
+def number_like_rule(g, out, value, like):
+    return if_inexact(unbroadcast(g, value), like), None
 
 
 def broadcast_to_tangent(g, out, x, shape):
