@@ -170,6 +170,45 @@ def test_spellings_real_code_uses(f, backend):
     derivatives_match(f, X, backend)
 
 
+def sorted_along_axes(y):
+    a = y.reshape(3, 4)
+    return (np.sum(np.sort(a, axis=1) * np.arange(4.0)) + np.sum(np.sort(a, axis=0) * np.arange(3.0)[:, None])
+            + np.sum(np.sort(a) ** 3) + np.sum(np.sort(a, axis=None) * np.arange(12.0)))
+
+
+def covariances(y):
+    a = y.reshape(3, 4)
+    return (np.sum(np.cov(a) ** 2) + np.sum(np.cov(a, rowvar=False) * np.arange(16.0).reshape(4, 4)) + np.cov(a[0])
+            + np.sum(np.cov(a[0], a[1], bias=True) ** 2) + np.sum(np.cov(a, ddof=0) ** 3)
+            + np.sum(np.cov(a.T, a[:2].T, rowvar=False) ** 2))
+
+
+def correlations(y):
+    a = y.reshape(3, 4)
+    return (np.sum(np.corrcoef(a) * np.arange(9.0).reshape(3, 3)) + np.sum(np.corrcoef(a[0], a[2]) ** 2)
+            + np.sum(np.corrcoef(a, rowvar=False)[0] ** 3))
+
+
+def selections(y):
+    a = y.reshape(3, 4)
+    return (np.sum(np.select([y > 0.5, y < -0.5], [y ** 2, np.sin(y)], default=0.1 * y))
+            + np.sum(np.select([a > 0], [a ** 3]) * 2.0))
+
+
+def matrix_norms(y):
+    a = y.reshape(3, 4)
+    return (np.linalg.norm(a, ord=1) + np.linalg.norm(a, np.inf) + np.linalg.norm(a, ord=-np.inf) + np.linalg.norm(a, -1)
+            + np.sum(np.linalg.norm(a, np.inf, keepdims=True) * 2.0) + np.linalg.norm(a[0], 1)
+            + np.linalg.norm(a[1], ord=np.inf))
+
+
+@pytest.mark.parametrize("f", [sorted_along_axes, covariances, correlations, selections, matrix_norms])
+def test_numpy_functions_written_out(f, backend):
+    """np.sort along an axis of a matrix, np.cov, np.corrcoef and np.select, written with functions that have
+    rules; np.linalg.norm of a matrix with ord 1, -1, inf or -inf, the largest or smallest column or row sum."""
+    derivatives_match(f, Y, backend)
+
+
 def positive_items(x):
     idx = np.where(x > 0)[0]
     y = x.copy()

@@ -264,6 +264,10 @@ class CallsMixin:
             node, leading = self.operand_lowered(node, leading, out)
             if keywords & {"axis1", "axis2"} or (self.known_rank(leading[0]) or 2) > 2:  # not a matrix's diagonal
                 return self.inline(node, inlined.trace, leading, out, target)
+        if fn is np.linalg.norm and "axis" not in keywords and self.static_number(_norm_ord(node, leading)) in _SUMS_ORDS:
+            node, leading = self.operand_lowered(node, leading, out)
+            if self.known_rank(leading[0]) == 2:  # a matrix's largest or smallest column or row sum
+                return self.inline(node, inlined.norm_of_sums, leading, out, target)
         if (keywords or leading) and (written := inlined.stand_in(fn, keywords)) is not None:  # `x.max(initial=0.0)`
             return self.inline(node, written, leading, out, target)
         if fn is np.clip and keywords & {"min", "max", "a_min", "a_max"}:
@@ -843,6 +847,16 @@ def _numba_ufunc(fn) -> bool:
     """A `@numba.vectorize` function, a ufunc of numba's: `f(x, y, out)` writes into `out`, as NumPy's do."""
     return isinstance(getattr(getattr(fn, "_dispatcher", None), "py_func", None), types.FunctionType) \
         and _gufunc_layout(fn) is None and isinstance(getattr(fn, "nin", None), int)
+
+
+_SUMS_ORDS = (1, -1, np.inf, -np.inf)  # the matrix norms of np.linalg.norm that are sums of absolute values
+
+
+def _norm_ord(node: cst.Call, leading: list):
+    """The expression np.linalg.norm's call gives `ord` by, or None."""
+    given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "ord"]
+    positional = [a.value for a in node.args if a.keyword is None][1 - len(leading):]
+    return (given + positional[:1] + [None])[0]
 
 
 def _is_dtype_type(func) -> bool:

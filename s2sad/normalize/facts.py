@@ -96,6 +96,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return ranks.get(first.name) if isinstance(first, Var) else None
     if name in ("eye", "identity"):
         return 2
+    if name == "ravel":
+        return 1
     if name in ("atleast_1d", "atleast_2d", "atleast_3d") and len(value.args) == 1:
         rank = 0 if isinstance(first, Const) else ranks.get(first.name)
         return None if rank is None else max(rank, int(name[-2]))

@@ -392,6 +392,16 @@ class StaticMixin:
         found = _evaluate(fn, args, kwargs, lambda obj: getattr(obj, node.attr.value))
         return found
 
+    def static_number(self, node) -> int | float | None:
+        """A number known when the code is generated (a literal, np.inf, -np.inf, a global), else None."""
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            value = self.static_number(node.expression)
+            return None if value is None else -value
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return node.evaluated_value
+        value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
     def static_operand(self, node):
         """A literal number or string, or a dtype (`float`, `np.float32`), known without lowering."""
         if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):

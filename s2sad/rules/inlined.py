@@ -181,11 +181,82 @@ def polyval(p, x):
 
 
 def sort(a, axis=-1, kind=None, order=None, stable=None):
-    """np.sort of a 1-D array: the items taken in np.argsort's order (their gradients go back to where
-    each item came from)."""
-    if np.ndim(a) != 1 or (axis != -1 and axis != 0):
-        raise NotImplementedError("s2sad: np.sort of an array of more than one axis")
-    return a[np.argsort(a)]
+    """np.sort: the items taken in np.argsort's order (their gradients go back to where each item came from); a
+    matrix's rows one at a time (numba's np.argsort takes 1-D arrays), its columns as its transpose's rows."""
+    if order is not None:
+        raise NotImplementedError("s2sad: np.sort with order=")
+    if axis is None:
+        return _sorted(np.ravel(a))
+    if np.ndim(a) > 2:
+        raise NotImplementedError("s2sad: np.sort of an array of more than two axes")
+    if np.ndim(a) == 2 and (axis == 0 or axis == -2):
+        return _sorted(a.T).T
+    return _sorted(a)
+
+
+def _sorted(a):
+    """A 1-D array sorted, or each row of a matrix."""
+    if np.ndim(a) == 1:
+        return a[np.argsort(a)]
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        out[i] = a[i][np.argsort(a[i])]
+    return out
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, dtype=None):
+    """np.cov: the centred rows' products, averaged over N - ddof observations (N - 1 unless bias or ddof say
+    otherwise); with rowvar=False the columns are the variables."""
+    if fweights is not None or aweights is not None or dtype is not None:
+        raise NotImplementedError("s2sad: np.cov with fweights=, aweights= or dtype=")
+    x = _variables_as_rows(m, rowvar)
+    if y is not None:
+        x = np.concatenate((x, _variables_as_rows(y, rowvar)), axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    centred = x - np.mean(x, axis=1, keepdims=True)
+    c = centred @ centred.T / (x.shape[1] - ddof)
+    if np.ndim(m) == 1 and y is None:  # one variable: a number, as NumPy squeezes it
+        return c[0, 0]
+    if x.shape[0] == 1:  # NumPy's squeeze gives a number here, generated code compiles for one rank
+        raise NotImplementedError("s2sad: np.cov of one variable in a 2-D array: pass it as a 1-D array")
+    return c
+
+
+def _variables_as_rows(m, rowvar):
+    """np.cov's observations as a matrix with one variable per row (a 1-D array is one variable)."""
+    x = np.atleast_2d(m)
+    if not rowvar and np.ndim(m) == 2:
+        return x.T
+    return x
+
+
+def corrcoef(x, y=None, rowvar=True, bias=None, ddof=None, dtype=None):
+    """np.corrcoef: the covariance scaled by the standard deviations, clipped to [-1, 1] as NumPy clips it
+    (bias and ddof have no effect, as in NumPy)."""
+    if dtype is not None:
+        raise NotImplementedError("s2sad: np.corrcoef with dtype=")
+    c = cov(x, y, rowvar)
+    if np.ndim(c) == 0:
+        return c / c
+    scale = np.sqrt(np.diag(c))
+    return np.clip(c / scale[:, None] / scale[None, :], -1.0, 1.0)
+
+
+def select(condlist, choicelist, default=0):
+    """np.select: where several conditions hold, the first one's choice."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if len(condlist) == 0:
+        raise ValueError("select with an empty condition list is not possible")
+    return _selected(condlist, choicelist, default, 0)
+
+
+def _selected(condlist, choicelist, default, k):
+    """np.select from case k on (unrolled: k is a constant)."""
+    if k == len(condlist):
+        return default
+    return np.where(condlist[k], choicelist[k], _selected(condlist, choicelist, default, k + 1))
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
@@ -505,6 +576,18 @@ def angle(z, deg=False):
     return np.where(z < 0, half_turn, 0.0) + 0.0 * z
 
 
+def norm_of_sums(x, ord, axis=None, keepdims=False):
+    """np.linalg.norm of a matrix with ord 1 or -1 (the largest or smallest sum of a column's absolute values) or
+    inf or -inf (of a row's)."""
+    if ord == 1 or ord == -1:
+        sums = np.sum(np.abs(x), axis=0, keepdims=keepdims)
+    else:
+        sums = np.sum(np.abs(x), axis=1, keepdims=keepdims)
+    if ord > 0:
+        return np.max(sums, keepdims=keepdims)
+    return np.min(sums, keepdims=keepdims)
+
+
 def matrix_norm(x, keepdims=False, ord="fro"):
     if ord != "fro":
         raise NotImplementedError("s2sad: np.linalg.matrix_norm other than ord='fro'")
@@ -518,7 +601,7 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
           np.quantile: quantile, np.percentile: percentile, np.ptp: ptp, np.average: average, np.take: take,
           np.delete: delete, np.insert: insert, np.take_along_axis: take_along_axis, np.flipud: flipud,
-          np.fliplr: fliplr, np.rot90: rot90, np.real: real,
+          np.fliplr: fliplr, np.rot90: rot90, np.real: real, np.cov: cov, np.corrcoef: corrcoef, np.select: select,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
           np.isclose: isclose, np.allclose: allclose}
