@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from s2sad import ir
 from s2sad.errors import NoRuleError, TypesNeeded, UnsupportedError, located_at
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
@@ -189,10 +191,32 @@ class Analysis:
             changed = False
             for name, defs in self.defs.items():
                 if name not in found and name not in self.fn.params and all(
-                        isinstance(d, Assign) and _discrete(d.value, found) for d in defs):
+                        isinstance(d, Assign) and self.discrete(d.value, found) for d in defs):
                     found.add(name)
                     changed = True
         return found
+
+    def discrete(self, value, found: set) -> bool:
+        """Does this right-hand side give an array of bools or ints: made with such a dtype (`np.zeros(n, dtype=int)`,
+        `x.astype(np.int64)`), np.full of an int, np.arange of ints, or a copy or view of an array in `found`?"""
+        if isinstance(value, Copy):
+            return isinstance(value.value, Var) and value.value.name in found
+        if isinstance(value, Load):
+            return value.base.name in found and any(isinstance(i, ir.Slice) for i in value.index)
+        if not isinstance(value, Prim):
+            return False
+        dtypes = [a.value for a in value.args[1:] + tuple(v for k, v in value.kwargs if k == "dtype")
+                  if isinstance(a, Const) and isinstance(a.value, np.dtype)]
+        if dtypes:
+            return dtypes[0].kind in "biu"
+        if not value.args:
+            return False
+        name, first = value.rule.name, value.args[0]
+        if name == "arange":
+            return all(self.known_int(a.name) if isinstance(a, Var) else type(a.value) is int for a in value.args)
+        if name == "full" and len(value.args) == 2:  # np.full(n, 0): the fill's type
+            return isinstance(value.args[1], Const) and type(value.args[1].value) in (int, bool)
+        return name in _MADE_LIKE and isinstance(first, Var) and first.name in found
 
     def check_opaque(self, useful: set):
         """A call with no rule was kept as written on the promise that it is inactive: refuse it where its
@@ -722,24 +746,7 @@ class Analysis:
                                                             f"`{user} = {user}.copy()`"))
 
 
-_DTYPE_POSITION = {"zeros": 1, "ones": 1, "empty": 1, "full": 2, "zeros_like": 1, "ones_like": 1, "empty_like": 1,
-                   "full_like": 2}
-
-
-def _discrete(value, found: set) -> bool:
-    """Does this right-hand side give an array of bools or ints made with that dtype, or a view or another
-    name of an array in `found`?"""
-    if isinstance(value, Copy):
-        return isinstance(value.value, Var) and value.value.name in found
-    if isinstance(value, Load):
-        return value.base.name in found and any(isinstance(i, ir.Slice) for i in value.index)
-    if not isinstance(value, Prim) or value.rule.name not in _DTYPE_POSITION:
-        return False
-    at = _DTYPE_POSITION[value.rule.name]
-    dtype = dict(value.kwargs).get("dtype", value.args[at] if len(value.args) > at else None)
-    if dtype is None and value.rule.name == "full" and len(value.args) > 1:  # np.full(n, 0): the fill's type
-        return isinstance(value.args[1], Const) and type(value.args[1].value) in (bool, int)
-    return isinstance(dtype, Const) and getattr(dtype.value, "kind", None) in ("b", "i", "u")
+_MADE_LIKE = ("zeros_like", "ones_like", "empty_like", "full_like", "copy")  # an array of the operand's dtype
 
 
 def shape_varying(loop) -> set[str]:

@@ -60,7 +60,7 @@ class AssignmentsMixin:
             val = self.stored(value, self.value(value, out), out)
             if val == Const(None):  # NumPy stores None into a float array as nan
                 val = Const(math.nan)
-            out.append(Store(base, index, self.as_stored(base, index, val, out), self.loc))
+            out.append(Store(base, index, self.without_leading_units(base, index, val, out), self.loc))
         elif isinstance(target, cst.Attribute):  # `self.W = W`, `model.w_q = w_q`
             obj = self.written_object(target.value)
             self.set_attribute(obj, target.attr.value, self.value(value, out), target, out)
@@ -241,16 +241,10 @@ class AssignmentsMixin:
             elif isinstance(name, cst.Subscript):  # `a[0], a[1] = y, x`
                 base = self.array_base(name.value, out)
                 index = self.index(name, out)
-                out.append(Store(base, index, self.as_stored(base, index, self.stored(name, item, out), out), self.loc))
+                value = self.without_leading_units(base, index, self.stored(name, item, out), out)
+                out.append(Store(base, index, value, self.loc))
             else:
                 self.bind_again(name, item, out)
-
-    def as_stored(self, base: str, index: tuple, value, out):
-        """The value `base[index] = value` writes: without a derivative where base holds ints (NumPy truncates
-        the value), its extra leading axes of length one squeezed away."""
-        if base in self.int_arrays and isinstance(value, Var):
-            value = self.prim(out, "stop_gradient", (value,), hint=f"{value.name}_int")
-        return self.without_leading_units(base, index, value, out)
 
     def without_leading_units(self, base: str, index: tuple, value, out):
         """NumPy stores a value with more axes than the slot where the extra leading ones have length one

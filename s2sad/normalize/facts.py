@@ -152,26 +152,6 @@ def _reduced_rank(value: Prim, ranks: dict) -> int | None:
     return rank - (len(axis.value) if isinstance(axis.value, tuple) else 1)
 
 
-def _holds_ints(value, int_arrays: set, ints: set) -> bool:
-    """Does this right-hand side surely give an array of ints or bools (`np.zeros(n, dtype=int)`, `np.arange(n)`
-    of ints, `np.full(n, 0)`, a copy of one)? A float stored into one is truncated and carries no derivative."""
-    if isinstance(value, Copy):
-        return isinstance(value.value, Var) and value.value.name in int_arrays
-    if not isinstance(value, Prim) or not value.args:
-        return False
-    name, first = value.rule.name, value.args[0]
-    dtypes = [a.value for a in value.args[1:] + tuple(v for k, v in value.kwargs if k == "dtype")
-              if isinstance(a, Const) and isinstance(a.value, np.dtype)]
-    if dtypes:
-        return dtypes[0].kind in "biu"
-    if name == "arange":
-        return all(_is_int_atom(a, ints) for a in value.args)
-    if name == "full" and len(value.args) == 2:
-        return isinstance(value.args[1], Const) and type(value.args[1].value) in (int, bool)
-    return name in ("zeros_like", "ones_like", "empty_like", "copy") and isinstance(first, Var) \
-        and first.name in int_arrays
-
-
 def _is_int_atom(atom, ints: set) -> bool:
     return isinstance(atom, Const) and type(atom.value) is int or isinstance(atom, Var) and atom.name in ints
 

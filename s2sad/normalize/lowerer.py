@@ -24,7 +24,7 @@ from s2sad.units import unit_axes
 from s2sad.normalize.assignments import AssignmentsMixin
 from s2sad.normalize.calls import CallsMixin, _output_argument
 from s2sad.normalize.expressions import ExpressionsMixin
-from s2sad.normalize.facts import _fold_ints, _gives_int, _holds_ints, _length, _makes_array, _makes_float32, _rank
+from s2sad.normalize.facts import _fold_ints, _gives_int, _length, _makes_array, _makes_float32, _rank
 from s2sad.normalize.inactive import InactiveMixin
 from s2sad.normalize.iteration import IterationMixin
 from s2sad.normalize.pytrees import PytreesMixin, is_tree, unflatten
@@ -73,7 +73,6 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     units: dict = field(default_factory=dict)  # IR name -> which axes have length one, where known (units.py)
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
     shapes: set = field(default_factory=set)  # IR names of `x.shape` tuples: their items are ints
-    int_arrays: set = field(default_factory=set)  # IR names of arrays surely of ints or bools
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
@@ -120,10 +119,6 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             self.ints.add(target)
         else:
             self.ints.discard(target)
-        if _holds_ints(value, self.int_arrays, self.ints):
-            self.int_arrays.add(target)
-        else:
-            self.int_arrays.discard(target)
         rank = _rank(value, self.ranks, self.ints, self.lengths)
         if rank is None:
             self.ranks.pop(target, None)
