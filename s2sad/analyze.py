@@ -121,6 +121,7 @@ class Analysis:
     home_defs: set = field(default_factory=set)  # ids of Assigns that need no adjoint reset
     working: set = field(default_factory=set)  # ids of statements whose reverse is not empty
     readers: dict = field(default_factory=dict)  # name -> {id: statement whose reverse reads its primal value}
+    run_time_dtype: set = field(default_factory=set)  # arrays of a dtype known at run time: maybe ints
     top: dict = field(default_factory=dict)  # id(stmt) -> position of its top-level statement in the body
     _reverse_reads: dict = field(default_factory=dict)  # id(stmt) -> reverse_reads(stmt)
 
@@ -180,6 +181,7 @@ class Analysis:
                     changed = True
         self.varied = varied
         self.active = varied & useful
+        self.run_time_dtype = self.arrays_of_run_time_dtype() & self.active
         self.check_opaque(useful)
 
     def discrete_arrays(self) -> set[str]:
@@ -217,6 +219,44 @@ class Analysis:
         if name == "full" and len(value.args) == 2:  # np.full(n, 0): the fill's type
             return isinstance(value.args[1], Const) and type(value.args[1].value) in (int, bool)
         return name in _MADE_LIKE and isinstance(first, Var) and first.name in found
+
+    def arrays_of_run_time_dtype(self) -> set[str]:
+        """Names bound only to arrays whose dtype is that of a parameter not differentiated (`np.zeros_like(k)`,
+        `np.empty(n, dtype=k.dtype)`), views and copies of them: it may be an integer dtype, so a value stored into
+        one carries its derivative only where the array holds floats (decided where the code runs, if_inexact)."""
+        found = {p for p in self.fn.params if p not in self.varied}
+        changed = True
+        while changed:
+            changed = False
+            for name, defs in self.defs.items():
+                if name not in found and all(isinstance(d, Assign) and self.dtype_of_one_in(d.value, found)
+                                             for d in defs):
+                    found.add(name)
+                    changed = True
+        return found - set(self.fn.params)
+
+    def dtype_of_one_in(self, value, found: set) -> bool:
+        """Does this right-hand side give an array with the dtype of an array in `found` (or one named by a dtype
+        that is not a constant)?"""
+        if isinstance(value, (Copy, Load)):
+            return self.discrete(value, found)  # a copy or a view
+        if not isinstance(value, Prim) or value.rule.name not in _DTYPE_AT:
+            return False
+        at = _DTYPE_AT[value.rule.name]
+        dtype = dict(value.kwargs).get("dtype", value.args[at] if len(value.args) > at else None)
+        if isinstance(dtype, Var):  # `dtype=k.dtype`
+            return self.names_dtype_of_one_in(dtype.name, found)
+        first = value.args[0] if value.args else None
+        return dtype is None and value.rule.name in _MADE_LIKE and isinstance(first, Var) and first.name in found
+
+    def names_dtype_of_one_in(self, name: str, found: set) -> bool:
+        """Is `name` the dtype of an array in `found` (`k.dtype`), or a dtype not known here (a parameter)?"""
+        defs = self.defs.get(name, [])
+        if not defs:
+            return name in self.fn.params
+        return all(isinstance(d, Assign) and isinstance(d.value, Prim) and isinstance(d.value.rule, Opaque)
+                   and d.value.spelled == "dtype" and isinstance(d.value.args[0], Var)
+                   and d.value.args[0].name in found for d in defs)
 
     def check_opaque(self, useful: set):
         """A call with no rule was kept as written on the promise that it is inactive: refuse it where its
@@ -747,6 +787,8 @@ class Analysis:
 
 
 _MADE_LIKE = ("zeros_like", "ones_like", "empty_like", "full_like", "copy")  # an array of the operand's dtype
+_DTYPE_AT = {"zeros": 1, "ones": 1, "empty": 1, "full": 2, "zeros_like": 1, "ones_like": 1, "empty_like": 1,
+             "full_like": 2, "copy": 1}  # where these take a dtype by position
 
 
 def shape_varying(loop) -> set[str]:

@@ -209,6 +209,27 @@ def test_numpy_functions_written_out(f, backend):
     derivatives_match(f, Y, backend)
 
 
+def stored_in_a_run_time_dtype(x, k):
+    out = np.empty(3, dtype=k.dtype)
+    like = np.zeros_like(k)
+    for i in range(3):
+        out[i] = x[i] * 2.6
+        like[i] = x[i + 1] * 3.3
+    like[1:] = like[1:] + x[:2] * 1.7
+    return np.sum(out * x[:3]) + np.sum(like * x[1:4])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_a_store_into_an_array_of_a_run_time_dtype_is_truncated_by_an_integer_one(dtype, backend):
+    """np.empty(n, dtype=k.dtype) and np.zeros_like(k) hold ints where k does: the values stored into them then
+    carry no derivative (they did: silently wrong)."""
+    x, k = np.array([0.3, 1.7, 2.2, 0.9]), np.arange(3).astype(dtype)
+    derivatives_match(lambda x: stored_in_a_run_time_dtype(x, k), x, backend)
+    hessian = s2sad.hessian(stored_in_a_run_time_dtype, backend=backend)(x, k)
+    assert_close(hessian[1], fd_grad(lambda x: s2sad.grad(stored_in_a_run_time_dtype, backend=backend)(x, k)[1],
+                                     (x,), 0))
+
+
 def positive_items(x):
     idx = np.where(x > 0)[0]
     y = x.copy()

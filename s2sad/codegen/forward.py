@@ -149,7 +149,10 @@ class ForwardGen:
         index = index_text(s.index)
         w.line(f"{s.base}[{index}] = {atom(s.value)}")
         if s.base in self.a.active:
-            w.line(f"{self.dot(s.base)}[{index}] = {self.dot(s.value.name) if self.active(s.value) else '0.0'}")
+            dot = self.dot(s.value.name) if self.active(s.value) else "0.0"
+            if s.base in self.a.run_time_dtype:  # an integer dtype truncates the value: no derivative then
+                dot = f"if_inexact({dot}, {s.base})"
+            w.line(f"{self.dot(s.base)}[{index}] = {dot}")
 
     # -------------------------------------------------------------- function
     def generate(self, wrt: list[str]) -> tuple[str, str]:

@@ -322,6 +322,8 @@ class ReverseGen:
             slot = f"{self.bar(s.base)}[{index_text(s.index)}]"
             v = s.value
             read = f"mask_last({slot}, {index_value_text(s.index)})" if a.fancy(s.index) else slot
+            if s.base in a.run_time_dtype:  # an integer dtype truncates the value: no derivative then
+                read = f"if_inexact({read}, {s.base})"
             if isinstance(v, Var) and v.name in a.active:  # repeated indices: only the last write counts
                 slot = read
                 if v.name in a.direct:

@@ -171,6 +171,17 @@ def number_like_rule(g, out, value, like):
     return if_inexact(unbroadcast(g, value), like), None
 
 
+def if_inexact_tangent(g, out, x, like):
+    return if_inexact(g, like), None
+
+
+# the derivative of a value stored into an array whose dtype is known at run time (analyze.run_time_dtype)
+@defrule(if_inexact, name="if_inexact", elementwise=False, shape_only=(1,), tangent=if_inexact_tangent,
+         checks=[Check("if_inexact(a, b)", shapes=(((3,), (3,)), ((), (2,))))])
+def if_inexact_rule(g, out, x, like):
+    return if_inexact(unbroadcast(g, out), like), None
+
+
 def broadcast_to_tangent(g, out, x, shape):
     return np.broadcast_to(g, shape), None
 
