@@ -209,6 +209,23 @@ def test_numpy_functions_written_out(f, backend):
     derivatives_match(f, Y, backend)
 
 
+def weighted_covariance(y):
+    return np.sum(np.cov(y.reshape(3, 4), aweights=WEIGHTS[:4]))
+
+
+def sorted_cube(y):
+    return np.sum(np.sort(y.reshape(2, 3, 2)) * y.reshape(2, 3, 2))
+
+
+@pytest.mark.parametrize("f, message", [(weighted_covariance, r"np\.cov with fweights=, aweights= or dtype="),
+                                        (sorted_cube, r"np\.sort of an array of more than two axes")])
+def test_what_a_written_out_function_leaves_out_is_refused_at_the_call(f, message):
+    """It raised a NotImplementedError, with no line, when the generated code ran."""
+    with pytest.raises(s2sad.UnsupportedError, match=message + " is not supported") as info:
+        s2sad.grad(f, backend="python")(Y)
+    assert "test_numpy_spellings.py" in str(info.value) and "@s2sad.custom_vjp" in str(info.value)
+
+
 def stored_in_a_run_time_dtype(x, k):
     out = np.empty(3, dtype=k.dtype)
     like = np.zeros_like(k)

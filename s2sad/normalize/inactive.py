@@ -22,7 +22,7 @@ from s2sad.normalize.calls import _gufunc_layout, _output_argument
 from s2sad.normalize.state import _NOT_STATIC, RaisesHere
 from s2sad.normalize.static import _draws, _evaluate, _module_of, _pure
 from s2sad.normalize.syntax import _dotted, _fills
-from s2sad.normalize.tables import BUILTIN_HINTS, DRAW_HINT, HINT_RULE
+from s2sad.normalize.tables import BUILTIN_HINTS, DRAW_HINT, HINT_RULE, STAND_IN_HINT
 
 
 class InactiveMixin:
@@ -107,6 +107,9 @@ class InactiveMixin:
         if call is not None and any(a.keyword is not None or a.star for a in call.args):
             raise self.err(call, "exception arguments must be positional", 'raise ValueError("message")')
         args = tuple(Const(self.message(a.value)) for a in call.args) if call is not None else ()
+        if cls is NotImplementedError and self.stand_in_call and not self.nested and args:
+            caller, at = self.stand_in_call  # what s2sad writes the call out as always refuses it: say so now
+            raise caller.err(at, f"{args[0].value.removeprefix('s2sad: ')} is not supported", STAND_IN_HINT)
         rule = self.exception_rule(node.exc, cls)
         out.append(Effect(Prim(rule, args, (), rule.spelled), self.loc, raises=True))
 

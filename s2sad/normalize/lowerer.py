@@ -78,6 +78,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
     arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
     outer_conditional: bool = False  # inlined at a call that runs conditionally or repeatedly
+    stand_in_call: tuple | None = None  # (caller, call node) of the NumPy call a stand-in of rules.inlined lowers
 
     # ---------------------------------------------------------------- helpers
     def err(self, node, message, hint=""):
@@ -235,6 +236,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
                          hidden=self.hidden, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
                          arguments=self.arguments, outer_conditional=self.conditional())
         callee.loc = self.loc
+        callee.stand_in_call = self.stand_in_call or ((self, node) if _is_stand_in(fn) else None)
         try:
             args = self.with_hidden(fn, args)
             bound = _bind(fn, args, kwargs)
@@ -575,3 +577,8 @@ def _bind(fn, args, kwargs) -> dict:
                 gencache.note(fn, name, _NOT_STATIC)  # a default is no name a later process can look up
                 bound.arguments[name] = StaticRef(default, Hidden(fn, (("default", name),)))
     return dict(bound.arguments)
+
+
+def _is_stand_in(fn) -> bool:
+    """Is `fn` one of the functions s2sad writes NumPy and SciPy functions out as (rules/inlined.py)?"""
+    return getattr(fn, "__module__", None) == rules.inlined.__name__

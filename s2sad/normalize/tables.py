@@ -97,6 +97,11 @@ METHOD_HINT = (f"s2sad knows the array methods .{', .'.join(sorted(METHODS))} an
                "instead (`np.sort(x)` for `x.sort()`), or a function of your own")
 
 
+STAND_IN_HINT = ("s2sad writes this function out with NumPy functions it differentiates, for its common arguments "
+                 "only: compute it another way (np.moveaxis, a reshape, a loop), or wrap the call in a function "
+                 "decorated with @s2sad.custom_vjp (give the cotangent)")
+
+
 DRAW_HINT = ("a random draw has no derivative with respect to its parameters: draw from constants and transform "
              "the draw, e.g. `mu + sigma * np.random.normal(0.0, 1.0, n)`")
 
