@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit, types
 from numba.core.errors import TypingError
 from numba.extending import overload
+from numba.np.numpy_support import as_dtype
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from .core import (_is_none_type, _is_scalar_type, _nb_adj_dtype, _nb_adj_of, _nb_adj_scalar,
@@ -39,6 +40,8 @@ __all__ = [
     "atleast_3d",
     "as_float",
     "as_float32",
+    "number_like",
+    "if_inexact",
     "only_item",
     "item_adjoint",
     "diag_adjoint",
@@ -417,6 +420,35 @@ def _ol_as_float(x):
         return lambda x: float(x)
     _require_array("as_float", x)
     return lambda x: x.astype(np.float64)
+
+
+def number_like(value, like):
+    """`like.dtype.type(value)`: `value` as a number of the dtype of `like` (an array or a NumPy number)."""
+    return np.result_type(like).type(value)
+
+
+def _nb_dtype_of(like):
+    """numba: the NumPy dtype of the items of `like`, an array or a number."""
+    return as_dtype(like.dtype if isinstance(like, types.Array) else like)
+
+
+@overload(number_like)
+def _ol_number_like(value, like):
+    kind = _nb_dtype_of(like).type
+    return lambda value, like: kind(value)
+
+
+def if_inexact(g, like):
+    """`g` where `like` holds floats, else zero: the derivative of number_like(value, like), which truncates
+    `value` to an integer or bool dtype."""
+    return g if np.result_type(like).kind in "fc" else 0.0 * g
+
+
+@overload(if_inexact)
+def _ol_if_inexact(g, like):
+    if _nb_dtype_of(like).kind in "fc":
+        return lambda g, like: g
+    return lambda g, like: 0.0 * g
 
 
 def only_item(x):
