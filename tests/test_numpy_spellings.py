@@ -197,8 +197,8 @@ def selections(y):
 
 def matrix_norms(y):
     a = y.reshape(3, 4)
-    return (np.linalg.norm(a, ord=1) + np.linalg.norm(a, np.inf) + np.linalg.norm(a, ord=-np.inf) + np.linalg.norm(a, -1)
-            + np.sum(np.linalg.norm(a, np.inf, keepdims=True) * 2.0) + np.linalg.norm(a[0], 1)
+    return (np.linalg.norm(a, ord=1) + np.linalg.norm(a, np.inf) + np.linalg.norm(a, ord=-np.inf)
+            + np.linalg.norm(a, -1) + np.sum(np.linalg.norm(a, np.inf, keepdims=True) * 2.0) + np.linalg.norm(a[0], 1)
             + np.linalg.norm(a[1], ord=np.inf))
 
 

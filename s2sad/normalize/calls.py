@@ -264,7 +264,8 @@ class CallsMixin:
             node, leading = self.operand_lowered(node, leading, out)
             if keywords & {"axis1", "axis2"} or (self.known_rank(leading[0]) or 2) > 2:  # not a matrix's diagonal
                 return self.inline(node, inlined.trace, leading, out, target)
-        if fn is np.linalg.norm and "axis" not in keywords and self.static_number(_norm_ord(node, leading)) in _SUMS_ORDS:
+        if fn is np.linalg.norm and "axis" not in keywords and \
+                self.static_number(_norm_ord(node, leading)) in _SUMS_ORDS:
             node, leading = self.operand_lowered(node, leading, out)
             if self.known_rank(leading[0]) == 2:  # a matrix's largest or smallest column or row sum
                 return self.inline(node, inlined.norm_of_sums, leading, out, target)
