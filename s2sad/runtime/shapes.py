@@ -440,14 +440,17 @@ def _ol_number_like(value, like):
 def if_inexact(g, like):
     """`g` where `like` holds floats, else zero: the derivative of number_like(value, like), which truncates
     `value` to an integer or bool dtype."""
-    return g if np.result_type(like).kind in "fc" else 0.0 * g
+    return g if np.result_type(like).kind in "fc" else np.zeros_like(g)[()]  # zeros even where g is inf or nan
 
 
 @overload(if_inexact)
 def _ol_if_inexact(g, like):
     if _nb_dtype_of(like).kind in "fc":
         return lambda g, like: g
-    return lambda g, like: 0.0 * g
+    if isinstance(g, types.Array):
+        return lambda g, like: np.zeros_like(g)
+    zero = as_dtype(g).type(0)
+    return lambda g, like: zero
 
 
 def only_item(x):
