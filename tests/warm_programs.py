@@ -21,7 +21,7 @@ def common() -> None:
     rng = np.random.default_rng(0)
     w, x, b, v = np.full(3, 0.1), rng.normal(size=(4, 3)), np.full(3, 0.2), np.linspace(0.1, 1.0, 5)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba's note that -O0 code cannot be cached
+        warnings.simplefilter("ignore")  # numba's performance notes: the warm-up times nothing
         for backend in ("python", "numba"):
             s2sad.grad(loss, backend=backend)(w, x)
         s2sad.grad(bias, argnums=(0, 1))(w, b, x)  # a broadcast summed back to a vector
