@@ -2375,3 +2375,50 @@ def test_a_run_time_list_comprehension_read_only_by_numpy_is_an_array(backend):
     assert_close(s2sad.grad(_shoelace_from_lists, backend=backend)(face), fd_grad(_shoelace_from_lists, (face,), 0))
     with pytest.raises(s2sad.UnsupportedError, match="length is only known at run time"):
         s2sad.grad(_joined_lists, backend=backend)(face)
+
+
+# ---- real code, batch 13: numba kernels copied verbatim ------------------------------------------------------------
+
+
+@numba.njit
+def _bernoulli_log_pdf(y, prob):  # bambinos/kulprit's projection likelihoods
+    if prob in (0, 1):
+        return -np.inf
+    else:
+        return y * np.log(prob) + (1 - y) * np.log(1 - prob)
+
+
+@numba.njit
+def _bernoulli_neg_llk(points, probs):
+    llk = 0
+    for (
+        y,
+        p,
+    ) in zip(points, probs):
+        llk -= _bernoulli_log_pdf(y, p)
+    return llk
+
+
+def _kept_unless_listed(x, v):
+    total = 0.0
+    for e in v:
+        if e not in (1.0, x):  # an item equal to the run-time x is left out
+            total += e * x
+        elif e in [2.0, 3.0]:
+            total += 100.0
+    return total
+
+
+def test_in_of_a_number_and_a_tuple_of_numbers_tests_each_item(backend):
+    # `prob in (0, 1)` was refused: only `in` decided when the code is generated was taken
+    points, probs = np.array([1, 0, 1, 1]), np.array([0.2, 0.4, 0.6, 0.3])
+    g = s2sad.grad(_bernoulli_neg_llk, argnums=1, backend=backend)(points, probs)
+    assert_close(g, fd_grad(_bernoulli_neg_llk.py_func, (points, probs), 1))
+    v = np.array([1.0, 0.5, 2.0, 0.3])
+    gx, gv = s2sad.grad(_kept_unless_listed, argnums=(0, 1), backend=backend)(0.3, v)
+    assert_close(gx, 0.5 + 2.0, rtol=1e-12)  # 1.0 and 0.3 (= x) are left out
+    assert_close(gv, [0.0, 0.3, 0.3, 0.0], rtol=1e-12)
+    assert_close(s2sad.grad(_kept_unless_listed, backend=backend)(0.7, v), 0.5 + 2.0 + 0.3, rtol=1e-12)
+    with pytest.raises(s2sad.UnsupportedError, match="`in` is supported of a number and a tuple or list of numbers"):
+        s2sad.grad(lambda x, v: x if v in (0.0, 1.0) else 2 * x, backend=backend)(0.3, v)
+
