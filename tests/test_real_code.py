@@ -2551,3 +2551,20 @@ def test_a_helper_writes_into_a_row_or_column_of_the_callers_array(backend):
     m = np.random.default_rng(9).normal(size=(3, 3))
     assert_close(s2sad.grad(_written_through_a_column, backend=backend)(m), fd_grad(_written_through_a_column, (m,), 0))
 
+
+def _per_block(x, b):
+    n_blocks = -(-x.shape[0] // 3)  # ceil division
+    return np.sum(x) * n_blocks + b ** -(x[0] * x[1])
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_per_block, (np.array([0.5, 1.5, 2.0, 0.25]), 1.7)),  # -(-n // 3) was folded into (-(-n)) // 3: silently wrong
+], ids=["ceil_division"])
+def test_batch13_kernels_match_finite_differences(fn, args, backend):
+    value, g = s2sad.value_and_grad(fn, argnums=tuple(range(len(args))), backend=backend)(*args)
+    assert_close(value, fn(*args), rtol=1e-12)
+    for i in range(len(args)):
+        assert_close(g[i], fd_grad(fn, args, i))
+    direction = tuple(np.cos(np.arange(np.size(a)) + 1.0).reshape(np.shape(a)) for a in args)
+    _, t = s2sad.jvp(fn, args, direction, backend=backend)
+    assert_close(t, fd_directional(fn, args, direction))
