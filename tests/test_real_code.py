@@ -2552,14 +2552,33 @@ def test_a_helper_writes_into_a_row_or_column_of_the_callers_array(backend):
     assert_close(s2sad.grad(_written_through_a_column, backend=backend)(m), fd_grad(_written_through_a_column, (m,), 0))
 
 
+@numba.njit
+def fun_LAGRANGE_SODE(t,y, O, I):  # a metapopulation SIR package's Lagrangian movement term
+
+    K = I.shape[0]
+    y = np.resize(y, (K,K))
+    new_y = np.zeros((K,K), dtype=float)
+    for i in range(K):
+        for j in range(K):
+            new_y[i,i] += I[i,j] * y[i,j] - O[i,j] * y[i,i]
+            if i != j:
+                new_y[i,j] = O[i,j] * y[i,i] - I[i,j] * y[i,j]
+    return new_y.flatten()
+
+
+def _lagrange_flows(y, O, I):
+    return np.sum(np.sin(fun_LAGRANGE_SODE(0.0, y, O, I))) + np.sum(np.resize(y, 11) ** 2)
+
+
 def _per_block(x, b):
     n_blocks = -(-x.shape[0] // 3)  # ceil division
     return np.sum(x) * n_blocks + b ** -(x[0] * x[1])
 
 
 @pytest.mark.parametrize("fn, args", [
+    (_lagrange_flows, (np.linspace(0.1, 0.9, 9), np.eye(3) + 0.2, np.full((3, 3), 0.3))),
     (_per_block, (np.array([0.5, 1.5, 2.0, 0.25]), 1.7)),  # -(-n // 3) was folded into (-(-n)) // 3: silently wrong
-], ids=["ceil_division"])
+], ids=["np_resize", "ceil_division"])
 def test_batch13_kernels_match_finite_differences(fn, args, backend):
     value, g = s2sad.value_and_grad(fn, argnums=tuple(range(len(args))), backend=backend)(*args)
     assert_close(value, fn(*args), rtol=1e-12)
