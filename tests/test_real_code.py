@@ -2538,6 +2538,16 @@ def _written_through_a_column(m):
     return np.sum(c * m) + np.sum(col)
 
 
+def _set_second(col, x):
+    col[1] = x * 2.0
+
+
+def _into_part_of_a_column(m):
+    c = m * 1.0
+    _set_second(c[1:3, 0], m[0, 0])  # a view with bounds: refused, named as the helper spells it
+    return np.sum(c * m)
+
+
 def test_a_helper_writes_into_a_row_or_column_of_the_callers_array(backend):
     # flare's spline fit hands coefs[:, iy] and coefs[ix, :] to a helper that writes each item: refused as a write
     # through another name for an array
@@ -2550,6 +2560,8 @@ def test_a_helper_writes_into_a_row_or_column_of_the_callers_array(backend):
     assert_close(t, fd_directional(_spline_energy, (data, dinv), (direction, np.zeros(2))))
     m = np.random.default_rng(9).normal(size=(3, 3))
     assert_close(s2sad.grad(_written_through_a_column, backend=backend)(m), fd_grad(_written_through_a_column, (m,), 0))
+    with pytest.raises(s2sad.UnsupportedError, match="in-place write to `col`"):
+        s2sad.grad(_into_part_of_a_column, backend=backend)(m)
 
 
 @numba.njit

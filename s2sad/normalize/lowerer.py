@@ -412,6 +412,8 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             value = bound[p.name.value] if bound is not None else None
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
+                if value.name in self.temps:  # `fill(c[:, j])`: messages name the parameter, not the temporary
+                    self.spelled.setdefault(value.name, p.name.value)
                 if value.name in self.views:
                     self.passed_views.add(p.name.value)
                 continue
