@@ -1,5 +1,6 @@
 """Plumbing real kernels are written with (npbench, polybench, numba-examples shapes), against finite differences."""
 
+import collections
 import copy
 import dataclasses
 import enum
@@ -12,6 +13,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.special
 
 import s2sad
 from helpers import assert_close, fd_directional, fd_grad
@@ -2640,3 +2642,91 @@ def test_a_loop_over_a_string_known_when_the_code_is_generated_runs_once_per_cha
     g = s2sad.grad(_kde_log_likelihood, argnums=(0, 1), backend=backend)(data, points)
     for i in (0, 1):
         assert_close(g[i], fd_grad(_kde_log_likelihood, (data, points), i))
+
+
+_ECONVERGED = 0  # QuantEcon's optimize.root_finding.newton, with the namedtuple it returns
+_ECONVERR = -1
+results = collections.namedtuple('results', 'root function_calls iterations converged')
+
+
+@numba.njit
+def _results(r):
+    r"""Select from a tuple of(root, funccalls, iterations, flag)"""
+    x, funcalls, iterations, flag = r
+    return results(x, funcalls, iterations, flag == 0)
+
+
+@numba.njit
+def newton(func, x0, fprime, args=(), tol=1.48e-8, maxiter=50,
+           disp=True):
+    if tol <= 0:
+        raise ValueError("tol is too small <= 0")
+    if maxiter < 1:
+        raise ValueError("maxiter must be greater than 0")
+    # Convert to float (don't use float(x0); this works also for complex x0)
+    p0 = 1.0 * x0
+    funcalls = 0
+    status = _ECONVERR
+
+    # Newton-Raphson method
+    for itr in range(maxiter):
+        # first evaluate fval
+        fval = func(p0, *args)
+        funcalls += 1
+        # If fval is 0, a root has been found, then terminate
+        if fval == 0:
+            status = _ECONVERGED
+            p = p0
+            itr -= 1
+            break
+        fder = fprime(p0, *args)
+        funcalls += 1
+        # derivative is zero, not converged
+        if fder == 0:
+            p = p0
+            break
+        newton_step = fval / fder
+        # Newton step
+        p = p0 - newton_step
+        if abs(p - p0) < tol:
+            status = _ECONVERGED
+            break
+        p0 = p
+
+    if disp and status == _ECONVERR:
+        msg = "Failed to converge"
+        raise RuntimeError(msg)
+
+    return _results((p, funcalls, itr + 1, status))
+
+
+@numba.njit
+def _cubic(x, a):
+    return x ** 3 - a
+
+
+@numba.njit
+def _cubic_prime(x, a):
+    return 3 * x ** 2
+
+
+def _cube_root(a):
+    return newton(_cubic, 1.0, _cubic_prime, args=(a,)).root
+
+
+@numba.vectorize(nopython=True)
+def gammaln(x):  # QuantEcon's quad.py
+    return math.lgamma(x)
+
+
+def _gamma_log_likelihood(shape, x):
+    return np.sum((shape - 1.0) * np.log(x) - x - gammaln(shape))
+
+
+def test_a_field_of_the_namedtuple_a_call_returns_and_math_lgamma(backend):
+    # `newton(...).root` was refused (a Record used as a number); math.lgamma of a differentiated value had no rule
+    a = 2.0
+    assert_close(s2sad.grad(_cube_root, backend=backend)(a), 1.0 / (3.0 * a ** (2.0 / 3.0)), rtol=1e-7)
+    x = np.array([0.5, 1.7, 2.2, 0.9])
+    g = s2sad.grad(_gamma_log_likelihood, backend=backend)(2.5, x)
+    assert_close(g, np.sum(np.log(x)) - x.size * scipy.special.digamma(2.5), rtol=1e-10)

@@ -420,7 +420,13 @@ class ExpressionsMixin:
             return folded
         if isinstance(self.tree_of(node.value), Record):
             return self.record_field(node)
-        base = self.expr(node.value, out)
+        if isinstance(node.value, cst.Call):  # `newton(f, x0, fprime).root`: a field of the namedtuple a call returns
+            made = self.value(node.value, out)
+            if isinstance(made, Record):
+                return self.record_field(node, made)
+            base = made if not is_tree(made) else self.expr(node.value, out)
+        else:
+            base = self.expr(node.value, out)
         attr = node.attr.value
         if attr == "ndim":
             return self.ndim_of(base, out, target)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import copy_adj, math_factorial, np_clip, np_heaviside, np_where, stop_gradient
+from s2sad.runtime import copy_adj, math_factorial, np_clip, np_heaviside, np_where, sp_digamma, stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
 SCALAR = ((),)
@@ -217,6 +217,12 @@ def erf(g, out, x):
 @defrule(math.erfc, costly=True, cuda="math.erfc", checks=[Check("math.erfc(a)", shapes=SCALAR)])
 def erfc(g, out, x):
     return (g * -1.1283791670955126 * np.exp(-x * x),)
+
+
+# d/dx lgamma(x) = digamma(x), scipy.special.gammaln's derivative (a Gamma or Beta likelihood's normalizer)
+@defrule(math.lgamma, costly=True, singular=True, checks=[Check("math.lgamma(a)", "positive", shapes=SCALAR)])
+def lgamma(g, out, x):
+    return (g * sp_digamma(x),)
 
 
 # --- piecewise: abs, copysign, max/min, clip, remainders -----------------------------------------
