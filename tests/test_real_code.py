@@ -2730,3 +2730,35 @@ def test_a_field_of_the_namedtuple_a_call_returns_and_math_lgamma(backend):
     x = np.array([0.5, 1.7, 2.2, 0.9])
     g = s2sad.grad(_gamma_log_likelihood, backend=backend)(2.5, x)
     assert_close(g, np.sum(np.log(x)) - x.size * scipy.special.digamma(2.5), rtol=1e-10)
+
+
+@numba.njit(cache=True, fastmath=True)  # a Heston/Bates calibration package's common-random-numbers kernel
+def generate_heston_paths_crn(S0, r, q, v0, kappa, theta, xi, rho, T, n_paths, n_steps, noise_matrix):
+    dt, sqrt_dt = T / n_steps, np.sqrt(T / n_steps)
+    c1, c2 = rho, np.sqrt(1 - rho**2)
+    
+    prices = np.zeros((n_paths, n_steps + 1)); prices[:, 0] = S0
+    cv, cs = np.full(n_paths, v0), np.full(n_paths, S0)
+    
+    for j in range(n_steps):
+        Z1, Z2 = noise_matrix[0, j], noise_matrix[1, j]
+        vt = np.maximum(cv, 0.0) 
+        cs *= np.exp((r - q - 0.5 * vt) * dt + np.sqrt(vt) * sqrt_dt * Z1)
+        cv += kappa * (theta - vt) * dt + xi * np.sqrt(vt) * sqrt_dt * (c1 * Z1 + c2 * Z2)
+        prices[:, j + 1] = cs
+        
+    return prices
+
+
+def _heston_call(v0, xi, noise):
+    paths = generate_heston_paths_crn(100.0, 0.02, 0.0, v0, 1.5, 0.05, xi, -0.6, 1.0, 6, 5, noise)
+    return np.mean(np.maximum(paths[:, -1] - 95.0, 0.0)) + np.mean(np.clip(paths, 90.0, 110.0))
+
+
+def test_a_variance_truncated_at_zero_sends_no_nan_back_through_its_square_root(backend):
+    # full truncation, np.sqrt(np.maximum(v, 0.0)): where v < 0 the square root's infinite slope at 0 met
+    # maximum's zero share as inf * 0, and the whole gradient was nan
+    noise = np.random.default_rng(0).normal(size=(2, 5, 6))
+    g = s2sad.grad(_heston_call, argnums=(0, 1), backend=backend)(0.04, 0.9, noise)
+    for i in (0, 1):
+        assert_close(g[i], fd_grad(_heston_call, (0.04, 0.9, noise), i))
