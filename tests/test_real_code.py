@@ -2762,3 +2762,49 @@ def test_a_variance_truncated_at_zero_sends_no_nan_back_through_its_square_root(
     g = s2sad.grad(_heston_call, argnums=(0, 1), backend=backend)(0.04, 0.9, noise)
     for i in (0, 1):
         assert_close(g[i], fd_grad(_heston_call, (0.04, 0.9, noise), i))
+
+
+@numba.njit(cache=True, fastmath=True)  # the same package's Bates (Heston with jumps) kernel
+def generate_bates_paths_crn(S0, r, q, v0, kappa, theta, xi, rho, lamb, mu_j, sigma_j, T, n_paths, n_steps, noise_matrix):
+    dt, sqrt_dt = T / n_steps, np.sqrt(T / n_steps)
+    c1, c2 = rho, np.sqrt(1 - rho**2)
+    k_bar = np.exp(mu_j + 0.5 * sigma_j**2) - 1
+    drift_corr = lamb * k_bar
+    
+    prices = np.zeros((n_paths, n_steps + 1)); prices[:, 0] = S0
+    cv, cs = np.full(n_paths, v0, dtype=np.float64), np.full(n_paths, S0, dtype=np.float64)
+    lam_dt, en_lam = lamb * dt, np.exp(-lamb * dt)
+    
+    for j in range(n_steps):
+        Z1, Z2, Uj, Zs = noise_matrix[0, j, :n_paths], noise_matrix[1, j, :n_paths], noise_matrix[2, j, :n_paths], noise_matrix[3, j, :n_paths]
+        vt = np.maximum(cv, 0.0)
+        cv += kappa * (theta - vt) * dt + xi * np.sqrt(vt) * sqrt_dt * (c1 * Z1 + c2 * Z2)
+        db, diff = (r - q - 0.5 * vt - drift_corr) * dt, np.sqrt(vt) * sqrt_dt * Z1
+        
+        for i in range(n_paths):
+            u, nj, pp = Uj[i], 0, en_lam
+            sp = pp
+            while u > sp and nj < 10:
+                nj += 1
+                pp *= lam_dt / nj
+                sp += pp
+            jm = nj * mu_j + np.sqrt(float(nj)) * sigma_j * Zs[i] if nj > 0 else 0.0
+            cs[i] *= np.exp(db[i] + diff[i] + jm)
+        prices[:, j + 1] = cs
+    return prices
+
+
+def _bates_mean(v0, kappa, xi, noise):
+    paths = generate_bates_paths_crn(100.0, 0.02, 0.0, v0, kappa, 0.04, xi, -0.5, 0.8, -0.05, 0.1, 1.0, 6, 5, noise)
+    return np.mean(paths[:, -1])
+
+
+def test_a_value_recomputed_in_the_reverse_sweep_reads_its_operands_as_they_were(backend):
+    # vt = np.maximum(cv, 0.0) was recomputed for np.sqrt(vt)'s adjoint after cv += ... had changed cv (the
+    # adjoint of the per-path loop below read it): the gradients of kappa and xi were silently wrong, or nan
+    rng = np.random.default_rng(1)
+    noise = np.concatenate([rng.normal(size=(2, 5, 6)), rng.uniform(size=(1, 5, 6)), rng.normal(size=(1, 5, 6))])
+    args = (0.04, 1.5, 0.3, noise)
+    g = s2sad.grad(_bates_mean, argnums=(0, 1, 2), backend=backend)(*args)
+    for i in range(3):
+        assert_close(g[i], fd_grad(_bates_mean, args, i))
