@@ -424,7 +424,7 @@ class ExpressionsMixin:
             made = self.value(node.value, out)
             if isinstance(made, Record):
                 return self.record_field(node, made)
-            base = made if not is_tree(made) else self.expr(node.value, out)
+            base = self.refuse_non_atom(node.value, made)
         else:
             base = self.expr(node.value, out)
         attr = node.attr.value
