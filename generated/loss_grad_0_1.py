@@ -62,7 +62,7 @@ def loss_grad(W, b, inputs, targets):
     # label_probs = preds * targets + (1 - preds) * (1 - targets)
     mul2_bar = label_probs_bar
     mul3_bar = label_probs_bar
-    preds_bar = unbroadcast(-mul3_bar * sub2, preds)
+    preds_bar = unbroadcast(-(mul3_bar * sub2), preds)
     preds_bar += unbroadcast(mul2_bar * targets, preds_bar)
     # preds = sigmoid(inputs @ W + b)
     sigmoid_out_bar = preds_bar

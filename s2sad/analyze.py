@@ -391,12 +391,14 @@ class Analysis:
 
     def last_replay_point(self, name, cands, block, memo: dict) -> int:
         """Position of the last statement whose adjoint recomputes `name`: one that reads it backwards,
-        or that replays another candidate computed from it. Its operands must not change before there.
+        or that replays another candidate computed from it (at the latest where that one's own adjoint reads
+        it back, as np.sqrt's and np.exp's do). Its operands must not change before there.
         (Uses whose adjoints ignore the value, like `u = u + k` for k, do not count: RK4's stages
         replay instead of filling five tapes per step.) Candidates only feed later statements of
         their block, so the recursion ends; `memo` keeps it linear."""
         if name not in memo:
-            last = -1  # never recomputed
+            own = cands.get(name)  # `e = np.exp(a)`: its own adjoint reads `e`, recomputed there
+            last = _position(block, own) if own is not None and name in self.reverse_reads(own) else -1
             for u in self.uses.get(name, []):
                 if name in self.reverse_reads(u):
                     last = max(last, _position(block, u))

@@ -103,6 +103,7 @@ class _Program:
     guards: dict = field(default_factory=dict)  # id(stmt) -> {exit flag: position of an `if` skipping it once set}
     exits_set: list = field(default_factory=list)  # (flag, Assign setting it) for each `return`
     owner: dict = field(default_factory=dict)  # id(block) -> the compound statement it belongs to
+    following: dict = field(default_factory=dict)  # id(stmt) -> the statement after it in its block
 
     def __post_init__(self):
         self._index(self.fn.body, (), (), {})
@@ -135,6 +136,7 @@ class _Program:
 
     def _index(self, block, loops, blocks, guards):
         blocks = blocks + (id(block),)
+        self.following.update((id(s), t) for s, t in zip(block, block[1:]))
         for s in block:
             self.order[id(s)] = len(self.order)
             self.loops[id(s)] = loops
@@ -232,6 +234,8 @@ class _Program:
         current = write.base if isinstance(write, Store) else write.target
         reached = self._sources(name)
         for other in sorted(n for n in self.arrays if self._find(n) == self._find(name) and n != current):
+            if self._read_again(other, write):
+                continue
             for bound in self.defs.get(other, []) + ([None] if other in self.fn.params else []):
                 if other not in reached and self._own_memory(bound) or self._renewed_between(name, bound, write):
                     continue  # `u = u0 * 1.0` then `u = out` each pass: `out`'s memory is never that first array
@@ -239,6 +243,13 @@ class _Program:
                     if read is not write and self._reads_after(bound, write, read) \
                             and not self._bound_again_between(other, write, read) and not self._exclusive(bound, write):
                         raise self._error(write, name, other, bound, read)
+
+    def _read_again(self, name: str, write) -> bool:
+        """Is `name` bound again right after `write`, to what it views read anew (lowering reads a view back
+        after a write through it, `col = m[:, j]` after `m[k, j] = v`): every later read sees the new values."""
+        after = self.following.get(id(write))
+        return isinstance(after, Assign) and after.target == name and isinstance(after.value, Load) \
+            and isinstance(write, Store) and after.value.base.name == write.base
 
     def _sources(self, name: str) -> set[str]:
         """The names whose memory `name` may hold: those it is bound to as a copy, a view, a row (`m[i]`)

@@ -365,6 +365,10 @@ def test_single_use_arithmetic_folds_into_its_use_with_the_parentheses_it_needs(
     assert fuse_elementwise(["    t = a - b", "    w = c - t"], TEMPS) == ["    w = c - (a - b)"]
     assert fuse_elementwise(["    t = a * b", "    w = c / t"], TEMPS) == ["    w = c / (a * b)"]
     assert fuse_elementwise(["    t = -a", "    w = t ** 2"], TEMPS) == ["    w = (-a) ** 2"]
+    # after a sign: -(a // b) is not (-a) // b, nor x ** -(a * b) (x ** -a) * b
+    assert fuse_elementwise(["    t = a // b", "    w = -t"], TEMPS) == ["    w = -(a // b)"]
+    assert fuse_elementwise(["    t = a * b", "    w = x ** -t"], TEMPS) == ["    w = x ** -(a * b)"]
+    assert fuse_elementwise(["    t = a % b", "    w = c - t"], TEMPS) == ["    w = c - a % b"]
 
 
 @pytest.mark.parametrize("lines", [

@@ -1,5 +1,6 @@
 """Plumbing real kernels are written with (npbench, polybench, numba-examples shapes), against finite differences."""
 
+import collections
 import copy
 import dataclasses
 import enum
@@ -12,6 +13,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.special
 
 import s2sad
 from helpers import assert_close, fd_directional, fd_grad
@@ -2375,3 +2377,434 @@ def test_a_run_time_list_comprehension_read_only_by_numpy_is_an_array(backend):
     assert_close(s2sad.grad(_shoelace_from_lists, backend=backend)(face), fd_grad(_shoelace_from_lists, (face,), 0))
     with pytest.raises(s2sad.UnsupportedError, match="length is only known at run time"):
         s2sad.grad(_joined_lists, backend=backend)(face)
+
+
+# ---- real code, batch 13: numba kernels copied verbatim ------------------------------------------------------------
+
+
+@numba.njit
+def _bernoulli_log_pdf(y, prob):  # bambinos/kulprit's projection likelihoods
+    if prob in (0, 1):
+        return -np.inf
+    else:
+        return y * np.log(prob) + (1 - y) * np.log(1 - prob)
+
+
+@numba.njit
+def _bernoulli_neg_llk(points, probs):
+    llk = 0
+    for (
+        y,
+        p,
+    ) in zip(points, probs):
+        llk -= _bernoulli_log_pdf(y, p)
+    return llk
+
+
+def _kept_unless_listed(x, v):
+    total = 0.0
+    for e in v:
+        if e not in (1.0, x):  # an item equal to the run-time x is left out
+            total += e * x
+        elif e in [2.0, 3.0]:
+            total += 100.0
+    return total
+
+
+def test_in_of_a_number_and_a_tuple_of_numbers_tests_each_item(backend):
+    # `prob in (0, 1)` was refused: only `in` decided when the code is generated was taken
+    points, probs = np.array([1, 0, 1, 1]), np.array([0.2, 0.4, 0.6, 0.3])
+    g = s2sad.grad(_bernoulli_neg_llk, argnums=1, backend=backend)(points, probs)
+    assert_close(g, fd_grad(_bernoulli_neg_llk.py_func, (points, probs), 1))
+    v = np.array([1.0, 0.5, 2.0, 0.3])
+    gx, gv = s2sad.grad(_kept_unless_listed, argnums=(0, 1), backend=backend)(0.3, v)
+    assert_close(gx, 0.5 + 2.0, rtol=1e-12)  # 1.0 and 0.3 (= x) are left out
+    assert_close(gv, [0.0, 0.3, 0.3, 0.0], rtol=1e-12)
+    assert_close(s2sad.grad(_kept_unless_listed, backend=backend)(0.7, v), 0.5 + 2.0 + 0.3, rtol=1e-12)
+    with pytest.raises(s2sad.UnsupportedError, match="`in` is supported of a number and a tuple or list of numbers"):
+        s2sad.grad(lambda x, v: x if v in (0.0, 1.0) else 2 * x, backend=backend)(0.3, v)
+
+
+basis = np.array([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0, 0.0])  # mir-group/flare's cubic spline coefficients (mgp)
+
+
+@numba.njit(cache=True)
+def solve_deriv_interp_1d(bands, coefs):
+
+    M = coefs.shape[0] - 2
+
+    # Solve interpolating equations
+    # First and last rows are different
+
+    bands[0, 1] /= bands[0, 0]
+    bands[0, 2] /= bands[0, 0]
+    bands[0, 3] /= bands[0, 0]
+    bands[0, 0] = 1.0
+    bands[1, 1] -= bands[1, 0] * bands[0, 1]
+    bands[1, 2] -= bands[1, 0] * bands[0, 2]
+    bands[1, 3] -= bands[1, 0] * bands[0, 3]
+    bands[0, 0] = 0.0
+    bands[1, 2] /= bands[1, 1]
+    bands[1, 3] /= bands[1, 1]
+    bands[1, 1] = 1.0
+
+    # Now do rows 2 through M+1
+    for row in range(2, M + 1):
+        bands[row, 1] -= bands[row, 0] * bands[row - 1, 2]
+        bands[row, 3] -= bands[row, 0] * bands[row - 1, 3]
+        bands[row, 2] /= bands[row, 1]
+        bands[row, 3] /= bands[row, 1]
+        bands[row, 0] = 0.0
+        bands[row, 1] = 1.0
+
+    # Do last row
+    bands[M + 1, 1] -= bands[M + 1, 0] * bands[M - 1, 2]
+    bands[M + 1, 3] -= bands[M + 1, 0] * bands[M - 1, 3]
+    bands[M + 1, 2] -= bands[M + 1, 1] * bands[M, 2]
+    bands[M + 1, 3] -= bands[M + 1, 1] * bands[M, 3]
+    bands[M + 1, 3] /= bands[M + 1, 2]
+    bands[M + 1, 2] = 1.0
+    coefs[M + 1] = bands[(M + 1), 3]
+    # Now back substitute up
+    for row in range(M, 0, -1):
+        coefs[row] = bands[row, 3] - bands[row, 2] * coefs[row + 1]
+
+    # Finish with first row
+    coefs[0] = bands[0, 3] - bands[0, 1] * coefs[1] - bands[0, 2] * coefs[2]
+
+
+@numba.njit(cache=True)
+def find_coefs_1d(delta_inv, M, data, coefs):
+
+    bands = np.zeros((M + 2, 4))
+
+    # Setup boundary conditions
+    abcd_left = np.zeros(4)
+    abcd_right = np.zeros(4)
+
+    # Left boundary
+    abcd_left[0] = 1.0 * delta_inv * delta_inv
+    abcd_left[1] = -2.0 * delta_inv * delta_inv
+    abcd_left[2] = 1.0 * delta_inv * delta_inv
+    abcd_left[3] = 0
+
+    # Right boundary
+    abcd_right[0] = 1.0 * delta_inv * delta_inv
+    abcd_right[1] = -2.0 * delta_inv * delta_inv
+    abcd_right[2] = 1.0 * delta_inv * delta_inv
+    abcd_right[3] = 0
+
+    for i in range(4):
+        bands[0, i] = abcd_left[i]
+        bands[M + 1, i] = abcd_right[i]
+
+    for i in range(M):
+        for j in range(3):
+            bands[i + 1, j] = basis[j]
+            bands[i + 1, 3] = data[i]
+
+    solve_deriv_interp_1d(bands, coefs)
+
+
+@numba.njit(cache=True)
+def filter_coeffs_2d(dinv, data):
+
+    Mx = data.shape[0]
+    My = data.shape[1]
+
+    Nx = Mx + 2
+    Ny = My + 2
+
+    coefs = np.zeros((Nx, Ny))
+
+    # First, solve in the X-direction
+    for iy in range(My):
+        find_coefs_1d(dinv[0], Mx, data[:, iy], coefs[:, iy])
+
+    # Now, solve in the Y-direction
+    for ix in range(Nx):
+        find_coefs_1d(dinv[1], My, coefs[ix, :], coefs[ix, :])
+
+    return coefs
+
+
+def _spline_energy(data, dinv):
+    return np.sum(np.sin(filter_coeffs_2d(dinv, data)))
+
+
+def _written_through_a_column(m):
+    c = np.zeros((3, 3))
+    col = c[:, 1]
+    col[0] = m[0, 0] ** 2
+    col[2] = col[0] * m[1, 1]  # reads the item written through the view
+    return np.sum(c * m) + np.sum(col)
+
+
+def _set_second(col, x):
+    col[1] = x * 2.0
+
+
+def _into_part_of_a_column(m):
+    c = m * 1.0
+    _set_second(c[1:3, 0], m[0, 0])  # a view with bounds: refused, named as the helper spells it
+    return np.sum(c * m)
+
+
+def test_a_helper_writes_into_a_row_or_column_of_the_callers_array(backend):
+    # flare's spline fit hands coefs[:, iy] and coefs[ix, :] to a helper that writes each item: refused as a write
+    # through another name for an array
+    data, dinv = np.random.default_rng(8).normal(size=(5, 4)), np.array([0.4, 0.3])
+    g = s2sad.grad(_spline_energy, argnums=(0, 1), backend=backend)(data, dinv)
+    for i in (0, 1):
+        assert_close(g[i], fd_grad(_spline_energy, (data, dinv), i))
+    direction = np.cos(np.arange(20.0)).reshape(5, 4)
+    _, t = s2sad.jvp(_spline_energy, (data, dinv), (direction, np.zeros(2)), backend=backend)
+    assert_close(t, fd_directional(_spline_energy, (data, dinv), (direction, np.zeros(2))))
+    m = np.random.default_rng(9).normal(size=(3, 3))
+    assert_close(s2sad.grad(_written_through_a_column, backend=backend)(m), fd_grad(_written_through_a_column, (m,), 0))
+    with pytest.raises(s2sad.UnsupportedError, match="in-place write to `col`"):
+        s2sad.grad(_into_part_of_a_column, backend=backend)(m)
+
+
+@numba.njit
+def fun_LAGRANGE_SODE(t,y, O, I):  # a metapopulation SIR package's Lagrangian movement term
+
+    K = I.shape[0]
+    y = np.resize(y, (K,K))
+    new_y = np.zeros((K,K), dtype=float)
+    for i in range(K):
+        for j in range(K):
+            new_y[i,i] += I[i,j] * y[i,j] - O[i,j] * y[i,i]
+            if i != j:
+                new_y[i,j] = O[i,j] * y[i,i] - I[i,j] * y[i,j]
+    return new_y.flatten()
+
+
+def _lagrange_flows(y, O, I):
+    return np.sum(np.sin(fun_LAGRANGE_SODE(0.0, y, O, I))) + np.sum(np.resize(y, 11) ** 2)
+
+
+def _per_block(x, b):
+    n_blocks = -(-x.shape[0] // 3)  # ceil division
+    return np.sum(x) * n_blocks + b ** -(x[0] * x[1])
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_lagrange_flows, (np.linspace(0.1, 0.9, 9), np.eye(3) + 0.2, np.full((3, 3), 0.3))),
+    (_per_block, (np.array([0.5, 1.5, 2.0, 0.25]), 1.7)),  # -(-n // 3) was folded into (-(-n)) // 3: silently wrong
+], ids=["np_resize", "ceil_division"])
+def test_batch13_kernels_match_finite_differences(fn, args, backend):
+    value, g = s2sad.value_and_grad(fn, argnums=tuple(range(len(args))), backend=backend)(*args)
+    assert_close(value, fn(*args), rtol=1e-12)
+    for i in range(len(args)):
+        assert_close(g[i], fd_grad(fn, args, i))
+    direction = tuple(np.cos(np.arange(np.size(a)) + 1.0).reshape(np.shape(a)) for a in args)
+    _, t = s2sad.jvp(fn, args, direction, backend=backend)
+    assert_close(t, fd_directional(fn, args, direction))
+
+
+@numba.njit(fastmath=True)  # an NDVI phenology package's product-kernel density, var_type='cc' as statsmodels spells it
+def _normal_reference(data):
+        nobs,_ = np.shape(data)
+        X = np.array([np.std(data[:,idx]) for idx in range(np.shape(data)[1])])
+        return 1.06 * X * nobs ** (- 1. / (4 + data.shape[1]))
+
+@numba.njit(fastmath=True)
+def gaussian_numba(h, Xi, x):
+    return (1. / np.sqrt(2 * np.pi)) * np.exp(-(Xi - x)**2 / (h**2 * 2.))
+
+
+@numba.njit(fastmath=True)
+def gpke_numba(bw, data, data_predict, var_type):
+    Kval = np.empty(data.shape)
+    for ii, vtype in enumerate(var_type):
+        Kval[:, ii] = gaussian_numba(bw[ii], data[:, ii], data_predict[ii])
+    Kval_prod=np.array([np.prod(Kval[idx,:]) for idx in range(np.shape(Kval)[0])])
+    dens =Kval_prod / np.prod(bw)
+    return dens.sum()
+
+@numba.njit(fastmath=True)
+def get_pdf_numba(bw, data, var_type,data_predict):
+    nobs,_ = np.shape(data)
+    pdf_est = [gpke_numba(bw, data, data_predict[i, :], var_type) / nobs for i in range(np.shape(data_predict)[0])]
+    #pdf_est = np.squeeze(pdf_est)
+    return np.array(pdf_est)
+
+
+def _kde_log_likelihood(data, points):
+    return np.sum(np.log(get_pdf_numba(_normal_reference(data), data, 'cc', points)))
+
+
+def test_a_loop_over_a_string_known_when_the_code_is_generated_runs_once_per_character(backend):
+    # enumerate(var_type) of 'cc' was refused as a loop over a number
+    rng = np.random.default_rng(10)
+    data, points = rng.normal(size=(8, 2)), rng.normal(size=(3, 2))
+    g = s2sad.grad(_kde_log_likelihood, argnums=(0, 1), backend=backend)(data, points)
+    for i in (0, 1):
+        assert_close(g[i], fd_grad(_kde_log_likelihood, (data, points), i))
+
+
+_ECONVERGED = 0  # QuantEcon's optimize.root_finding.newton, with the namedtuple it returns
+_ECONVERR = -1
+results = collections.namedtuple('results', 'root function_calls iterations converged')
+
+
+@numba.njit
+def _results(r):
+    r"""Select from a tuple of(root, funccalls, iterations, flag)"""
+    x, funcalls, iterations, flag = r
+    return results(x, funcalls, iterations, flag == 0)
+
+
+@numba.njit
+def newton(func, x0, fprime, args=(), tol=1.48e-8, maxiter=50,
+           disp=True):
+    if tol <= 0:
+        raise ValueError("tol is too small <= 0")
+    if maxiter < 1:
+        raise ValueError("maxiter must be greater than 0")
+    # Convert to float (don't use float(x0); this works also for complex x0)
+    p0 = 1.0 * x0
+    funcalls = 0
+    status = _ECONVERR
+
+    # Newton-Raphson method
+    for itr in range(maxiter):
+        # first evaluate fval
+        fval = func(p0, *args)
+        funcalls += 1
+        # If fval is 0, a root has been found, then terminate
+        if fval == 0:
+            status = _ECONVERGED
+            p = p0
+            itr -= 1
+            break
+        fder = fprime(p0, *args)
+        funcalls += 1
+        # derivative is zero, not converged
+        if fder == 0:
+            p = p0
+            break
+        newton_step = fval / fder
+        # Newton step
+        p = p0 - newton_step
+        if abs(p - p0) < tol:
+            status = _ECONVERGED
+            break
+        p0 = p
+
+    if disp and status == _ECONVERR:
+        msg = "Failed to converge"
+        raise RuntimeError(msg)
+
+    return _results((p, funcalls, itr + 1, status))
+
+
+@numba.njit
+def _cubic(x, a):
+    return x ** 3 - a
+
+
+@numba.njit
+def _cubic_prime(x, a):
+    return 3 * x ** 2
+
+
+def _cube_root(a):
+    return newton(_cubic, 1.0, _cubic_prime, args=(a,)).root
+
+
+@numba.vectorize(nopython=True)
+def gammaln(x):  # QuantEcon's quad.py
+    return math.lgamma(x)
+
+
+def _gamma_log_likelihood(shape, x):
+    return np.sum((shape - 1.0) * np.log(x) - x - gammaln(shape))
+
+
+def test_a_field_of_the_namedtuple_a_call_returns_and_math_lgamma(backend):
+    # `newton(...).root` was refused (a Record used as a number); math.lgamma of a differentiated value had no rule
+    a = 2.0
+    assert_close(s2sad.grad(_cube_root, backend=backend)(a), 1.0 / (3.0 * a ** (2.0 / 3.0)), rtol=1e-7)
+    x = np.array([0.5, 1.7, 2.2, 0.9])
+    g = s2sad.grad(_gamma_log_likelihood, backend=backend)(2.5, x)
+    assert_close(g, np.sum(np.log(x)) - x.size * scipy.special.digamma(2.5), rtol=1e-10)
+
+
+@numba.njit(cache=True, fastmath=True)  # a Heston/Bates calibration package's common-random-numbers kernel
+def generate_heston_paths_crn(S0, r, q, v0, kappa, theta, xi, rho, T, n_paths, n_steps, noise_matrix):
+    dt, sqrt_dt = T / n_steps, np.sqrt(T / n_steps)
+    c1, c2 = rho, np.sqrt(1 - rho**2)
+    
+    prices = np.zeros((n_paths, n_steps + 1)); prices[:, 0] = S0
+    cv, cs = np.full(n_paths, v0), np.full(n_paths, S0)
+    
+    for j in range(n_steps):
+        Z1, Z2 = noise_matrix[0, j], noise_matrix[1, j]
+        vt = np.maximum(cv, 0.0) 
+        cs *= np.exp((r - q - 0.5 * vt) * dt + np.sqrt(vt) * sqrt_dt * Z1)
+        cv += kappa * (theta - vt) * dt + xi * np.sqrt(vt) * sqrt_dt * (c1 * Z1 + c2 * Z2)
+        prices[:, j + 1] = cs
+        
+    return prices
+
+
+def _heston_call(v0, xi, noise):
+    paths = generate_heston_paths_crn(100.0, 0.02, 0.0, v0, 1.5, 0.05, xi, -0.6, 1.0, 6, 5, noise)
+    return np.mean(np.maximum(paths[:, -1] - 95.0, 0.0)) + np.mean(np.clip(paths, 90.0, 110.0))
+
+
+def test_a_variance_truncated_at_zero_sends_no_nan_back_through_its_square_root(backend):
+    # full truncation, np.sqrt(np.maximum(v, 0.0)): where v < 0 the square root's infinite slope at 0 met
+    # maximum's zero share as inf * 0, and the whole gradient was nan
+    noise = np.random.default_rng(0).normal(size=(2, 5, 6))
+    g = s2sad.grad(_heston_call, argnums=(0, 1), backend=backend)(0.04, 0.9, noise)
+    for i in (0, 1):
+        assert_close(g[i], fd_grad(_heston_call, (0.04, 0.9, noise), i))
+
+
+@numba.njit(cache=True, fastmath=True)  # the same package's Bates (Heston with jumps) kernel
+def generate_bates_paths_crn(S0, r, q, v0, kappa, theta, xi, rho, lamb, mu_j, sigma_j, T, n_paths, n_steps, noise_matrix):
+    dt, sqrt_dt = T / n_steps, np.sqrt(T / n_steps)
+    c1, c2 = rho, np.sqrt(1 - rho**2)
+    k_bar = np.exp(mu_j + 0.5 * sigma_j**2) - 1
+    drift_corr = lamb * k_bar
+    
+    prices = np.zeros((n_paths, n_steps + 1)); prices[:, 0] = S0
+    cv, cs = np.full(n_paths, v0, dtype=np.float64), np.full(n_paths, S0, dtype=np.float64)
+    lam_dt, en_lam = lamb * dt, np.exp(-lamb * dt)
+    
+    for j in range(n_steps):
+        Z1, Z2, Uj, Zs = noise_matrix[0, j, :n_paths], noise_matrix[1, j, :n_paths], noise_matrix[2, j, :n_paths], noise_matrix[3, j, :n_paths]
+        vt = np.maximum(cv, 0.0)
+        cv += kappa * (theta - vt) * dt + xi * np.sqrt(vt) * sqrt_dt * (c1 * Z1 + c2 * Z2)
+        db, diff = (r - q - 0.5 * vt - drift_corr) * dt, np.sqrt(vt) * sqrt_dt * Z1
+        
+        for i in range(n_paths):
+            u, nj, pp = Uj[i], 0, en_lam
+            sp = pp
+            while u > sp and nj < 10:
+                nj += 1
+                pp *= lam_dt / nj
+                sp += pp
+            jm = nj * mu_j + np.sqrt(float(nj)) * sigma_j * Zs[i] if nj > 0 else 0.0
+            cs[i] *= np.exp(db[i] + diff[i] + jm)
+        prices[:, j + 1] = cs
+    return prices
+
+
+def _bates_mean(v0, kappa, xi, noise):
+    paths = generate_bates_paths_crn(100.0, 0.02, 0.0, v0, kappa, 0.04, xi, -0.5, 0.8, -0.05, 0.1, 1.0, 6, 5, noise)
+    return np.mean(paths[:, -1])
+
+
+def test_a_value_recomputed_in_the_reverse_sweep_reads_its_operands_as_they_were(backend):
+    # vt = np.maximum(cv, 0.0) was recomputed for np.sqrt(vt)'s adjoint after cv += ... had changed cv (the
+    # adjoint of the per-path loop below read it): the gradients of kappa and xi were silently wrong, or nan
+    rng = np.random.default_rng(1)
+    noise = np.concatenate([rng.normal(size=(2, 5, 6)), rng.uniform(size=(1, 5, 6)), rng.normal(size=(1, 5, 6))])
+    args = (0.04, 1.5, 0.3, noise)
+    g = s2sad.grad(_bates_mean, argnums=(0, 1, 2), backend=backend)(*args)
+    for i in range(3):
+        assert_close(g[i], fd_grad(_bates_mean, args, i))

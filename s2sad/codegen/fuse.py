@@ -13,6 +13,7 @@ stay as they are (they may run again).
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 
 from s2sad.codegen.arithmetic import is_arithmetic
@@ -122,17 +123,27 @@ def _fusable(expr: str) -> bool:
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2, "@": 2, "**": 3}
 _OPERATOR_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.Mod: 2, ast.FloorDiv: 2, ast.Pow: 3}
+_UNARY = 2.5  # `-x` binds tighter than `*` and `//`, looser than `**`
+
+
+def _is_sign(left: str) -> bool:
+    """Is the `-`, `+` or `~` that `left` ends with a sign (`= -t`, `** -t`, `return -t`) rather than an operator?"""
+    if left[-1:] not in ("-", "+", "~"):
+        return False
+    rest = left[:-1].rstrip()
+    word = re.search(r"[A-Za-z_]\w*$", rest)
+    return not rest or word is not None and keyword.iskeyword(word.group()) or rest[-1] in "=([{,+-*/%@<>~:&|^"
 
 
 def _in_context(expr: str, before: str, after: str) -> str:
     """`expr` as it must be written between `before` and `after`: in parentheses unless it binds
     tighter than the operators on both sides (`a - b * c`, `np.log(a * b)`, `x = a + b`)."""
     node = ast.parse(expr, mode="eval").body
-    own = _OPERATOR_PRECEDENCE.get(type(node.op), 0) if isinstance(node, ast.BinOp) else 2.5  # unary minus
+    own = _OPERATOR_PRECEDENCE.get(type(node.op), 0) if isinstance(node, ast.BinOp) else _UNARY
     left, right = before.rstrip(), after.lstrip()
     left_op = "**" if left.endswith("**") else left[-1:]
     right_op = "**" if right.startswith("**") else right[:1]
-    left_need = 0 if left_op in ("", "(", ",", "=", "[") else _PRECEDENCE.get(left_op, 9)
+    left_need = 0 if left_op in ("", "(", ",", "=", "[") else _UNARY if _is_sign(left) else _PRECEDENCE.get(left_op, 9)
     right_need = 0 if right_op in ("", ")", ",", "]") else _PRECEDENCE.get(right_op, 9)
     # on the left of an equal-precedence operator no parentheses are needed ((a - b) - c), except for **
     bare = own > left_need and (own > right_need or (own == right_need and own in (1, 2)))

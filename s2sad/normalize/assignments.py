@@ -60,7 +60,7 @@ class AssignmentsMixin:
             val = self.stored(value, self.value(value, out), out)
             if val == Const(None):  # NumPy stores None into a float array as nan
                 val = Const(math.nan)
-            out.append(Store(base, index, self.without_leading_units(base, index, val, out), self.loc))
+            self.store(target.value, base, index, val, out)
         elif isinstance(target, cst.Attribute):  # `self.W = W`, `model.w_q = w_q`
             obj = self.written_object(target.value)
             self.set_attribute(obj, target.attr.value, self.value(value, out), target, out)
@@ -240,11 +240,23 @@ class AssignmentsMixin:
                 self.set_item(table, name, item)
             elif isinstance(name, cst.Subscript):  # `a[0], a[1] = y, x`
                 base = self.array_base(name.value, out)
-                index = self.index(name, out)
-                value = self.without_leading_units(base, index, self.stored(name, item, out), out)
-                out.append(Store(base, index, value, self.loc))
+                self.store(name.value, base, self.index(name, out), self.stored(name, item, out), out)
             else:
                 self.bind_again(name, item, out)
+
+    def store(self, node, base: str, index: tuple, value, out):
+        """`base[index] = value`; through a view (`col[k] = v` of `col = m[:, j]`), into the array it views, and
+        `col` read again from it, as NumPy's view sees the write."""
+        place = self.stored_view(node, base, index, out)
+        if place is None:
+            out.append(Store(base, index, self.without_leading_units(base, index, value, out), self.loc))
+            return
+        root, at = place
+        out.append(Store(root, at, self.without_leading_units(root, at, value, out), self.loc))
+        version = self.new_version(node.value)
+        self.emit(out, version or base, Load(Var(root), self.views[base].index))
+        if version:
+            self.scope[node.value] = version
 
     def without_leading_units(self, base: str, index: tuple, value, out):
         """NumPy stores a value with more axes than the slot where the extra leading ones have length one
@@ -355,8 +367,7 @@ class AssignmentsMixin:
             base = self.array_base(target.value, out)
             index = self.index(target, out)
             old = self.emit(out, self.temp(self.load_hint(base, index)), Load(Var(base), index))
-            new = self.prim(out, op, (old, rhs))
-            out.append(Store(base, index, new, self.loc))
+            self.store(target.value, base, index, self.prim(out, op, (old, rhs)), out)
         elif isinstance(node.target, cst.Attribute):  # `self.t += dt`: NumPy updates an array attribute in place
             obj, name = self.written_object(node.target.value), node.target.attr.value
             old = self.expr(node.target, out)

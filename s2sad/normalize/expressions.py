@@ -261,6 +261,8 @@ class ExpressionsMixin:
         decided = self.static_comparison(node, out)
         if decided is not None:
             return decided
+        if len(node.comparisons) == 1 and isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn)):
+            return self.membership(node, out, target)
         left = self.expr(node.left, out)
         parts = []
         for comp in node.comparisons:
@@ -279,6 +281,32 @@ class ExpressionsMixin:
             return self.prim(out, parts[0][0], (left, right), target=target)
         result = self.temp("cmp")
         self.chain(left, parts, out, result)
+        return Var(result)
+
+    def membership(self, node: cst.Comparison, out, target):
+        """`prob in (0, 1)`: a number known only at run time against a tuple or list of numbers made when the code
+        is generated, as Python tests it: `==` with each item until one holds."""
+        comp = node.comparisons[0]
+        container, item = self.value(comp.comparator, out), self.expr(node.left, out)
+        items = flatten(container)[0] if is_tree(container) and not isinstance(container, dict) else None
+        refused = f"comparison `{_spelled(comp.operator)}` is supported of a number and a tuple or list of numbers"
+        if items is None or not all(isinstance(a, (Const, Var)) for a in [item, *items]) or \
+                any(self.operand_ranks(node, [item, *items], refused)):
+            raise self.err(node, refused, "compare numbers with ==, !=, <, <=, > or >=; s2sad specializes code on "
+                                          "argument structure, so decide `is None` / `in` outside the function")
+        inside = isinstance(comp.operator, cst.In)
+        if not items:
+            return Const(not inside)
+        result = target or self.temp("isin")
+        op = "eq" if inside else "ne"
+        self.prim(out, op, (item, items[0]), target=result)
+        block = out
+        for k in items[1:]:
+            inner: list = []
+            self.prim(inner, op, (item, k), target=result)
+            test = self.stable_test(Var(result), inner, block)
+            block.append(If(test, [], inner, self.loc) if inside else If(test, inner, [], self.loc))
+            block = inner
         return Var(result)
 
     def shape_comparison(self, left, part, out, target):
@@ -392,7 +420,13 @@ class ExpressionsMixin:
             return folded
         if isinstance(self.tree_of(node.value), Record):
             return self.record_field(node)
-        base = self.expr(node.value, out)
+        if isinstance(node.value, cst.Call):  # `newton(f, x0, fprime).root`: a field of the namedtuple a call returns
+            made = self.value(node.value, out)
+            if isinstance(made, Record):
+                return self.record_field(node, made)
+            base = self.refuse_non_atom(node.value, made)
+        else:
+            base = self.expr(node.value, out)
         attr = node.attr.value
         if attr == "ndim":
             return self.ndim_of(base, out, target)

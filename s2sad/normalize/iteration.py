@@ -44,10 +44,23 @@ class IterationMixin:
             return None
         if isinstance(it, (cst.Tuple, cst.List)):
             return list(self.value(it, out))
+        text = self.static_string(it)
+        if text is not None:  # `for ii, vtype in enumerate(var_type)` of var_type='cc': one pass per character
+            return [Const(c) for c in text]
         base = self.tree_of(it)
         if isinstance(base, dict):
             return [Const(k) for k in base]
         return list(base) if base is not None else None
+
+    def static_string(self, node) -> str | None:
+        """A string known when the code is generated: a literal, a parameter passed one, a global."""
+        if isinstance(node, cst.SimpleString):
+            return node.evaluated_value
+        if isinstance(node, cst.Name) and node.value in self.trees:
+            value = self.trees[node.value]
+            return value.value if isinstance(value, Const) and isinstance(value.value, str) else None
+        value = self.static_value(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        return value if isinstance(value, str) else None
 
     def unrolled_loop(self, node: cst.For, items, out) -> set:
         """A loop over a static container runs at generation time: its body is repeated per item."""

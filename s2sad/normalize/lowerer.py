@@ -74,6 +74,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
     shapes: set = field(default_factory=set)  # IR names of `x.shape` tuples: their items are ints
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
+    passed_views: set = field(default_factory=set)  # parameters a helper never rebinds, passed a view of an array
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
     kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
     arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
@@ -182,6 +183,27 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
                            f"write into the array itself (`{root}[i] {op} ...`), or take a copy: "
                            f"`{user} = {root}[i].copy()`")
         return view if rank is not None and rank > len(view.index) else None
+
+    def stored_view(self, node, base: str, index: tuple, out) -> "tuple | None":
+        """`col[k] = v` where `col` views an array along whole axes and ints (`col = m[:, j]`, `row = m[i]`):
+        the store's place in the viewed array, (root, index), or None. The view was read in this block, or
+        handed to this helper's parameter, which it never rebinds: the caller's names it was read with keep
+        their values while the helper runs."""
+        view = self.views.get(base)
+        name = node.value if isinstance(node, cst.Name) else None
+        if view is None or name is None or view.out is not out and name not in self.passed_views \
+                or view.root in self.arguments:  # the caller's array, which a write must leave alone
+            return None
+        whole = Slice(None, None, None)
+        if not all(i == whole or self.fixed_item(i) and not isinstance(i, Slice) for i in view.index) or \
+                not all(self.fixed_item(i) for i in index):
+            return None
+        rank = self.ranks.get(view.root)
+        if whole not in view.index and (rank is None or rank <= len(view.index)):
+            return None  # `x = v[i]` of a vector is a number, not a view
+        items = iter(index)
+        placed = tuple(next(items, i) if i == whole else i for i in view.index)
+        return view.root, placed + tuple(items)
 
     def write_through(self, name: str, view: "View", new, out):
         """`p op= e` of a view: the new values go into the viewed array, and `p` reads them back from it."""
@@ -390,6 +412,10 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             value = bound[p.name.value] if bound is not None else None
             if isinstance(value, Var) and p.name.value not in rebound:
                 self.scope[p.name.value] = value.name  # an inlined callee reads the caller's variable itself
+                if value.name in self.temps:  # `fill(c[:, j])`: messages name the parameter, not the temporary
+                    self.spelled.setdefault(value.name, p.name.value)
+                if value.name in self.views:
+                    self.passed_views.add(p.name.value)
                 continue
             if isinstance(value, Var) and p.name.value in updated_only and self.holds_array(value):
                 self.scope[p.name.value] = value.name  # `force += ...` on the caller's array: NumPy writes into it

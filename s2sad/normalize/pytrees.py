@@ -135,8 +135,8 @@ class PytreesMixin:
                          for k in range(self.lengths[value.name]))
         return None
 
-    def record_field(self, node: cst.Attribute):
-        record = self.tree_of(node.value)
+    def record_field(self, node: cst.Attribute, record=None):
+        record = self.tree_of(node.value) if record is None else record
         try:
             return record.field(node.attr.value)
         except KeyError:

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import copy_adj, math_factorial, np_clip, np_heaviside, np_where, stop_gradient
+from s2sad.runtime import copy_adj, math_factorial, np_clip, np_heaviside, np_where, sp_digamma, stop_gradient
 
 BROADCAST = ((), (3,), ((2, 3), (3,)))
 SCALAR = ((),)
@@ -219,9 +219,17 @@ def erfc(g, out, x):
     return (g * -1.1283791670955126 * np.exp(-x * x),)
 
 
+# d/dx lgamma(x) = digamma(x), scipy.special.gammaln's derivative (a Gamma or Beta likelihood's normalizer)
+@defrule(math.lgamma, costly=True, singular=True, checks=[Check("math.lgamma(a)", "positive", shapes=SCALAR)])
+def lgamma(g, out, x):
+    return (g * sp_digamma(x),)
+
+
 # --- piecewise: abs, copysign, max/min, clip, remainders -----------------------------------------
 # Ties: at x == y the whole gradient goes to the first operand (maximum, minimum, fmax, fmin and the
-# builtins max/min alike), which is also what Python's max(x, y) and min(x, y) return there.
+# builtins max/min alike), which is also what Python's max(x, y) and min(x, y) return there. The operand
+# not picked gets 0 whatever the cotangent is, as np.where's does: the cotangent of np.sqrt(np.maximum(v, 0.0))
+# is inf where v < 0 (the root's slope at 0), and inf * 0 would be nan.
 
 @defrule(np.abs, np.absolute, abs, math.fabs, fuses=True, cuda="abs",
          checks=[Check("np.abs(a)", "nonzero"), Check("abs(a)", "nonzero"), Check("math.fabs(a)", "nonzero", SCALAR)])
@@ -232,24 +240,24 @@ def absolute(g, out, x):
 @defrule(np.maximum, max, cuda="max",
          checks=[Check("np.maximum(a, b)", shapes=BROADCAST), Check("max(a, b)", shapes=SCALAR)])
 def maximum(g, out, x, y):
-    return g * (x >= y), g * (x < y)
+    return np.where(x >= y, g, 0.0), np.where(x >= y, 0.0, g)
 
 
 @defrule(np.minimum, min, cuda="min",
          checks=[Check("np.minimum(a, b)", shapes=BROADCAST), Check("min(a, b)", shapes=SCALAR)])
 def minimum(g, out, x, y):
-    return g * (x <= y), g * (x > y)
+    return np.where(x <= y, g, 0.0), np.where(x <= y, 0.0, g)
 
 
 # fmax/fmin skip a NaN operand; `out == x` sends the gradient to the operand that was returned
 @defrule(np.fmax, cuda="max", checks=[Check("np.fmax(a, b)", shapes=BROADCAST)])
 def fmax(g, out, x, y):
-    return g * (out == x), g * (out != x)
+    return np.where(out == x, g, 0.0), np.where(out == x, 0.0, g)
 
 
 @defrule(np.fmin, cuda="min", checks=[Check("np.fmin(a, b)", shapes=BROADCAST)])
 def fmin(g, out, x, y):
-    return g * (out == x), g * (out != x)
+    return np.where(out == x, g, 0.0), np.where(out == x, 0.0, g)
 
 
 # copysign(x, y) = |x| * sign(y): d/dx is sign(x) * sign(y) (one-sided at x = 0, as for abs); y's sign only
@@ -267,7 +275,8 @@ def copysign(g, out, x, y):
                  Check("np.clip(a, a_min=b - 1.0, a_max=c + 1.0)", "unit", ((3,),)),
                  Check("np.clip(a, -0.5, 0.5)"), Check("np.clip(a, None, 0.5)"), Check("np.clip(a, -0.5, None)")])
 def clip(g, out, x, a_min, a_max):
-    return g * (out == x), g * (x < a_min) * (out == a_min), g * (x > a_max) * (out == a_max)
+    return (np.where(out == x, g, 0.0), np.where((x < a_min) & (out == a_min), g, 0.0),
+            np.where((x > a_max) & (out == a_max), g, 0.0))
 
 
 # mod(x, y) = x - y * floor(x / y), fmod(x, y) = x - y * trunc(x / y) (derivatives away from the jumps)

@@ -5,8 +5,8 @@ np.concatenate; np.interp is np.searchsorted, then the line through the segment'
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
 last, makes them nan, as in NumPy); np.delete reads the items it keeps, and np.insert writes them around
-the new ones. Flips, quarter turns, np.take and np.take_along_axis are views and index reads; np.bincount
-adds its weights with np.add.at; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their
+the new ones. Flips, quarter turns, np.take and np.take_along_axis are views and index reads; np.resize
+tiles the flattened items; np.bincount adds its weights with np.add.at; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their
 arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
@@ -313,6 +313,13 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     return np.moveaxis(np.moveaxis(a, axis, 0)[indices], 0, axis)
 
 
+def resize(a, new_shape):
+    """np.resize: a's items in order, repeated as often as the new shape needs and cut to its size."""
+    flat = np.ravel(a)
+    size = np.empty(new_shape).size  # an int or a tuple
+    return np.reshape(np.tile(flat, -(-size // flat.size))[:size], new_shape)
+
+
 def pad_pairs(pad_width, ndim: int) -> tuple:
     """np.pad's pad_width (w, (w,), (before, after), or one of those per axis) as (before, after) per axis."""
     if isinstance(pad_width, int):
@@ -604,7 +611,7 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.fliplr: fliplr, np.rot90: rot90, np.real: real, np.cov: cov, np.corrcoef: corrcoef, np.select: select,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
-          np.isclose: isclose, np.allclose: allclose}
+          np.isclose: isclose, np.allclose: allclose, np.resize: resize}
 # NumPy 2's spellings, where this NumPy has them (np.trapz is NumPy 1's)
 _NUMPY.update({getattr(np, name, None): fn for name, fn in (("trapezoid", trapezoid), ("trapz", trapezoid),
                                                            ("vecdot", vecdot))})
