@@ -142,6 +142,15 @@ def _on_gpu(a) -> bool:
     return hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")
 
 
+def _kept_constant(what: str, fname: str, argument: str) -> str:
+    """How to keep an argument constant: out of argnums, or, for vjp and jvp, which differentiate every primal,
+    in a lambda that closes over it."""
+    if what not in ("vjp", "jvp"):
+        return "leave it out of argnums"
+    tangents = ", <their tangents>" if what == "jvp" else ""
+    return f"pass it in a lambda: {what}(lambda ...: {fname}(..., {argument}, ...), <the other primals>{tangents})"
+
+
 def _check_float(value, name: str, index: int, fname: str, what: str):
     kind = type(value)
     if kind is float or (kind is np.ndarray and value.dtype.kind == "f"):
@@ -153,17 +162,16 @@ def _check_float(value, name: str, index: int, fname: str, what: str):
         raise TypeError(f"{what} differentiates real floats, but argument {index} (`{name}`) of {fname} is {kind}; "
                         "pass the real and imaginary parts as two float arguments (x.real, x.imag)")
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral)):
-        constant = (f"pass it in a lambda: vjp(lambda ...: {fname}(..., {name}={value!r}, ...), <the other primals>)"
-                    if what == "vjp" else "leave it out of argnums")  # vjp differentiates every primal: no argnums
+        constant = _kept_constant(what, fname, f"{name}={value!r}")
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is "
                         f"{type(value).__name__} {value!r}; pass a float (e.g. {float(value)!r}) or, to keep it "
                         f"constant, {constant}")
     if isinstance(value, np.ndarray) and value.dtype.kind != "f":
-        constant = ("use jacrev or grad with argnums naming the others (vjp differentiates every primal)"
-                    if what == "vjp" else "leave it out of argnums")
+        constant = _kept_constant(what, fname, name)
+        convert = (f"pass its fields as float arrays ({name}[{value.dtype.names[0]!r}], ...)" if value.dtype.names
+                   else "convert it with .astype(float)")
         raise TypeError(f"{what} requires float inputs, but argument {index} (`{name}`) of {fname} is an "
-                        f"array of dtype {value.dtype}; convert it with .astype(float) or, to keep it constant, "
-                        f"{constant}")
+                        f"array of dtype {value.dtype}; {convert} or, to keep it constant, {constant}")
     if not isinstance(value, (numbers.Real, np.ndarray, np.floating)):
         raise TypeError(f"argument {index} (`{name}`) of {fname} is a {type(value).__name__}; "
                         "s2sad differentiates with respect to floats and NumPy arrays")

@@ -50,8 +50,23 @@ def test_an_int_primal_of_vjp_is_refused_with_a_hint_that_works():
     assert out == pytest.approx(jitted_loss.py_func(2, X), rel=1e-12)
     (x_bar,) = vjp_fun(1.5)
     assert_close(x_bar, 1.5 * fd_grad(lambda x: jitted_loss.py_func(2.0, x), (X,), 0))
-    with pytest.raises(TypeError, match="use jacrev or grad with argnums naming the others"):
+    with pytest.raises(TypeError, match=r"to keep it constant, pass it in a lambda: vjp\(lambda ...: jitted_loss\(..., x, "):
         s2sad.vjp(jitted_loss.py_func, 2.0, np.array([1, 2, 3]))
+
+
+def _scaled_by_a_record(x, p):  # RRMPG's models take their parameters as a structured array
+    return np.sum(x * p["a"])
+
+
+def test_a_structured_primal_of_jvp_is_refused_with_a_hint_that_works():
+    x, p = np.array([0.5, -1.0, 2.0]), np.array([(1.5,), (2.0,), (-0.5,)], dtype=[("a", "f8")])
+    with pytest.raises(TypeError, match=r"pass its fields as float arrays \(p\['a'\], ...\) or, to keep it constant, "
+                                        r"pass it in a lambda: jvp\(lambda ...: _scaled_by_a_record\(..., p, ...\), "
+                                        r"<the other primals>, <their tangents>\)"):
+        s2sad.jvp(_scaled_by_a_record, (x, p), (x, p))
+    t = np.array([1.0, 0.5, -2.0])
+    _, tangent = s2sad.jvp(lambda x: _scaled_by_a_record(x, p), (x,), (t,))
+    assert tangent == pytest.approx(np.sum(t * p["a"]), rel=1e-12)
 
 
 def test_has_aux_requires_a_pair():
