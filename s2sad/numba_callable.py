@@ -112,7 +112,7 @@ def _defaults(spec: Spec) -> tuple:
         return ()
     found = []
     for p in reversed(signature.parameters.values()):
-        if type(p.default) not in (int, float, bool):
+        if type(p.default) not in (int, float, bool, str):  # a string: refused by _checked, with a hint
             break
         found.append(p.default)
     return tuple(reversed(found))
@@ -198,6 +198,14 @@ def _kind(param: str, t) -> tuple:
 def _checked(spec: Spec, argtypes: tuple, differentiated) -> None:
     """Every argument a float, an int, a bool or an array of them; the differentiated ones floats."""
     for i, (p, t) in enumerate(zip(spec.params, argtypes)):
+        if isinstance(t, (nb.UnicodeType, nb.StringLiteral)):
+            others = ", ".join(q for q in spec.params if q != p)
+            signature = getattr(spec.transform, "signature", None)
+            default = signature.parameters[p].default if signature is not None and p in signature.parameters else None
+            value = repr(default) if isinstance(default, str) else "'...'"
+            raise NotNumbaCallable(
+                f"{spec.name}: argument {i} (`{p}`) is a string, which decides the code s2sad generates; inside numba "
+                f"code, bind it in Python first: s2sad.{spec.kind}(lambda {others}: {spec.name}({others}, {p}={value}))")
         if not _is_leaf(t):
             raise NotNumbaCallable(
                 f"{spec.name}: argument {i} (`{p}`) has numba type {t}; inside numba code s2sad's functions take "

@@ -5,6 +5,7 @@ numba compiles every distinct caller once per argument types (0.5-2 s and severa
 functions, the transformed functions and the njit callers are few and shared across the tests.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -134,6 +135,26 @@ def damped_grads(x):
 def test_parameters_left_out_in_numba_code_take_their_defaults():
     for got, args in zip(damped_grads(X), ((X,), (X, 0.25), (X, 0.25, 1))):
         assert_close(got, fd_grad(damped, args, 0))
+
+
+def payoff_squared(s, k, option_type="call"):  # option pricers pick the payoff by a string
+    if option_type == "call":
+        return max(s - k, 0.0) ** 2
+    return max(k - s, 0.0) ** 2
+
+
+@numba.njit
+def left_out_string(g, s):
+    return g(s, 2.0)
+
+
+def test_a_string_argument_is_refused_in_numba_code_with_a_hint_that_works():
+    with pytest.raises(NotNumbaCallable, match=re.escape(
+            "bind it in Python first: s2sad.grad(lambda s, k: payoff_squared(s, k, option_type='call'))")):
+        left_out_string(s2sad.grad(payoff_squared), 3.0)
+    put = s2sad.grad(lambda s, k: payoff_squared(s, k, option_type="put"))
+    assert left_out_string(put, 1.5) == pytest.approx(-2.0 * (2.0 - 1.5), rel=1e-12)
+    assert left_out_string(s2sad.grad(lambda s, k: payoff_squared(s, k, option_type="call")), 3.0) == 2.0
 
 
 def test_vmap_of_grad():
