@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.special
 from scipy.special import erf, expit, gammaln, logsumexp, xlogy
-from scipy.stats import norm
+from scipy.stats import nbinom, norm
 
 import s2sad
 from helpers import assert_close, fd_directional, fd_grad
@@ -691,11 +691,42 @@ def _sorted_in_place(x, m):  # ndarray.sort of differentiated values, along each
     return np.sum(y * np.arange(4.0)) + np.sum(by_column * weights) + np.sum(by_row * weights)
 
 
+def _adj_loglikelihood(xVec, lenSampleRibo, lenSampleRna, X, y, mu, sign):  # ratschlab/RiboDiff adjlik.py
+
+    disp = np.hstack([np.repeat(xVec[0], lenSampleRibo), np.repeat(xVec[1], lenSampleRna)])
+    n = 1 / disp
+    p = n / (n + mu)
+    loglik = sum(nbinom.logpmf(y, n, p))
+
+    diagVec = mu / (1 + np.dot(mu.transpose(), disp))
+    diagWM = np.diagflat(diagVec)
+    xtwx = np.dot(np.dot(np.transpose(X), diagWM), X)
+    coxreid = 0.5 * np.log(np.linalg.det(xtwx))
+
+    return (loglik - coxreid) * sign
+
+
+def _ribodiff_likelihood(xVec, X, y, mu):
+    return _adj_loglikelihood(xVec, 2, 3, X, y, mu, -1.0)
+
+
+def _count_likelihoods(rates, shape, p, counts, x):
+    """scipy.stats's poisson, nbinom and gamma, spelled with keywords as count models spell them."""
+    return (np.sum(scipy.stats.poisson.logpmf(counts, np.exp(rates))) + np.sum(nbinom.pmf(counts, n=shape, p=p))
+            + np.sum(scipy.stats.gamma.logpdf(x, shape, scale=np.exp(rates)))
+            + np.sum(scipy.stats.gamma.pdf(x, shape, 0.1))
+            + np.sum(scipy.stats.poisson.logpmf(counts + 0.5, 2.0) == -np.inf))  # off the support: -inf
+
+
 BATCH_15 = [
     (_logsumexp_of_all, (np.array([[0.3, -1.2, 0.8], [2.0, 0.1, -0.4]]),), (0,)),
     (_partial_log_likelihood, (np.array([0.3, -0.5]), np.linspace(-1.0, 1.0, 12).reshape(6, 2) ** 3,
                                np.array([1, 0, 1, 1, 0, 1]), np.array([2.0, 3.0, 1.0, 5.0, 4.0, 6.0])), (0,)),
     (_sorted_in_place, (np.array([0.3, -1.2, 0.8, 0.1]), np.array([[0.2, -0.5], [1.0, 0.7], [-0.3, 0.4]])), (0, 1)),
+    (_ribodiff_likelihood, (np.array([0.3, 0.5]), np.linspace(-1.0, 1.0, 10).reshape(5, 2) ** 2 + np.eye(5, 2),
+                            np.array([3, 1, 4, 2, 5]), np.array([2.5, 1.5, 3.0, 2.0, 4.0])), (0, 3)),
+    (_count_likelihoods, (np.array([0.3, 1.1, -0.2]), 2.5, 0.4, np.array([1, 3, 0]), np.array([0.5, 1.2, 3.0])),
+     (0, 1, 2, 4)),
 ]
 
 
@@ -703,7 +734,8 @@ BATCH_15 = [
 def test_real_vectorized_code_batch_15(fn, args, argnums, backend):
     """Gradient, value, tangent and Hessian against finite differences. `a_max.ndim` of an array reduced with
     keepdims is decided when the code is generated, and the Hessian's forward sweep knows the rank of the
-    adjoint's copies (it read `.ndim` of a float); `x.sort()` is the write `x[:] = np.sort(x)` (it was refused)."""
+    adjoint's copies (it read `.ndim` of a float); `x.sort()` is the write `x[:] = np.sort(x)`; scipy.stats's
+    poisson, nbinom and gamma are written out (those two were refused)."""
     value, grads = s2sad.value_and_grad(fn, argnums=argnums, backend=backend)(*args)
     assert_close(value, fn(*args), rtol=1e-12)
     for i, g in zip(argnums, grads):
