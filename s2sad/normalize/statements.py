@@ -536,7 +536,8 @@ class StatementsMixin:
             if row is None:
                 raise self.err(call.args[0].value, f"`{call.func.value.value}` grows by one item per pass, and s2sad "
                                                    "makes it an array: a tuple or list appended holds numbers here",
-                               "append one array (np.concatenate of the parts), or preallocate: `out = np.zeros((n, m))`")
+                               "append one array (np.concatenate of the parts), or preallocate: "
+                               "`out = np.zeros((n, m))`")
             if growth.made and growth.width != len(row):
                 raise self.err(call.args[0].value, f"`{call.func.value.value}` grows by one item per pass, and s2sad "
                                                    "makes it an array: the rows appended have the length of its items",
