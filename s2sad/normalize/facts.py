@@ -147,12 +147,14 @@ def _reduced_rank(value: Prim, ranks: dict) -> int | None:
     rank = 0 if isinstance(first, Const) else ranks.get(first.name)
     axis = value.args[1] if len(value.args) == 2 else kwargs.get("axis", Const(None))
     keep = kwargs.get("keepdims", Const(False))
-    if rank is None or len(value.args) > 2 or not isinstance(axis, Const) or not isinstance(keep, Const):
+    if len(value.args) > 2 or not isinstance(axis, Const) or not isinstance(keep, Const):
+        return None
+    if axis.value is None and not keep.value:  # every axis: a number, whatever the operand's rank
+        return 0
+    if rank is None:
         return None
     if keep.value:
         return rank
-    if axis.value is None:
-        return 0
     return rank - (len(axis.value) if isinstance(axis.value, tuple) else 1)
 
 
