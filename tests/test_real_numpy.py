@@ -3,6 +3,7 @@ stacks of matrices, scipy.special and scipy.stats.norm, in programs shaped like 
 Each gradient is checked against central finite differences, and the tangent along a random direction
 too, on both backends."""
 
+import copy
 import math
 import os
 import subprocess
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.special
 from scipy.special import erf, expit, gammaln, logsumexp, xlogy
-from scipy.stats import norm
+from scipy.stats import nbinom, norm
 
 import s2sad
 from helpers import assert_close, fd_directional, fd_grad
@@ -636,3 +637,172 @@ def test_len_of_a_shape_is_the_rank_known_when_the_code_is_generated(backend):
     for k in range(2):
         assert_close(per_row[k], fd_grad(_branch_on_the_rank, (rows[k],), 0))
     assert_close(s2sad.grad(_branch_on_the_rank, backend=backend)(rows), fd_grad(_branch_on_the_rank, (rows,), 0))
+
+
+# ---- real vectorized NumPy code (batch 15) -----------------------------------------------------------------
+
+
+def _logsumexp(a, axis=None, keepdims=False):  # hyl317/CS4775_FinalProject helper.py, verbatim
+    a_max = np.amax(a, axis=axis, keepdims=True)
+
+    if a_max.ndim > 0:
+        a_max[~np.isfinite(a_max)] = 0
+    elif not np.isfinite(a_max):
+        a_max = 0
+
+    tmp = np.exp(a - a_max)
+    with np.errstate(divide='ignore'):
+        s = np.sum(tmp, axis=axis, keepdims=keepdims)
+        out = np.log(s)
+
+    if not keepdims:
+        a_max = np.squeeze(a_max, axis=axis)
+
+    return out+a_max
+
+
+def _logsumexp_of_all(a):
+    return _logsumexp(a) + np.sum(_logsumexp(a, axis=1) ** 2)
+
+
+def _partial_log_likelihood(betas, X, events, durations):  # RigautAntoine/pysurv coxph.py, verbatim
+    """
+    Assumes no ties in the data
+    """
+    unique_event_times = np.unique(durations[events==1])
+    unique_event_times.sort()
+
+    loglik = 0
+
+    for i, t in enumerate(unique_event_times):
+
+        loglik += X[(events==1) & (durations==t)].dot(betas)[0] - np.log(np.sum(np.exp(X[(durations >= t)].dot(betas))))
+
+    return -loglik
+
+
+def _sorted_in_place(x, m):  # ndarray.sort of differentiated values, along each axis
+    y = x * 2.0
+    y.sort()
+    by_column = m * 1.0
+    by_column.sort(axis=0)
+    by_row = m ** 2
+    by_row.sort(1)
+    weights = np.arange(6.0).reshape(3, 2)
+    return np.sum(y * np.arange(4.0)) + np.sum(by_column * weights) + np.sum(by_row * weights)
+
+
+def _adj_loglikelihood(xVec, lenSampleRibo, lenSampleRna, X, y, mu, sign):  # ratschlab/RiboDiff adjlik.py
+
+    disp = np.hstack([np.repeat(xVec[0], lenSampleRibo), np.repeat(xVec[1], lenSampleRna)])
+    n = 1 / disp
+    p = n / (n + mu)
+    loglik = sum(nbinom.logpmf(y, n, p))
+
+    diagVec = mu / (1 + np.dot(mu.transpose(), disp))
+    diagWM = np.diagflat(diagVec)
+    xtwx = np.dot(np.dot(np.transpose(X), diagWM), X)
+    coxreid = 0.5 * np.log(np.linalg.det(xtwx))
+
+    return (loglik - coxreid) * sign
+
+
+def _ribodiff_likelihood(xVec, X, y, mu):
+    return _adj_loglikelihood(xVec, 2, 3, X, y, mu, -1.0)
+
+
+def _count_likelihoods(rates, shape, p, counts, x):
+    """scipy.stats's poisson, nbinom and gamma, spelled with keywords as count models spell them."""
+    return (np.sum(scipy.stats.poisson.logpmf(counts, np.exp(rates))) + np.sum(nbinom.pmf(counts, n=shape, p=p))
+            + np.sum(scipy.stats.gamma.logpdf(x, shape, scale=np.exp(rates)))
+            + np.sum(scipy.stats.gamma.pdf(x, shape, 0.1))
+            + np.sum(scipy.stats.poisson.logpmf(counts + 0.5, 2.0) == -np.inf))  # off the support: -inf
+
+
+def fk_calculator(lengths, angles):  # 0itaps/unm-tapia-lab-summer-research fk_calculator.py, verbatim
+    positions = [(0,0)]
+    x, y = 0, 0
+    total_angle = 0
+
+    for i in range(len(lengths)):
+        total_angle += angles[i]
+        x += lengths[i] * np.cos(total_angle)
+        y += lengths[i] * np.sin(total_angle)
+        positions.append((x,y))
+
+    return np.array(positions)
+
+
+def _joint_positions(angles, lengths):
+    return np.sum(fk_calculator(lengths, angles) ** 2 * np.array([1.0, 2.0]))
+
+
+def _chamfer_distance(A, B):  # a point-cloud metric from public code (the index names no repository), verbatim
+    min_distance_A_to_B = []
+    for x in A:
+        min_distance_A_to_B.append(np.min(np.linalg.norm(x - B, axis=1)) ** 2)
+    min_distance_B_to_A = []
+    for x in B:
+        min_distance_B_to_A.append(np.min(np.linalg.norm(x - A, axis=1)) ** 2)
+    return np.mean(min_distance_A_to_B) + np.mean(min_distance_B_to_A)
+
+
+def log_poisson_likelihood(y, y_obs):  # mshumko/bayes_learning log_likelihood.py, verbatim
+    assert len(y) == len(y_obs), ('The modeled and observed count'
+                                ' lengths must be identical.')
+
+    # Drop 0 y values because they diverge. The probability of
+    # any y_obs other than 0, given y is 0 is 0.
+    y_ind = np.where(np.array(y) != 0)[0]
+    y = y[y_ind]
+    y_obs_copy = copy.copy(np.array(y_obs))
+    y_obs_copy = y_obs_copy[y_ind]
+
+    # Take the factorial and apply Stirling's approximation
+    # for y_obs > 100.
+    log_factorial = [math.log(math.factorial(y_i)) if y_i < 100
+                    else y_i*np.log(y_i) - y_i for y_i in y_obs_copy]
+    # Analytic derivation of the Poisson log-likelihood for a product
+    # of Poisson random variables
+    log_likelihood = np.sum(y_obs_copy*np.log(y) - y - log_factorial)
+    return log_likelihood
+
+
+BATCH_15 = [
+    (_logsumexp_of_all, (np.array([[0.3, -1.2, 0.8], [2.0, 0.1, -0.4]]),), (0,)),
+    (_partial_log_likelihood, (np.array([0.3, -0.5]), np.linspace(-1.0, 1.0, 12).reshape(6, 2) ** 3,
+                               np.array([1, 0, 1, 1, 0, 1]), np.array([2.0, 3.0, 1.0, 5.0, 4.0, 6.0])), (0,)),
+    (_sorted_in_place, (np.array([0.3, -1.2, 0.8, 0.1]), np.array([[0.2, -0.5], [1.0, 0.7], [-0.3, 0.4]])), (0, 1)),
+    (_ribodiff_likelihood, (np.array([0.3, 0.5]), np.linspace(-1.0, 1.0, 10).reshape(5, 2) ** 2 + np.eye(5, 2),
+                            np.array([3, 1, 4, 2, 5]), np.array([2.5, 1.5, 3.0, 2.0, 4.0])), (0, 3)),
+    (_chamfer_distance, (np.linspace(-1.0, 1.0, 12).reshape(4, 3) ** 3, np.cos(np.arange(15.0)).reshape(5, 3)), (0, 1)),
+    (log_poisson_likelihood, (np.array([1.5, 0.7, 4.0, 2.0]), np.array([2, 3, 105, 1])), (0,)),
+    (_joint_positions, (np.array([0.3, 0.5, -0.2]), np.array([1.0, 0.7, 0.5])), (0, 1)),
+    (_count_likelihoods, (np.array([0.3, 1.1, -0.2]), 2.5, 0.4, np.array([1, 3, 0]), np.array([0.5, 1.2, 3.0])),
+     (0, 1, 2, 4)),
+]
+
+
+@pytest.mark.parametrize("fn, args, argnums", BATCH_15, ids=[f.__name__.strip("_") for f, _, _ in BATCH_15])
+def test_real_vectorized_code_batch_15(fn, args, argnums, backend):
+    """Gradient, value, tangent and Hessian against finite differences. `a_max.ndim` of an array reduced with
+    keepdims is decided when the code is generated, and the Hessian's forward sweep knows the rank of the
+    adjoint's copies (it read `.ndim` of a float); `x.sort()` is the write `x[:] = np.sort(x)`; scipy.stats's
+    poisson, nbinom and gamma are written out; a list grown by tuples of numbers is an array of rows; a full
+    reduction is a number whatever its operand's rank; a comprehension of run-time length that `-` takes with
+    an array is an array (the last five were refused)."""
+    value, grads = s2sad.value_and_grad(fn, argnums=argnums, backend=backend)(*args)
+    assert_close(value, fn(*args), rtol=1e-12)
+    expected = [fd_grad(fn, args, i) for i in argnums]
+    for g, e in zip(grads, expected):
+        assert_close(g, e)
+    tangents = tuple(np.linspace(-1.0, 1.0, np.size(a)).reshape(np.shape(a)) if i in argnums else np.zeros_like(a)
+                     for i, a in enumerate(args))  # the data stays fixed (counts stay ints)
+    _, tangent = s2sad.jvp(fn, args, tangents, backend=backend)
+    assert_close(tangent, sum(np.sum(e * tangents[i]) for e, i in zip(expected, argnums)))
+    first = argnums[0]
+    hessian = s2sad.hessian(fn, argnums=first, backend=backend)(*args)
+    gradient = s2sad.grad(fn, argnums=first, backend="python")
+    size = np.size(args[first])
+    rows = [fd_grad(lambda *a, k=k: np.ravel(gradient(*a))[k], args, first) for k in range(size)]
+    assert_close(np.reshape(hessian, (size, size)), np.reshape(rows, (size, size)))

@@ -680,7 +680,7 @@ class CallsMixin:
             raise self.err(given, "the dtype= of a sum or product must be known when the code is generated",
                            "dtype=np.float64")
         rest = [a for a in node.args if a.value is not given]
-        if not rest and not leading:
+        if not rest and not leading:  # `m.mean(dtype=float)`: the method's array leads
             raise self.err(node, "pass the array first, by position")
         node, leading = self.operand_lowered(node.with_changes(args=rest), leading, out)
         converted = self.cast(node, leading[0], Const(dtype), True, out, None)

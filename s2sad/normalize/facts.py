@@ -91,9 +91,13 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         if isinstance(first, Const):
             return len(first.value) if isinstance(first.value, tuple) else 1
         return 1 if first.name in ints else lengths.get(first.name)
-    if name in ("copy", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv", "swapaxes", "transpose",
-                "moveaxis", "tril", "triu"):
+    if name in ("copy", "asarray", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv", "swapaxes",
+                "transpose", "moveaxis", "tril", "triu"):
         return ranks.get(first.name) if isinstance(first, Var) else None
+    if value.rule.shaped_like is not None and value.rule.shaped_like < len(value.args):  # copy_adj(g), unbroadcast
+        like = value.args[value.rule.shaped_like]
+        return 0 if isinstance(like, Const) and type(like.value) in (int, float, bool) else \
+            ranks.get(like.name) if isinstance(like, Var) else None
     if name in ("eye", "identity"):
         return 2
     if name == "ravel":
@@ -109,10 +113,10 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return None if rank is None else rank + 1
     if name == "concatenate2":  # items joined along an axis they have
         return ranks.get(first.name) if isinstance(first, Var) else None
-    if name == "squeeze" and len(value.args) == 2 and isinstance(value.args[1], Const) and isinstance(first, Var) \
-            and value.args[1].value is not None and first.name in ranks:
-        axes = value.args[1].value
-        return ranks[first.name] - (len(axes) if isinstance(axes, tuple) else 1)
+    if name == "squeeze" and isinstance(first, Var) and first.name in ranks:  # np.squeeze(x, 1), (x, axis=(0, 2))
+        axes = value.args[1] if len(value.args) == 2 else dict(value.kwargs).get("axis", Const(None))
+        if isinstance(axes, Const) and axes.value is not None:
+            return ranks[first.name] - (len(axes.value) if isinstance(axes.value, tuple) else 1)
     if name == "reshape" and len(value.args) == 2:  # the new shape's length
         shape = value.args[1]
         if isinstance(shape, Const):
@@ -143,12 +147,14 @@ def _reduced_rank(value: Prim, ranks: dict) -> int | None:
     rank = 0 if isinstance(first, Const) else ranks.get(first.name)
     axis = value.args[1] if len(value.args) == 2 else kwargs.get("axis", Const(None))
     keep = kwargs.get("keepdims", Const(False))
-    if rank is None or len(value.args) > 2 or not isinstance(axis, Const) or not isinstance(keep, Const):
+    if len(value.args) > 2 or not isinstance(axis, Const) or not isinstance(keep, Const):
+        return None
+    if axis.value is None and not keep.value:  # every axis: a number, whatever the operand's rank
+        return 0
+    if rank is None:
         return None
     if keep.value:
         return rank
-    if axis.value is None:
-        return 0
     return rank - (len(axis.value) if isinstance(axis.value, tuple) else 1)
 
 

@@ -16,13 +16,14 @@ import numpy as np
 from s2sad import rules
 from s2sad.errors import UnsupportedError
 from s2sad.frontend import unwrap
-from s2sad.ir import Const, Copy, Effect, If, Prim, Var
+from s2sad.ir import Const, Copy, Effect, If, Prim, Slice, Store, Var
+from s2sad.rules import inlined
 from s2sad.rules.registry import Custom, Opaque, spelling
 from s2sad.normalize.calls import _gufunc_layout, _output_argument
 from s2sad.normalize.state import _NOT_STATIC, RaisesHere
 from s2sad.normalize.static import _draws, _evaluate, _module_of, _pure
-from s2sad.normalize.syntax import _dotted, _fills
-from s2sad.normalize.tables import BUILTIN_HINTS, DRAW_HINT, HINT_RULE, STAND_IN_HINT
+from s2sad.normalize.syntax import _dotted, _fills, _sorts_array
+from s2sad.normalize.tables import BUILTIN_HINTS, DRAW_HINT, FLAT_RESULTS, HINT_RULE, STAND_IN_HINT
 
 
 class InactiveMixin:
@@ -37,6 +38,8 @@ class InactiveMixin:
         if fn is _NOT_STATIC and _fills(call):  # `arr.fill(v)`: `arr[:] = v`, every item (numba indexes no `...`)
             every = cst.Subscript(call.func.value, [cst.SubscriptElement(cst.Slice(None, None))])
             return self.assign_to(every, call.args[0].value, out)
+        if fn is _NOT_STATIC and _sorts_array(call) and self.tree_of(call.func.value) is None:
+            return self.sort_in_place(call, out)
         if _module_of(fn) in DIAGNOSTICS:  # `logger.debug(f"...")`: no part of the computation
             return
         if fn is np.copyto:
@@ -57,6 +60,13 @@ class InactiveMixin:
             return
         raise self.err(node, "an expression statement has no effect s2sad can differentiate",
                        self.unused_hint(call, fn))
+
+    def sort_in_place(self, call: cst.Call, out):
+        """`x.sort(axis=-1)` is the write `x[:] = np.sort(x, axis)`: the items in order, each carrying its
+        derivative to where it goes."""
+        base = self.array_base(call.func.value, out)
+        ordered = self.inline(call, inlined.sort, [Var(base)], out, None)
+        out.append(Store(base, (Slice(None, None, None),), ordered, self.loc))
 
     def unused_hint(self, call, fn) -> str:
         if fn is not _NOT_STATIC and self.builtin_name(fn) in BUILTIN_HINTS:
@@ -174,7 +184,10 @@ class InactiveMixin:
                 return self.expr_target(folded, out, target)
         rule = Opaque(spelled, refusal=refusal, impure=_draws(fn), spelled=spelled)
         name = target or self.temp(spelled.rsplit(".", 1)[-1])
-        return self.emit(out, name, Prim(rule, tuple(args), tuple(kwargs), spelled))
+        result = self.emit(out, name, Prim(rule, tuple(args), tuple(kwargs), spelled))
+        if any(fn is f for f in FLAT_RESULTS) and not kwargs:  # its rank decides the code after it
+            self.ranks[name] = 1
+        return result
 
     def message_at(self, node, message, hint="") -> str:
         """The located text of `self.err(node, message, hint)`, for an error raised later (errors.Located)."""

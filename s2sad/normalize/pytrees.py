@@ -15,6 +15,9 @@ from s2sad.ir import Const, Copy, If, Load, Record, Var
 from s2sad.normalize.state import StaticRef, UnknownKinds
 from s2sad.normalize.syntax import _count_names, _walk
 
+# operators a list meets only an array with (a list joins or repeats with `+` and `*`)
+ARRAY_OPERATORS = (cst.Subtract, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power, cst.MatrixMultiply)
+
 
 class PytreesMixin:
     def tree_of(self, node):
@@ -102,7 +105,9 @@ class PytreesMixin:
         bindings = [n for n in nodes if isinstance(n, cst.Assign) and any(names_it(t.target) for t in n.targets)]
         uses = [n for n in nodes if isinstance(n, cst.Subscript) and names_it(n.value) and len(n.slice) == 1
                 and isinstance(n.slice[0].slice, cst.Index)] + \
-               [a for n in nodes if isinstance(n, cst.Call) and numpy_reads(n) for a in n.args if names_it(a.value)]
+               [a for n in nodes if isinstance(n, cst.Call) and numpy_reads(n) for a in n.args if names_it(a.value)] + \
+               [n for n in nodes if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, ARRAY_OPERATORS)
+                and names_it(n.left) != names_it(n.right)]  # `e - x`: a list meets an array here, or Python raises
         return len(bindings) == 1 and len(uses) + 1 == _count_names(self.parsed.node, name)
 
     def is_sequence(self, node) -> bool:

@@ -35,6 +35,7 @@ class Growth:
     count: Any  # how many items the list holds after the loop
     before: list  # the statements before the loop, where numbers' array is allocated
     made: bool = False  # allocated: before the loop, or (arrays appended to an empty list) by the first pass
+    width: int | None = None  # items appended as tuples of numbers: how many numbers each row holds
 
 
 @dataclass

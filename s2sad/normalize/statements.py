@@ -479,25 +479,49 @@ class StatementsMixin:
                     for n in _walk(loop.body, skip=(cst.FunctionDef, cst.Lambda)))
         names = [name for name in appended if appended.count(name) == 1 and not jumps
                  and isinstance(self.trees.get(name), list) and _count_names(loop.body, name) == 1
-                 and step == Const(1) and all(isinstance(a, (Const, Var)) for a in self.trees[name])]
+                 and step == Const(1) and all(isinstance(a, (Const, Var)) or self.numbers_row(a) is not None
+                                              for a in self.trees[name])]
         for name in names:
             prefix = self.trees.pop(name)
             count = self.prim(out, "sub", (stop, start), hint="passes") if start != Const(0) else stop
             count = self.prim(out, "add", (count, Const(len(prefix))), hint="items") if prefix else count
-            first_rank = None if not prefix else 0 if isinstance(prefix[0], Const) else self.ranks.get(prefix[0].name)
+            first_rank = None if not prefix else 0 if isinstance(prefix[0], Const) else \
+                1 if isinstance(prefix[0], (tuple, list)) else self.ranks.get(prefix[0].name)
             if prefix and first_rank is None and isinstance(self.kinds, UnknownKinds):
                 self.kind_of(prefix[0], required=True)  # `ys = [y0]` of an argument: its rank comes with its type
-            shape = () if not prefix or first_rank == 0 else self.items_of(self.prim(out, "shape", (prefix[0],)), out)
+            shape = () if not prefix or first_rank == 0 else (Const(len(prefix[0])),) \
+                if isinstance(prefix[0], (tuple, list)) else self.items_of(self.prim(out, "shape", (prefix[0],)), out)
             if shape is None:
                 raise self.err(loop, f"`{name}` grows by one item per pass: s2sad makes it an array, and needs the "
                                      f"rank of its first item", "call grad(f) on arguments, or preallocate an array")
             growth = Growth(self.var(name), len(prefix), start, counter, count, out)
+            widths = {len(item) if isinstance(item, (tuple, list)) else None for item in prefix}
+            if len(widths) > 1:
+                raise self.err(loop, f"`{name}` grows by one item per pass, and s2sad makes it an array: its items "
+                                     "before the loop are rows of one length", "preallocate: `out = np.zeros((n, m))`")
+            growth.width = next(iter(widths), None)
             if prefix:
                 self.allocate(growth, shape, out)
             for k, item in enumerate(prefix):
-                out.append(Store(growth.buffer, (Const(k),), item, self.loc))
+                for index, value in self.row_items((Const(k),), item):
+                    out.append(Store(growth.buffer, index, value, self.loc))
             self.growing[name] = growth
         return names
+
+    def numbers_row(self, item) -> list | None:
+        """The numbers of a tuple or list item, `(x, y)`, which a list grown into an array holds as a row."""
+        if not isinstance(item, (tuple, list)) or not item:
+            return None
+        scalar = all(isinstance(e, Const) and type(e.value) in (int, float, bool)
+                     or isinstance(e, Var) and self.ranks.get(e.name, 0) == 0 for e in item)  # (unknown: an item)
+        return list(item) if scalar else None
+
+    @staticmethod
+    def row_items(at: tuple, item) -> list:
+        """Where each number of a list's item goes: the item itself at `at`, or a tuple's numbers along its row."""
+        if isinstance(item, (tuple, list)):
+            return [(at + (Const(j),), value) for j, value in enumerate(item)]
+        return [(at, item)]
 
     def allocate(self, growth: "Growth", shape, out):
         dims = self.prim(out, "make_tuple", (growth.count, *shape), hint="dims")
@@ -507,6 +531,24 @@ class StatementsMixin:
     def grow(self, call: cst.Call, out):
         """`llk.append(v)` in a loop that makes `llk` an array: the pass's row of it."""
         growth = self.growing[call.func.value.value]
+        if isinstance(call.args[0].value, (cst.Tuple, cst.List)):  # `positions.append((x, y))`: a row of numbers
+            row = self.numbers_row(self.value(call.args[0].value, out))
+            if row is None:
+                raise self.err(call.args[0].value, f"`{call.func.value.value}` grows by one item per pass, and s2sad "
+                                                   "makes it an array: a tuple or list appended holds numbers here",
+                               "append one array (np.concatenate of the parts), or preallocate: "
+                               "`out = np.zeros((n, m))`")
+            if growth.made and growth.width != len(row):
+                raise self.err(call.args[0].value, f"`{call.func.value.value}` grows by one item per pass, and s2sad "
+                                                   "makes it an array: the rows appended have the length of its items",
+                               "append rows of one length, or preallocate: `out = np.zeros((n, m))`")
+            if not growth.made:
+                self.allocate(growth, (Const(len(row)),), growth.before)
+                growth.width = len(row)
+            index = self.grown_row(growth, out)
+            for at, value in self.row_items((index,), row):
+                out.append(Store(growth.buffer, at, value, self.loc))
+            return
         item = self.expr(call.args[0].value, out)
         rank = 0 if isinstance(item, Const) else self.ranks.get(item.name)
         if rank is None and isinstance(self.kinds, UnknownKinds):
@@ -522,12 +564,16 @@ class StatementsMixin:
             allocation: list = []
             self.allocate(growth, shape, allocation)
             out.append(If(first, allocation, [], self.loc))
+        out.append(Store(growth.buffer, (self.grown_row(growth, out),), item, self.loc))
+
+    def grown_row(self, growth: "Growth", out):
+        """The row this pass appends: the pass's number, after the items the list held before the loop."""
         index = Var(growth.counter)
         if growth.start != Const(0):
             index = self.prim(out, "sub", (index, growth.start), hint="row")
         if growth.prefix:
             index = self.prim(out, "add", (index, Const(growth.prefix)), hint="row")
-        out.append(Store(growth.buffer, (index,), item, self.loc))
+        return index
 
     def private_to(self, loop: cst.For, name: str) -> bool:
         """Is `name` used only inside `loop`'s body and never assigned there?"""

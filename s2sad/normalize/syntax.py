@@ -193,6 +193,14 @@ def _fills(call) -> bool:
         and len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
 
 
+def _sorts_array(call) -> bool:
+    """`x.sort()`, `x.sort(axis)`, `x.sort(axis=0, kind=...)`: ndarray.sort's spellings (a list's sort takes
+    `key=` and `reverse=`)."""
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "sort" \
+        and not any(a.star for a in call.args) and len(call.args) <= 3 \
+        and all(a.keyword is None or a.keyword.value in ("axis", "kind", "order") for a in call.args)
+
+
 def _written_at_run_time(func: cst.FunctionDef) -> set[str]:
     """Names whose items are set in a branch or loop (`t[0] = v` under `if`), or updated (`t[k] += v`):
     bound to a list, such a name is an array (a list's items are fixed when the code is generated)."""

@@ -93,6 +93,10 @@ EXPRESSION_HINTS = {  # expressions s2sad refuses: what to write instead
 }
 
 
+# NumPy functions with no rule (run as written on values not differentiated) whose result is always 1-D
+FLAT_RESULTS = (np.unique, np.flatnonzero)
+
+
 METHOD_HINT = (f"s2sad knows the array methods .{', .'.join(sorted(METHODS))} and .astype; call the NumPy function "
                "instead (`np.sort(x)` for `x.sort()`), or a function of your own")
 

@@ -9,6 +9,9 @@ the new ones. Flips, quarter turns, np.take and np.take_along_axis are views and
 tiles the flattened items; np.bincount adds its weights with np.add.at; np.trapezoid, np.polyval, np.cross, np.gradient and np.meshgrid are their
 arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
+scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
+scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives).
+
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
 np.linalg.solve, np.tril and np.triu. A caller's flags (`lower=True`) are constants when the code is
@@ -601,7 +604,44 @@ def matrix_norm(x, keepdims=False, ord="fro"):
     return np.sqrt(np.sum(x * x, axis=(-2, -1), keepdims=keepdims))
 
 
+def poisson_logpmf(k, mu, loc=0):
+    """scipy.stats.poisson.logpmf: k log(mu) - log(k!) - mu at the integers k >= 0, -inf elsewhere."""
+    from scipy.special import gammaln, xlogy
+    k = k - loc
+    return np.where((k >= 0) & (k == np.floor(k)), xlogy(k, mu) - gammaln(k + 1.0) - mu, -np.inf)
+
+
+def nbinom_logpmf(k, n, p, loc=0):
+    """scipy.stats.nbinom.logpmf: log C(k + n - 1, k) + n log(p) + k log(1 - p) at the integers k >= 0."""
+    from scipy.special import gammaln, xlogy
+    k = k - loc
+    value = gammaln(n + k) - gammaln(k + 1.0) - gammaln(n) + n * np.log(p) + xlogy(k, 1.0 - p)
+    return np.where((k >= 0) & (k == np.floor(k)), value, -np.inf)
+
+
+def gamma_logpdf(x, a, loc=0.0, scale=1.0):
+    """scipy.stats.gamma.logpdf: (a - 1) log(y) - y - log(Gamma(a)) - log(scale), y = (x - loc) / scale >= 0."""
+    from scipy.special import gammaln, xlogy
+    y = (x - loc) / scale
+    return np.where(y >= 0, xlogy(a - 1.0, y) - y - gammaln(a) - np.log(scale), -np.inf)
+
+
+def gamma_pdf(x, a, loc=0.0, scale=1.0):
+    return np.exp(gamma_logpdf(x, a, loc, scale))
+
+
+def poisson_pmf(k, mu, loc=0):
+    return np.exp(poisson_logpmf(k, mu, loc))
+
+
+def nbinom_pmf(k, n, p, loc=0):
+    return np.exp(nbinom_logpmf(k, n, p, loc))
+
+
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
+_SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"): poisson_pmf,
+                ("nbinom_gen", "logpmf"): nbinom_logpmf, ("nbinom_gen", "pmf"): nbinom_pmf,
+                ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf}
 _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
           np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanprod: nanprod,
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
@@ -722,6 +762,8 @@ def stand_in(fn, keywords: frozenset = frozenset()):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
+    if module.startswith("scipy.stats"):  # a method of a distribution instance, `scipy.stats.poisson.logpmf`
+        return _SCIPY_STATS.get((type(getattr(fn, "__self__", None)).__name__, getattr(fn, "__name__", None)))
     try:
         return _NUMPY.get(fn)
     except TypeError:  # not hashable
@@ -742,4 +784,5 @@ def spelled() -> list[str]:
     ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply.accumulate",
               "np.sum/prod/max/min(..., initial=, where=)",
               "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
-    return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG]
+    stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
+    return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats
