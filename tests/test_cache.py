@@ -103,6 +103,52 @@ def test_a_new_process_registers_the_runtimes_c_functions_before_it_loads_code_t
     assert [run[1] for run in runs] == ["0", "1"]  # compiled once on this machine, then loaded
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the processes are forked")
+def test_cached_code_from_forked_processes_calls_the_helpers_it_was_compiled_with(tmp_path):
+    # vmath's overloads of exp and tanh return closures of one qualified name for one argument type; numba
+    # tells such functions apart by a count of its process's compiles, which forked processes share. Each
+    # gradient is cached by a child of its own, and a third loads both: at -O0, where the closures stay
+    # calls (LLVM's dead-code passes let numba cache them there), tanh's gradient called exp's closure.
+    script = textwrap.dedent("""
+        import os
+        import numpy as np
+        from numba.core import codegen, config
+
+        module_passes = codegen.CPUCodegen._module_pass_manager
+
+        def with_dead_code_removed(self, **kwargs):
+            manager, builder = module_passes(self, **kwargs)
+            manager.add_dead_code_elimination_pass()
+            manager.add_global_dead_code_eliminate_pass()
+            return manager, builder
+
+        codegen.CPUCodegen._module_pass_manager = with_dead_code_removed
+        import s2sad
+
+        def in_a_child(job):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    job()
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+
+        in_a_child(lambda: s2sad.grad(np.exp)(0.5))
+        in_a_child(lambda: s2sad.grad(np.tanh)(0.5))
+        in_a_child(lambda: print(s2sad.grad(np.exp)(0.5), s2sad.grad(np.tanh)(0.5), flush=True))
+    """)
+    path = tmp_path / "forks.py"
+    path.write_text(script)
+    env = dict(os.environ, S2SAD_CACHE_DIR=str(tmp_path / "cache"), S2SAD_BACKGROUND_COMPILE="0", NUMBA_OPT="0")
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, str(path)], cwd=HERE, env=env, capture_output=True, text=True, check=True)
+    exp_slope, tanh_slope = map(float, out.stdout.split())
+    assert exp_slope == pytest.approx(np.exp(0.5), rel=1e-12)
+    assert tanh_slope == pytest.approx(1.0 - np.tanh(0.5) ** 2, rel=1e-12)
+    assert len(list((tmp_path / "cache").rglob("*tanh_grad*.nbc"))) == 1  # the third child loaded it
+
+
 def test_only_helpers_defined_at_a_modules_top_level_are_cached():
     from s2sad import backend
     from s2sad.runtime import reductions

@@ -6,6 +6,8 @@ submodule's `__all__` is available to rule templates at once. Every module that 
 (runtime.native) is imported here, so that registering them all registers each.
 """
 
+# naming first: every runtime helper compiles under names no other process gives to other code
+from . import naming
 from . import core, elementwise, fused, linalg, masks, memory, native, reductions, shapes, special, vmath
 from .core import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
