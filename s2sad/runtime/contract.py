@@ -18,8 +18,6 @@ stay in cache (under `SMALL_OPERANDS` elements in all, known at run time) are su
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 from numba import njit
 
@@ -77,21 +75,12 @@ def kernel(spec: str, into: bool, dtype: str = "float64"):
     result of NumPy dtype `dtype` (its sums start in that precision: float32 products stay float32)."""
     key = (spec, into, dtype)
     if key not in _KERNELS:
-        source = kernel_source(spec, into, dtype)
         namespace = {"np": np}
-        exec(source, namespace)  # noqa: S102 - our own text, built from letters
+        exec(kernel_source(spec, into, dtype), namespace)  # noqa: S102 - our own text, built from letters
         if "small" in namespace:
-            namespace["small"] = njit(_named_for(namespace["small"], source))
-        _KERNELS[key] = njit(_named_for(namespace["kernel"], source))
+            namespace["small"] = njit(namespace["small"])
+        _KERNELS[key] = njit(namespace["kernel"])
     return _KERNELS[key]
-
-
-def _named_for(fn, source: str):
-    """`fn` with a name of its text's own. numba names machine code by module, name, types and a count
-    of the functions its process has compiled; code loaded from the disk cache calls a kernel by that
-    name, which in another process may be another spec's kernel under the same name and count."""
-    fn.__qualname__ = f"{fn.__name__}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
-    return fn
 
 
 def kernel_source(spec: str, into: bool, dtype: str = "float64") -> str:
