@@ -128,17 +128,17 @@ def mc_call_value(s0, t, k, r, q, v, num_paths, seed):
 
 
 # ---------------------------------------------------------------- refused: these touch a differentiated value
-def lgamma_of_input(x):
-    return math.lgamma(x) * 2.0
+def gamma_of_input(x):
+    return math.gamma(x) * 2.0
 
 
 def draw_from_input(mu):
     return np.random.normal(mu, 1.0) * 2.0
 
 
-def sorts_in_place(x):
+def partitions_in_place(x):
     y = x * 2.0
-    y.sort()
+    y.partition(1)
     return np.sum(y)
 
 

@@ -122,10 +122,10 @@ def _place(fn, snippet):
 
 
 @pytest.mark.parametrize("fn, args, snippet, message, hint", [
-    (F.lgamma_of_input, (2.5,), "math.lgamma(x)", "no derivative rule for `lgamma`", "custom_jvp"),
+    (F.gamma_of_input, (2.5,), "math.gamma(x)", "no derivative rule for `gamma`", "custom_jvp"),
     (F.draw_from_input, (0.5,), "np.random.normal", "draws random numbers from differentiated parameters",
      "mu + sigma * np.random.normal(0.0, 1.0, n)"),
-    (F.sorts_in_place, (X,), "y.sort()", "no effect s2sad can differentiate", "`x = np.sort(x)`"),
+    (F.partitions_in_place, (X,), "y.partition(1)", "no effect s2sad can differentiate", "`x = np.sort(x)`"),
 ])
 def test_active_calls_without_rules_are_refused_at_the_users_line(fn, args, snippet, message, hint):
     with pytest.raises(s2sad.UnsupportedError) as info:
@@ -136,8 +136,8 @@ def test_active_calls_without_rules_are_refused_at_the_users_line(fn, args, snip
 
 
 def test_active_call_without_rule_is_refused_in_forward_mode_too():
-    with pytest.raises(s2sad.UnsupportedError, match="no derivative rule for `lgamma`"):
-        s2sad.jvp(F.lgamma_of_input, (2.5,), (1.0,), backend="python")
+    with pytest.raises(s2sad.UnsupportedError, match="no derivative rule for `gamma`"):
+        s2sad.jvp(F.gamma_of_input, (2.5,), (1.0,), backend="python")
 
 
 def test_inactive_lgamma_of_a_constant_argument():
@@ -166,9 +166,9 @@ def test_numba_typing_error_is_an_error_at_the_users_line():
 
 def test_refusal_traceback_ends_at_the_users_line():
     with pytest.raises(s2sad.UnsupportedError) as info:
-        s2sad.grad(F.lgamma_of_input, backend="python")(2.5)
+        s2sad.grad(F.gamma_of_input, backend="python")(2.5)
     last = traceback.extract_tb(info.value.__traceback__)[-1]
-    assert last.filename == F.__file__ and "math.lgamma(x)" in last.line
+    assert last.filename == F.__file__ and "math.gamma(x)" in last.line
     assert len(_s2sad_frames(info.value.__traceback__)) == 1
 
 
