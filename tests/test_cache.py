@@ -146,7 +146,7 @@ def test_cached_code_from_forked_processes_calls_the_helpers_it_was_compiled_wit
     exp_slope, tanh_slope = map(float, out.stdout.split())
     assert exp_slope == pytest.approx(np.exp(0.5), rel=1e-12)
     assert tanh_slope == pytest.approx(1.0 - np.tanh(0.5) ** 2, rel=1e-12)
-    assert len(list((tmp_path / "cache").rglob("*tanh_grad*.nbc"))) == 1  # the second child cached it, so the third loads it
+    assert len(list((tmp_path / "cache").rglob("*tanh_grad*.nbc"))) == 1  # cached by the second child
 
 
 def test_only_helpers_defined_at_a_modules_top_level_are_cached():
