@@ -204,8 +204,9 @@ def _checked(spec: Spec, argtypes: tuple, differentiated) -> None:
             default = signature.parameters[p].default if signature is not None and p in signature.parameters else None
             value = repr(default) if isinstance(default, str) else "'...'"
             raise NotNumbaCallable(
-                f"{spec.name}: argument {i} (`{p}`) is a string, which decides the code s2sad generates; inside numba "
-                f"code, bind it in Python first: s2sad.{spec.kind}(lambda {others}: {spec.name}({others}, {p}={value}))")
+                f"{spec.name}: argument {i} (`{p}`) is a string, which decides the code s2sad generates; inside "
+                f"numba code, bind it in Python first: "
+                f"s2sad.{spec.kind}(lambda {others}: {spec.name}({others}, {p}={value}))")
         if not _is_leaf(t):
             raise NotNumbaCallable(
                 f"{spec.name}: argument {i} (`{p}`) has numba type {t}; inside numba code s2sad's functions take "

@@ -50,7 +50,8 @@ def test_an_int_primal_of_vjp_is_refused_with_a_hint_that_works():
     assert out == pytest.approx(jitted_loss.py_func(2, X), rel=1e-12)
     (x_bar,) = vjp_fun(1.5)
     assert_close(x_bar, 1.5 * fd_grad(lambda x: jitted_loss.py_func(2.0, x), (X,), 0))
-    with pytest.raises(TypeError, match=r"to keep it constant, pass it in a lambda: vjp\(lambda ...: jitted_loss\(..., x, "):
+    with pytest.raises(TypeError, match=r"to keep it constant, pass it in a lambda: "
+                                        r"vjp\(lambda ...: jitted_loss\(..., x, "):
         s2sad.vjp(jitted_loss.py_func, 2.0, np.array([1, 2, 3]))
 
 
