@@ -270,3 +270,25 @@ def test_more_array_methods(backend):
     """.swapaxes, .round, .repeat, .take, .argsort, .all and .any, as the NumPy functions (they were refused, and
     a method of a function without a rule lost its array)."""
     value_and_grad_match(array_methods, X, backend)
+
+
+def einsums_of_many_operands(x):
+    """Quadratic forms and chained products written as one np.einsum, as real code writes them."""
+    a = x.reshape(2, 3)
+    m = np.outer(x[:3], x[3:]) + np.eye(3)
+    stack = np.stack([m, m.T * 0.5])
+    return (np.einsum("i,ij,j->", x[:3], m, x[3:], optimize=True) + np.sum(np.einsum("ij,jk,kl->il", a, m, m.T) ** 2)
+            + np.sum(np.einsum("ij,jk,kl", a, m, a.T)) + np.sum(np.einsum("bij,jk,k->bi", stack, m, x[:3]) ** 2)
+            + np.sum(np.einsum("...ij,jk,k->...i", stack, m, x[3:])) + np.einsum("ii,i,i->", m, x[:3], x[3:])
+            + np.sum(np.einsum("ij,jk,kl,i->l", a, m, m, x[:2])))
+
+
+def test_einsum_of_three_or_more_operands_contracts_a_pair_at_a_time(backend):
+    derivatives_match(einsums_of_many_operands, X, backend)
+
+
+def test_einsum_subscripts_that_name_other_operands_than_given_are_refused_where_written():
+    def f(x):
+        return np.einsum("i,i,i->", x, x)
+    with pytest.raises(s2sad.UnsupportedError, match="subscripts name 3 operands; it is given 2"):
+        s2sad.grad(f)(X)

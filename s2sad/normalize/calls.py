@@ -332,8 +332,9 @@ class CallsMixin:
                 and not node.args[0].star:  # `np.float64(x)`: float(x) of a number, x.astype(np.float64) of an array
             return self.cast(node, self.expr(node.args[0].value, out), Const(np.dtype(fn)), True, out, target)
         if fn is np.einsum and not leading and node.args and node.args[0].keyword is None \
-                and isinstance(spec := self.prim_arg(node.args[0].value, out), Const) and "..." in str(spec.value):
-            return self.einsum_with_ellipsis(node, spec.value, out, target)
+                and isinstance(spec := self.prim_arg(node.args[0].value, out), Const) and isinstance(spec.value, str) \
+                and ("..." in spec.value or spec.value.count(",") > 1):
+            return self.einsum_spelled_out(node, spec.value, out, target)
         found = rules.lookup_object(fn)
         if fn in ACCUMULATES_IN_DTYPE and any(a.keyword and a.keyword.value == "dtype" for a in node.args):
             node, leading = self.operand_in_dtype(node, leading, out)
@@ -649,19 +650,27 @@ class CallsMixin:
         shape = self.prim(out, "make_tuple", (first,) * ndim.value, hint="shape")
         return Positions(self.prim(out, "diagonal_mask", (shape,), hint="diagonal"))
 
-    def einsum_with_ellipsis(self, node: cst.Call, spec: str, out, target):
-        """`np.einsum('...nd,...od->...no', q, k)`: the '...' spelled with letters the subscripts leave free,
-        as many as each operand's rank leaves, which lowering knows or asks the argument types for."""
+    def einsum_spelled_out(self, node: cst.Call, spec: str, out, target):
+        """`np.einsum` as the two-operand contractions s2sad has a rule for: a '...' spelled with letters the
+        subscripts leave free (as many as each operand's rank leaves, which lowering knows or asks the argument
+        types for), and three or more operands contracted a pair at a time (`_pairwise_einsums`)."""
         if any(a.star or a.keyword and a.keyword.value not in TUNING_KEYWORDS[np.einsum] for a in node.args):
-            raise self.err(node, "np.einsum with '...' takes its subscripts and operands alone here")
+            raise self.err(node, "np.einsum takes its subscripts and operands alone here")
         operands = [self.prim_arg(a.value, out) for a in node.args[1:] if a.keyword is None]
-        ranks = self.operand_ranks(node, operands, "np.einsum's '...' needs the ranks of its operands")
         try:
-            lettered = _ellipsis_lettered(spec, ranks)
+            if "..." in spec:
+                ranks = self.operand_ranks(node, operands, "np.einsum's '...' needs the ranks of its operands")
+                spec = _ellipsis_lettered(spec, ranks)
+            steps = _pairwise_einsums(spec, len(operands))
         except ValueError as e:
             raise self.err(node, str(e)) from None
         rule, spelled = rules.lookup_object(np.einsum)
-        return self.emit(out, target or self.temp(rule.name), Prim(rule, (Const(lettered), *operands), (), spelled))
+        for k, (subscripts, picked) in enumerate(steps):
+            last = k == len(steps) - 1
+            result = self.emit(out, target if last and target else self.temp(rule.name),
+                               Prim(rule, (Const(subscripts), *(operands[i] for i in picked)), (), spelled))
+            operands = [result if i == picked[0] else o for i, o in enumerate(operands) if i not in picked[1:]]
+        return result
 
     def operand_lowered(self, node: cst.Call, leading: list, out):
         """The call without its first positional argument, which leads, lowered (as a method's receiver does)."""
@@ -962,6 +971,34 @@ def _names_a_shape(node) -> bool:
     while isinstance(node, cst.Subscript):
         node = node.value
     return isinstance(node, cst.Attribute) and node.attr.value == "shape"
+
+
+def _pairwise_einsums(spec: str, n_operands: int) -> list[tuple[str, tuple[int, ...]]]:
+    """Explicit einsum subscripts ('ij,jk,k->i') as contractions of at most two operands, each with the
+    positions it takes from the operands left; its result takes the first one's place. Each step contracts
+    the pair whose result keeps the fewest indices (then the leftmost pair), as NumPy's greedy path does
+    when the sizes are unknown; a pair keeps the indices that a later operand or the output names."""
+    inputs, arrow, output = spec.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if len(terms) != n_operands:
+        raise ValueError(f"np.einsum's subscripts name {len(terms)} operands; it is given {n_operands}")
+    if not arrow:
+        named = inputs.replace(",", "")
+        output = "".join(sorted(c for c in set(named) if named.count(c) == 1))
+    steps = []
+    while len(terms) > 2:
+        pairs = [(i, j) for i in range(len(terms)) for j in range(i + 1, len(terms))]
+        i, j = min(pairs, key=lambda p: (len(_kept_indices(terms, *p, output)), p))
+        result = _kept_indices(terms, i, j, output)
+        steps.append((f"{terms[i]},{terms[j]}->{result}", (i, j)))
+        terms = [result if k == i else t for k, t in enumerate(terms) if k != j]
+    return steps + [(",".join(terms) + "->" + output, tuple(range(len(terms))))]
+
+
+def _kept_indices(terms: list[str], i: int, j: int, output: str) -> str:
+    """The indices of terms i and j that another term or the output names, in their order."""
+    others = "".join(t for k, t in enumerate(terms) if k not in (i, j)) + output
+    return "".join(dict.fromkeys(c for c in terms[i] + terms[j] if c in others))
 
 
 def _ellipsis_lettered(spec: str, ranks: list[int]) -> str:
