@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -495,7 +496,7 @@ class _Reverse(_Transform):
         return result if len(self.flat_argnums) + self.n_outputs() > 2 else (result,)
 
     def check_output(self, args):
-        out = self.primal_fn(*args)
+        out = self.primal_fn(*_generators_copied(args))
         self.check_scalar(out[0] if self.has_aux else out)
 
     def check_output_once(self, args, ranks: tuple):
@@ -516,7 +517,7 @@ class _Reverse(_Transform):
         g = self.generated
         primal = compile_function(g.source, g.stem, g.primal, "python")
         started = time.perf_counter()
-        outcome, out = background.run_briefly(primal, args, background.PRIMAL_SECONDS)
+        outcome, out = background.run_briefly(primal, _generators_copied(args), background.PRIMAL_SECONDS)
         if outcome == "done":
             background.expect_python(module_name(g.source, g.stem), time.perf_counter() - started)
             self.check_scalar(out[0] if self.has_aux else out)
@@ -602,13 +603,14 @@ _MEMO: dict[tuple, _Transform] = {}
 
 def _is_static_argument(value) -> bool:
     """A function (`minimize(f, x0)`) or a plain object (a model, a configuration) passed as an argument:
-    its code is inlined and its numbers read when the code is generated; its arrays are read at each call."""
+    its code is inlined and its numbers read when the code is generated; its arrays are read at each call.
+    A random generator is passed as it is: generated code draws from it, advancing it."""
     if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or hasattr(value, "py_func") \
             or hasattr(value, "__s2sad_transform__"):
         return True
     kind = type(value)
     return kind.__module__ not in ("builtins", "numpy") and not isinstance(value, (tuple, list, dict, np.generic)) \
-        and not tree_registered(kind)
+        and not tree_registered(kind) and not isinstance(value, (np.random.Generator, np.random.RandomState))
 
 
 def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
@@ -713,6 +715,17 @@ def _as_float(x):
         return scalar_adjoint(x, x)
     x = np.asarray(x)
     return np.asarray(x, dtype=adjoint_dtype(x))
+
+
+def _generators_copied(args: tuple) -> tuple:
+    """`args` with each random generator copied: a check that runs the primal must not move the user's
+    generators, which the gradient then draws from."""
+    if not any(isinstance(a, _GENERATORS) for a in args):
+        return args
+    return tuple(copy.deepcopy(a) if isinstance(a, _GENERATORS) else a for a in args)
+
+
+_GENERATORS = (np.random.Generator, np.random.RandomState)
 
 
 def _called(fn: Callable, *args):

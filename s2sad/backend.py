@@ -546,6 +546,11 @@ _NUMBA_HINT = ('rewrite the line with what numba compiles (its documentation lis
                'or run it uncompiled with backend="python"; s2sad.source(f) shows the generated code')
 
 
+_GENERATOR_HINT = ("numba makes no random generator in compiled code, but draws from one it is given: take it as an "
+                   "argument (`def f(x, rng)`, called with `np.random.default_rng(12)`), or run it uncompiled with "
+                   'backend="python"')
+
+
 def _lowering_error(dispatcher, exc) -> Exception:
     """numba's NotImplementedError while lowering generated code, placed at the user's function's first
     line: numba names no line for it."""
@@ -576,9 +581,9 @@ def user_typing_error(exc) -> Exception | None:
     if user is None:
         return None
     generated = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""
+    hint = _GENERATOR_HINT if "np.random.default_rng(" in generated else _NUMBA_HINT
     return UnsupportedError(located_at(
-        f"numba cannot compile the code generated for this line (`{generated}`): {_reason(str(exc))}", user,
-        _NUMBA_HINT))
+        f"numba cannot compile the code generated for this line (`{generated}`): {_reason(str(exc))}", user, hint))
 
 
 def _reason(message: str) -> str:

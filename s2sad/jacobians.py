@@ -6,7 +6,8 @@ functions exactly as the API does, so the printed program is the one that runs.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import copy
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -35,6 +36,17 @@ def stacked_columns(columns: list, out, x) -> np.ndarray:
     return np.moveaxis(stacked, 0, -1).reshape(np.shape(out) + np.shape(x))
 
 
+def passes(args: Sequence) -> Iterator[Sequence]:
+    """The arguments for each pass of a Jacobian. Every pass draws what one call of the function draws: the
+    first takes the user's random generators, which move on as one call moves them; each later one takes
+    copies of them as they were before the first."""
+    generators = [i for i, a in enumerate(args) if isinstance(a, (np.random.Generator, np.random.RandomState))]
+    before = {i: copy.deepcopy(args[i]) for i in generators}
+    yield args
+    while True:
+        yield [copy.deepcopy(before[i]) if i in before else a for i, a in enumerate(args)] if generators else args
+
+
 def by_jvps(primal: Callable, jvp: Callable, args: Sequence, wrt: Sequence[int], tuple_out: bool) -> list:
     """Blocks [output][position in wrt] of the Jacobian, one jvp per element of each `args[i]`, i in wrt.
 
@@ -42,17 +54,17 @@ def by_jvps(primal: Callable, jvp: Callable, args: Sequence, wrt: Sequence[int],
     returns a tuple. The outputs come from the first jvp: `primal` runs (and compiles) only where
     there is no element to take a jvp along."""
     zeros = [np.zeros(np.shape(args[i]), adjoint_dtype(args[i])) if np.ndim(args[i]) else 0.0 for i in wrt]
-    outs, columns = None, [[] for _ in wrt]
+    outs, columns, each_pass = None, [[] for _ in wrt], passes(args)
     for pos, i in enumerate(wrt):
         for k in range(np.size(args[i])):
             tangents = list(zeros)
             tangents[pos] = basis(args[i], k)
-            result = jvp(*args, *tangents)
+            result = jvp(*next(each_pass), *tangents)
             n = len(result) // 2 if tuple_out else 1
             outs = result[:n] if outs is None else outs
             columns[pos].append(result[n:])
     if outs is None:
-        outs = primal(*args)
+        outs = primal(*next(each_pass))
         outs = outs if tuple_out else (outs,)
     return [[stacked_columns([c[o] for c in columns[pos]], out, args[i]) for pos, i in enumerate(wrt)]
             for o, out in enumerate(outs)]
@@ -62,8 +74,9 @@ def by_vjps(primal: Callable, vjp: Callable, args: Sequence, wrt: Sequence[int])
     """Blocks [position in wrt] of the Jacobian of a one-output `primal`, one vjp per output element.
 
     `vjp(*args, cotangent)` returns the output, then the cotangent of each `args[i]`, i in wrt."""
-    out = primal(*args)
-    rows = [vjp(*args, basis(out, j))[1:] for j in range(np.size(out))]
+    each_pass = passes(args)
+    out = primal(*next(each_pass))
+    rows = [vjp(*next(each_pass), basis(out, j))[1:] for j in range(np.size(out))]
     return [np.array([r[pos] for r in rows], dtype=_block_dtype(out, args[i])).reshape(np.shape(out) + np.shape(args[i]))
             for pos, i in enumerate(wrt)]
 

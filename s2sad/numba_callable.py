@@ -179,7 +179,7 @@ def flat_entry(public: Callable, *examples):
 
 
 def _is_leaf(t) -> bool:
-    return isinstance(t, (nb.Float, nb.Integer, nb.Boolean)) or (
+    return isinstance(t, (nb.Float, nb.Integer, nb.Boolean, nb.NumPyRandomGeneratorType)) or (
         isinstance(t, nb.Array) and isinstance(t.dtype, (nb.Float, nb.Integer, nb.Boolean)))
 
 
@@ -192,6 +192,8 @@ def _kind(param: str, t) -> tuple:
     length-one axes unknown: none assumed, and code that depends on them is refused)."""
     if isinstance(t, nb.Array):
         return (param, t.ndim, np.ndarray, (False,) * t.ndim)
+    if isinstance(t, nb.NumPyRandomGeneratorType):  # drawn from, as the function draws from its argument
+        return (param, 0, np.random.Generator, ())
     return (param, 0, bool if isinstance(t, nb.Boolean) else int if isinstance(t, nb.Integer) else float, ())
 
 
@@ -210,7 +212,8 @@ def _checked(spec: Spec, argtypes: tuple, differentiated) -> None:
         if not _is_leaf(t):
             raise NotNumbaCallable(
                 f"{spec.name}: argument {i} (`{p}`) has numba type {t}; inside numba code s2sad's functions take "
-                f"floats and arrays. For pytree arguments, take the flat entry point once in Python, "
+                f"floats, arrays and random generators. For pytree arguments, take the flat entry point once in "
+                f"Python, "
                 f"flat = g.numba(*example_args), and call flat(*leaves) in numba code (the leaves in "
                 f"s2sad.tree.tree_flatten order)")
     for i in differentiated:

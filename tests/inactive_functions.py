@@ -146,3 +146,49 @@ def partitions_in_place(x):
 def ellipk_of_length(x):
     c = scipy.special.ellipk(1.0 / (x.shape[0] + 1.0))
     return np.sum(x ** 2) + c
+
+
+def local_generator_walk(x, steps):
+    """A Monte Carlo walk drawing from a generator it seeds itself, as NumPy's docs recommend."""
+    rng = np.random.default_rng(12)
+    order = np.arange(steps)
+    rng.shuffle(order)
+    kicks = rng.normal(0.0, 0.2, size=steps)
+    pos = x
+    for i in order:
+        pos = pos + np.tanh(pos) * kicks[i] + 0.01 * rng.standard_normal()
+    return pos * pos
+
+
+def draw_from_local_generator_at_input(mu):
+    rng = np.random.default_rng(0)
+    return rng.normal(mu, 1.0) * 2.0
+
+
+def given_generator_walk(x, steps, rng):
+    kicks = rng.normal(0.0, 0.2, size=steps)
+    pos = x
+    for i in range(steps):
+        pos = pos + np.tanh(pos) * kicks[i] + 0.01 * rng.standard_normal()
+    return pos * pos
+
+
+def walk_drawing_from(rng):
+    """A walk whose kicks come from a generator read from outside the function (a closure here; a module
+    global or `self.rng` reads the same way)."""
+    def walk(x):
+        kicks = rng.normal(0.0, 0.2, size=10)
+        return np.sum(np.tanh(x * kicks)) + x * rng.random()
+    return walk
+
+
+class Sampler:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def noisy_loss(self, x):
+        return np.sum((x - self.rng.standard_normal(x.shape[0])) ** 2)
+
+
+def noisy_features(x, rng):
+    return np.sin(x * rng.normal(size=x.shape[0])) ** 2

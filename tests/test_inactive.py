@@ -6,6 +6,7 @@ import math
 import os
 import traceback
 
+import numba
 import numpy as np
 import pytest
 
@@ -86,6 +87,82 @@ def test_seeded_draws_are_constants_and_never_drawn_again(backend):
     assert "np.random" not in adjoint  # the reverse sweep restores the draws from a tape
 
 
+def test_draws_from_a_generator_the_function_seeds_are_constants():
+    """`rng = np.random.default_rng(12)` then `rng.shuffle`, `rng.normal(size=)`, `rng.standard_normal()`: each
+    draw runs once, where it is written."""
+    check_grad(F.local_generator_walk, (0.7, 15), 0, "python")
+    check_jvp(F.local_generator_walk, (0.7, 15), "python")
+    assert_close(s2sad.value_and_grad(F.local_generator_walk, backend="python")(0.7, 15)[0],
+                 F.local_generator_walk(0.7, 15), rtol=1e-12)
+
+
+def test_numba_draws_from_a_generator_it_is_given_and_says_so_where_one_is_made():
+    with pytest.raises(s2sad.UnsupportedError, match="take it as an argument") as info:
+        s2sad.grad(F.local_generator_walk, backend="numba")(0.7, 15)
+    assert str(info.value).startswith(_place(F.local_generator_walk, "rng = np.random.default_rng(12)"))
+    value, got = s2sad.value_and_grad(F.given_generator_walk, backend="numba")(0.7, 15, np.random.default_rng(12))
+    assert_close(value, F.given_generator_walk(0.7, 15, np.random.default_rng(12)), rtol=1e-12)
+    assert_close(got, fd_grad(lambda x: F.given_generator_walk(x, 15, np.random.default_rng(12)), (0.7,), 0))
+
+
+def test_draws_from_the_users_generator_advance_it(backend):
+    """A generator passed in, closed over or held by `self` is the one generated code draws from (it drew from
+    NumPy's global stream instead): the value is the function's, and the generator moves on as it would."""
+    ours, theirs = np.random.default_rng(4), np.random.default_rng(4)
+    for _ in range(2):  # the second call draws on from where the first left the generator
+        before = theirs.bit_generator.state
+        value, got = s2sad.value_and_grad(F.walk_drawing_from(ours), backend=backend)(0.3)
+        assert_close(value, F.walk_drawing_from(theirs)(0.3), rtol=1e-12)
+        assert_close(got, fd_grad(lambda x: F.walk_drawing_from(_generator_at(before))(x), (0.3,), 0))
+    sampler, twin = F.Sampler(8), F.Sampler(8)
+    x = np.array([0.2, -0.4, 1.1])
+    assert_close(s2sad.grad(sampler.noisy_loss, backend=backend)(x), 2.0 * (x - twin.rng.standard_normal(3)))
+
+
+def test_every_pass_of_a_jacobian_draws_what_one_call_draws():
+    """jacfwd, jacrev and hessian run the function's derivative once per row or column: each pass draws the
+    same numbers, and the user's generator moves on as one call of the function moves it."""
+    x = np.array([0.3, -0.8, 1.2])
+    seeded = lambda: np.random.default_rng(5)  # noqa: E731
+    features = lambda y: F.noisy_features(y, seeded())  # noqa: E731
+    rng, twin = seeded(), seeded()
+    assert_close(s2sad.jacfwd(F.noisy_features, backend="python")(x, rng), _jacobian(features, x))
+    F.noisy_features(x, twin)
+    assert rng.random() == twin.random()
+    assert_close(s2sad.jacrev(F.noisy_features, backend="python")(x, seeded()), _jacobian(features, x))
+    gradient = lambda y: s2sad.grad(lambda z: np.sum(features(z)), backend="python")(y)  # noqa: E731
+    hessian = s2sad.hessian(lambda z, r: np.sum(F.noisy_features(z, r)), backend="python")(x, seeded())
+    assert_close(hessian, _jacobian(gradient, x))
+
+
+def test_numba_code_passes_its_generator_to_a_gradient():
+    g = s2sad.grad(lambda z, r: np.sum(F.noisy_features(z, r)))
+
+    @numba.njit
+    def descend(x, rng):
+        for _ in range(3):
+            x = x - 0.1 * g(x, rng)
+        return x
+
+    x, rng = np.array([0.3, -0.8, 1.2]), np.random.default_rng(9)
+    expected = x
+    for _ in range(3):
+        drawing = lambda z: np.sum(F.noisy_features(z, _generator_at(rng.bit_generator.state)))  # noqa: E731
+        expected = expected - 0.1 * fd_grad(drawing, (expected,), 0)
+        F.noisy_features(expected, rng)
+    assert_close(descend(x, np.random.default_rng(9)), expected)
+
+
+def _jacobian(f, x, h=1e-6):
+    return np.stack([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)], axis=-1)
+
+
+def _generator_at(state) -> np.random.Generator:
+    made = np.random.default_rng()
+    made.bit_generator.state = state
+    return made
+
+
 def test_monte_carlo_pricer_with_a_seed_argument(backend):
     args = (100.0, 1.0, 105.0, 0.05, 0.01, 0.2, 400, 7)
     check_grad(F.mc_call_value, args, (0, 5), backend)
@@ -125,6 +202,8 @@ def _place(fn, snippet):
     (F.gamma_of_input, (2.5,), "math.gamma(x)", "no derivative rule for `gamma`", "custom_jvp"),
     (F.draw_from_input, (0.5,), "np.random.normal", "draws random numbers from differentiated parameters",
      "mu + sigma * np.random.normal(0.0, 1.0, n)"),
+    (F.draw_from_local_generator_at_input, (0.5,), "rng.normal(mu, 1.0)",
+     "`rng.normal` draws random numbers from differentiated parameters", "mu + sigma * np.random.normal(0.0, 1.0, n)"),
     (F.partitions_in_place, (X,), "y.partition(1)", "no effect s2sad can differentiate", "`x = np.sort(x)`"),
 ])
 def test_active_calls_without_rules_are_refused_at_the_users_line(fn, args, snippet, message, hint):

@@ -19,6 +19,7 @@ import numpy as np
 from s2sad import ir, rules
 from s2sad.backend import load_module
 from s2sad.frontend import unwrap
+from s2sad.hidden import Hidden
 from s2sad.ir import Const, Copy, For, Load, Prim, Slice, Store, Var
 from s2sad.objects import LocalObject, is_namedtuple
 from s2sad.rules import inlined
@@ -26,7 +27,7 @@ from s2sad.rules.registry import Custom
 from s2sad.units import pointwise
 from s2sad.normalize.pytrees import _constant_tuple, _numbers_tree, flatten, is_tree, unflatten
 from s2sad.normalize.state import _NOT_STATIC, NestedFunction, Positions, StaticRef, UnknownKinds
-from s2sad.normalize.static import _folded, _in_library, _user_class, calls_its_call_method
+from s2sad.normalize.static import _folded, _in_library, _is_own_generator, _user_class, calls_its_call_method
 from s2sad.normalize.syntax import _walk
 from s2sad.normalize.tables import METHOD_HINT, METHODS, SEQUENCE_CALLS, SHAPE_FIRST, TUNING_KEYWORDS, VARARG_METHODS
 
@@ -85,6 +86,9 @@ class CallsMixin:
             return self.construct(node, ref, out)
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
+        if _is_own_generator(getattr(fn, "__self__", None)) and ref.where is not None \
+                and ref.where.steps[-1][0] == "attr":  # `RNG.normal(...)`, `self.rng.random()`: the user's generator
+            return self.draw(node, out, target, self.hidden_generator(Hidden(ref.where.owner, ref.where.steps[:-1])))
         if fn is np.ndim and len(node.args) == 1 and node.args[0].keyword is None:  # as `x.ndim` reads it
             return self.ndim_of(self.expr(node.args[0].value, out), out, target)
         if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
@@ -122,6 +126,8 @@ class CallsMixin:
                     and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
                 return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
                                  hint="popped")
+            if self.draws_from_local_generator(node):
+                return self.draw(node, out, target)
             what = cst.Module([]).code_for_node(node.func)
             raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "
                                  "and other Python functions", METHOD_HINT)

@@ -58,6 +58,18 @@ def _makes_float32(value, singles: set) -> bool:
                                         and ("dtype", Const(np.dtype(np.float32))) in value.kwargs)
 
 
+GENERATOR_MAKERS = frozenset({"np.random.default_rng", "np.random.RandomState", "np.random.Generator"})
+GENERATOR_TYPES = (np.random.Generator, np.random.RandomState)
+
+
+def _makes_generator(value, generators: set) -> bool:
+    """Does this right-hand side give a random generator (`np.random.default_rng(seed)`, or another name
+    for one), whose methods draw?"""
+    if isinstance(value, Copy):
+        return isinstance(value.value, Var) and value.value.name in generators
+    return isinstance(value, Prim) and value.rule.name in GENERATOR_MAKERS
+
+
 def _gives_int(value, ints: set, shapes: frozenset = frozenset()) -> bool:
     """Does this right-hand side surely give one int (a loop counter, arithmetic of ints, a length, an item
     of `x.shape`)?"""

@@ -22,6 +22,7 @@ from s2sad.rules.registry import Custom, Opaque, spelling
 from s2sad.normalize.calls import _gufunc_layout, _output_argument
 from s2sad.normalize.state import _NOT_STATIC, RaisesHere
 from s2sad.normalize.static import _draws, _evaluate, _module_of, _pure
+from s2sad.normalize.facts import GENERATOR_TYPES
 from s2sad.normalize.syntax import _dotted, _fills, _sorts_array
 from s2sad.normalize.tables import BUILTIN_HINTS, DRAW_HINT, FLAT_RESULTS, HINT_RULE, STAND_IN_HINT
 
@@ -53,6 +54,10 @@ class InactiveMixin:
             return
         if fn is not _NOT_STATIC and _gufunc_layout(fn) is not None:  # `move_mean(x, 3, out)`: refused there
             self.value(call, out)
+            return
+        if fn is _NOT_STATIC and self.draws_from_local_generator(call):  # `rng.shuffle(order)`
+            self.draw(call, out, None)
+            out.append(Effect(out.pop().value, self.loc))
             return
         if fn is not _NOT_STATIC and self.runs_as_written(fn) and self.builtin_name(fn) not in BUILTIN_HINTS:
             value = self.opaque_call(call, fn, out, None, effect=True)
@@ -188,6 +193,33 @@ class InactiveMixin:
         if any(fn is f for f in FLAT_RESULTS) and not kwargs:  # its rank decides the code after it
             self.ranks[name] = 1
         return result
+
+    def draws_from_local_generator(self, node: cst.Call | None) -> bool:
+        """Is this `rng.normal(...)` of a generator the function makes (`rng = np.random.default_rng(0)`) or
+        takes as an argument?"""
+        if node is None or not isinstance(node.func, cst.Attribute) or not isinstance(node.func.value, cst.Name):
+            return False
+        name = self.scope.get(node.func.value.value)
+        if name is None or name in self.generators:
+            return name is not None
+        kind = self.kind_of(Var(name), required=name in self.arguments)
+        return kind is not None and isinstance(kind[1], type) and issubclass(kind[1], GENERATOR_TYPES)
+
+    def draw(self, node: cst.Call, out, target, receiver: Var | None = None):
+        """`rng.normal(0.0, 1.0, n)`: a draw from the user's generator runs as written, where it is written."""
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(self.static_value(node.func),
+                                                                                             "__name__", "")
+        if not any(callable(getattr(kind, method, None)) for kind in (np.random.Generator, np.random.RandomState)):
+            raise self.err(node, f"a random generator has no method `{method}`")
+        if any(a.star for a in node.args):
+            raise self.err(node, "`*args` / `**kwargs` in calls are not supported")
+        receiver = receiver or self.expr(node.func.value, out)
+        args = [receiver] + [self.prim_arg(a.value, out) for a in node.args if a.keyword is None]
+        kwargs = [(a.keyword.value, self.prim_arg(a.value, out)) for a in node.args if a.keyword is not None]
+        what = cst.Module([]).code_for_node(node.func)
+        refusal = self.message_at(node, f"`{what}` draws random numbers from differentiated parameters", DRAW_HINT)
+        rule = Opaque(method, refusal=refusal, impure=True, form="method", spelled=method)
+        return self.emit(out, target or self.temp(method), Prim(rule, tuple(args), tuple(kwargs), method))
 
     def message_at(self, node, message, hint="") -> str:
         """The located text of `self.err(node, message, hint)`, for an error raised later (errors.Located)."""

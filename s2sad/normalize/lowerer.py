@@ -24,7 +24,8 @@ from s2sad.units import unit_axes
 from s2sad.normalize.assignments import AssignmentsMixin
 from s2sad.normalize.calls import CallsMixin, _output_argument
 from s2sad.normalize.expressions import ExpressionsMixin
-from s2sad.normalize.facts import _fold_ints, _gives_int, _length, _makes_array, _makes_float32, _rank
+from s2sad.normalize.facts import (_fold_ints, _gives_int, _length, _makes_array, _makes_float32, _makes_generator,
+                                   _rank)
 from s2sad.normalize.inactive import InactiveMixin
 from s2sad.normalize.iteration import IterationMixin
 from s2sad.normalize.pytrees import PytreesMixin, is_tree, unflatten
@@ -73,6 +74,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     units: dict = field(default_factory=dict)  # IR name -> which axes have length one, where known (units.py)
     lengths: dict = field(default_factory=dict)  # IR name -> length of a shape tuple made in the function
     shapes: set = field(default_factory=set)  # IR names of `x.shape` tuples: their items are ints
+    generators: set = field(default_factory=set)  # IR names of random generators made here (np.random.default_rng())
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     passed_views: set = field(default_factory=set)  # parameters a helper never rebinds, passed a view of an array
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
@@ -117,6 +119,10 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             self.shapes.add(target)
         else:
             self.shapes.discard(target)
+        if _makes_generator(value, self.generators):
+            self.generators.add(target)
+        else:
+            self.generators.discard(target)
         if _gives_int(value, self.ints, self.shapes):
             self.ints.add(target)
         else:
@@ -255,8 +261,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
-                         arguments=self.arguments, outer_conditional=self.conditional())
+                         hidden=self.hidden, **self.shared_facts(), outer_conditional=self.conditional())
         callee.loc = self.loc
         callee.stand_in_call = self.stand_in_call or ((self, node) if _is_stand_in(fn) else None)
         try:
@@ -266,6 +271,12 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             raise self.err(node, f"bad call to `{fn.__name__}`: {exc}") from None
         self.lists_to_arrays(node, bound, _written_at_run_time(parsed.node), out)
         return self.result_of(callee, callee.lower_body(bound, out), out, target)
+
+    def shared_facts(self) -> dict:
+        """What an inlined callee's lowerer shares with this one: what is known of the IR names both write."""
+        return dict(arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints,
+                    views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
+                    generators=self.generators, arguments=self.arguments)
 
     def lists_to_arrays(self, node: cst.Call, bound: dict, written: set, out):
         """A list the callee writes item by item in a loop (`kernel(w, ...)` with `w = [0.0] * n`, as
@@ -291,8 +302,8 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         maker = fn.enclosing
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
-                         hidden=self.hidden, enclosing=maker, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
-                         arguments=self.arguments, outer_conditional=self.conditional())
+                         hidden=self.hidden, enclosing=maker, **self.shared_facts(),
+                         outer_conditional=self.conditional())
         callee.loc = self.loc
         try:
             bound = _bind_parameters(fn.node, args, kwargs)

@@ -56,6 +56,13 @@ class StaticMixin:
         self.arrays.add(name)
         return Var(name)
 
+    def hidden_generator(self, where: Hidden) -> Var:
+        """A random generator read from outside the function, taken as a hidden parameter: generated code
+        draws from the user's generator and advances it, as the function does."""
+        name = self.hidden.var(where)
+        self.generators.add(name)
+        return Var(name)
+
     def static_key(self, node):
         """A constant dict key or tuple/list index: a string or an int."""
         if isinstance(node, (cst.SimpleString, cst.Integer)):
@@ -504,6 +511,12 @@ def _draws(fn) -> bool:
     module = getattr(fn, "__module__", None) or ""
     return isinstance(owner, (np.random.RandomState, np.random.Generator, random.Random)) or \
         module == "random" or module.startswith("numpy.random")
+
+
+def _is_own_generator(obj) -> bool:
+    """A random generator the user made (`np.random.default_rng(7)`), not NumPy's global one behind
+    `np.random.normal`: its draws must advance its own stream."""
+    return isinstance(obj, (np.random.Generator, np.random.RandomState)) and obj is not np.random.mtrand._rand
 
 
 def _pure(fn) -> bool:
