@@ -27,7 +27,8 @@ from s2sad.errors import S2SADError, TupleOutputError, TypesNeeded, at_user_line
 from s2sad.frontend import unwrap
 from s2sad.names import Names
 from s2sad.normalize import calls_its_call_method, normalize, register_transformations, unflatten
-from s2sad.tree import LEAF, PyTreeDef, tree_builder, tree_flatten, tree_registered, tree_unflatten
+from s2sad.tree import LEAF, static_def, tree_builder, tree_flatten, tree_registered, tree_unflatten
+from s2sad.tree import register as tree_register
 from s2sad.units import of_shape
 from s2sad.runtime import stop_gradient  # noqa: F401  (re-exported)
 from s2sad.runtime.core import adjoint_dtype, scalar_adjoint
@@ -328,13 +329,15 @@ class _Transform:
         else:
             return self, args  # plain arrays and numbers: no flattening (a loop: cheaper than all(genexpr))
         flat, defs = [], []
-        for a in args:
+        for i, a in enumerate(args):
             if type(a) in _LEAF_TYPES:
                 flat.append(a)
                 defs.append(LEAF)
                 continue
+            if _is_static_argument(a) and i in self.argnums:
+                self.differentiable_object(a, i)  # a dataclass becomes a pytree of its fields
             if _is_static_argument(a):  # inlined: the function (object) is part of the structure, as a shape is
-                defs.append(PyTreeDef("static", a))
+                defs.append(static_def(a))
                 continue
             leaves, treedef = tree_flatten(a)
             flat += leaves
@@ -349,6 +352,18 @@ class _Transform:
             found = self.derive(defs, defs=defs, leaf_counts=counts,
                                 flat_argnums=tuple(j for i in self.argnums for j in range(offsets[i], offsets[i + 1])))
         return found, tuple(flat)
+
+    def differentiable_object(self, value, index: int) -> None:
+        """An object `argnums` names: a dataclass is registered as a pytree of its fields (s2sad.tree.register),
+        so its float and array fields are differentiated; anything else is refused."""
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            tree_register(type(value))
+            return
+        kind = type(value).__name__
+        raise TypeError(f"{self.what} differentiates floats, arrays and pytrees of them, but argument {index} "
+                        f"(`{self.params[index]}`) of {self.fun.__name__} is a {kind} object; register {kind} as a "
+                        f"pytree (s2sad.tree.register({kind}, flatten, unflatten), or make it a dataclass), or "
+                        "pass its arrays as arguments")
 
     def regroup(self, flat_grads) -> tuple:
         """Gradients of the differentiated leaves, rebuilt into the structure of each argnum."""

@@ -64,7 +64,8 @@ class PyTreeDef(NamedTuple):
         if self.kind == "str":
             return repr(self.aux)
         if self.kind == "static":
-            return f"<{getattr(self.aux, '__qualname__', type(self.aux).__name__)}>"
+            obj = static_object(self)
+            return f"<{getattr(obj, '__qualname__', type(obj).__name__)}>"
         inner = ", ".join(map(repr, self.children))
         if self.kind == "dict":
             return "{" + ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.aux, self.children)) + "}"
@@ -74,6 +75,34 @@ class PyTreeDef(NamedTuple):
             return f"({inner}{',' if len(self.children) == 1 else ''})"
         name = (self.aux if self.kind == "namedtuple" else self.aux[0]).__name__
         return f"{name}({inner})"
+
+
+def static_def(obj) -> PyTreeDef:
+    """The structure of a function or object passed as an argument: the object itself, compared by identity
+    where it cannot be hashed (a dataclass with eq=True and frozen=False)."""
+    try:
+        hash(obj)
+    except TypeError:
+        return PyTreeDef("static", _ByIdentity(obj))
+    return PyTreeDef("static", obj)
+
+
+def static_object(treedef: PyTreeDef):
+    """The object a "static" structure stands for."""
+    return treedef.aux.obj if isinstance(treedef.aux, _ByIdentity) else treedef.aux
+
+
+class _ByIdentity:
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _ByIdentity) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
 
 
 LEAF = PyTreeDef("leaf")

@@ -68,3 +68,30 @@ def tree_output(params, x):
 
 def with_none(params, x):
     return np.sum(params['w'] * x)
+
+
+@dataclass
+class Ridge:  # not registered: a differentiated argument registers it, as s2sad.tree.register would
+    w: np.ndarray
+    b: float
+
+
+@dataclass
+class Settings:  # not registered, eq=True and not frozen: unhashable, passed as a constant
+    alpha: float = 0.5
+    mode: str = "l2"
+
+
+class Plain:
+    def __init__(self, w):
+        self.w = w
+
+
+def ridge_loss(model, settings, x, y):
+    pred = x @ model.w + model.b
+    penalty = np.sum(model.w ** 2) if settings.mode == "l2" else np.sum(np.abs(model.w))
+    return np.mean((pred - y) ** 2) + settings.alpha * penalty
+
+
+def plain_loss(obj):
+    return np.sum(obj.w ** 2)

@@ -5,8 +5,9 @@ import pytest
 
 import s2sad
 from helpers import assert_close, fd_grad
-from pytree_functions import (Affine, Layer, dataclass_layers, logistic_loss_dict, mlp_loss, mlp_loss_with_aux,
-                              mlp_predict, namedtuple_layer, nested_mix, tree_output, with_none)
+from pytree_functions import (Affine, Layer, Plain, Ridge, Settings, dataclass_layers, logistic_loss_dict, mlp_loss,
+                              mlp_loss_with_aux, mlp_predict, namedtuple_layer, nested_mix, plain_loss, ridge_loss,
+                              tree_output, with_none)
 from s2sad.tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 from seed_functions import B0, INPUTS, TARGETS, W0, logistic_loss
 
@@ -67,6 +68,24 @@ def test_nested_tuples_lists_and_dicts(backend):
     check_tree_grad(nested_mix, (t, 0.7), 0, backend)
     g_scale = s2sad.grad(nested_mix, argnums=1, backend=backend)(t, 0.7)
     assert g_scale == pytest.approx(np.sum(t[0][0] * t[0][1]), rel=1e-12)
+
+
+def test_a_dataclass_is_differentiated_field_by_field_and_an_unhashable_one_is_a_constant(backend):
+    """A dataclass that argnums names needs no registration; one that is not differentiated (eq=True, not
+    frozen, so unhashable) configures the code, and a change of its fields between calls is seen."""
+    x, y = R.normal(size=(5, 3)), R.normal(size=5)
+    model, settings = Ridge(R.normal(size=3), 0.3), Settings()
+    g = check_tree_grad(ridge_loss, (model, settings, x, y), 0, backend)
+    assert isinstance(g, Ridge)
+    settings.mode, settings.alpha = "l1", 2.0
+    check_tree_grad(ridge_loss, (model, settings, x, y), 0, backend)
+    assert_close(s2sad.grad(ridge_loss, argnums=2, backend=backend)(model, settings, x, y),
+                 fd_grad(lambda x: ridge_loss(model, settings, x, y), (x,), 0))
+
+
+def test_differentiating_an_object_that_is_not_a_pytree_says_how_to_make_it_one():
+    with pytest.raises(TypeError, match=r"argument 0 \(`obj`\) of plain_loss is a Plain object; register Plain"):
+        s2sad.grad(plain_loss, backend="python")(Plain(np.ones(2)))
 
 
 def test_namedtuple_and_registered_dataclass(backend):

@@ -19,6 +19,7 @@ from s2sad.errors import UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function
 from s2sad.hidden import Hidden, is_hidden_array
 from s2sad.names import Names
+from s2sad.tree import static_object
 from s2sad.ir import Assign, Const, Copy, Load, Prim, Slice, Store, Var
 from s2sad.units import unit_axes
 from s2sad.normalize.assignments import AssignmentsMixin
@@ -414,7 +415,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
                 self.trees[p.name.value] = bound[p.name.value]
                 continue
             if p.name.value in self.arg_trees and self.arg_trees[p.name.value].kind == "static":
-                obj = self.arg_trees[p.name.value].aux  # a function or object: part of the code's structure
+                obj = static_object(self.arg_trees[p.name.value])  # a function or object: part of the structure
                 self.objects[p.name.value] = StaticRef(obj, Hidden(obj, (("object", None),)))
                 continue
             if p.name.value in self.arg_trees:  # a pytree argument: the generated code takes its leaves
