@@ -1,8 +1,11 @@
 """NumPy's other spellings of what s2sad differentiates: a layout order, ufunc methods, reductions' `initial` and
 `where`, np.clip's NumPy 2 keywords and one-sided bounds, np.pad's modes. Each against central differences."""
 
+import math
+
 import numpy as np
 import pytest
+import scipy.special
 
 import s2sad
 from helpers import assert_close, fd_directional, fd_grad
@@ -202,10 +205,27 @@ def matrix_norms(y):
             + np.linalg.norm(a[1], ord=np.inf))
 
 
-@pytest.mark.parametrize("f", [sorted_along_axes, covariances, correlations, selections, matrix_norms])
+def softmaxes(y):
+    a = y.reshape(3, 4)
+    return (np.sum(scipy.special.softmax(a, axis=1) * np.arange(12.0).reshape(3, 4))
+            + np.sum(scipy.special.softmax(y) ** 2) + np.sum(scipy.special.log_softmax(a, axis=0)[0]))
+
+
+def cleaned_and_summarized(y):
+    marks = np.where(np.arange(12) % 4 == 0, np.nan, np.where(np.arange(12) % 4 == 1, np.inf, 1.0))
+    marked = y * marks  # nan, inf of the sign of y, or y
+    return (np.sum(np.nan_to_num(y * np.where(marks == 1.0, 1.0, np.nan)) * y)
+            + np.sum(np.nan_to_num(marked, nan=-1.0, posinf=2.0, neginf=-3.0) ** 2)
+            + math.fsum(y * y) + np.sum(np.quantile(y, [0.1, 0.5, 0.9]) * np.array([1.0, 2.0, 3.0]))
+            + np.sum(np.percentile(y, (25, 75)) ** 2))
+
+
+@pytest.mark.parametrize("f", [sorted_along_axes, covariances, correlations, selections, matrix_norms, softmaxes,
+                               cleaned_and_summarized])
 def test_numpy_functions_written_out(f, backend):
     """np.sort along an axis of a matrix, np.cov, np.corrcoef and np.select, written with functions that have
-    rules; np.linalg.norm of a matrix with ord 1, -1, inf or -inf, the largest or smallest column or row sum."""
+    rules; np.linalg.norm of a matrix with ord 1, -1, inf or -inf, the largest or smallest column or row sum;
+    scipy.special's softmax and log_softmax, np.nan_to_num, math.fsum, np.quantile/np.percentile at several q."""
     derivatives_match(f, Y, backend)
 
 

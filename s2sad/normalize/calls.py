@@ -92,6 +92,9 @@ class CallsMixin:
         if fn is np.ndim and len(node.args) == 1 and node.args[0].keyword is None:  # as `x.ndim` reads it
             return self.ndim_of(self.expr(node.args[0].value, out), out, target)
         if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
+            if written in inlined.AT_SEVERAL and len(node.args) > 1 and (isinstance(
+                    node.args[1].value, (cst.List, cst.Tuple)) or isinstance(self.tree_of(node.args[1].value), list)):
+                written = inlined.AT_SEVERAL[written]  # np.quantile(x, [0.1, 0.9])
             return self.inline(node, written, [], out, target)
         if calls_its_call_method(fn):  # `loss_fn(x)` of an object with a Python `__call__`
             ref = StaticRef(fn.__call__, ref.where.then("attr", "__call__") if ref.where else None)

@@ -10,7 +10,8 @@ tiles the flattened items; np.bincount adds its weights with np.add.at; np.trape
 arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
-scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives).
+scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special.softmax and
+log_softmax shift by the maximum, as SciPy does; np.nan_to_num is np.where; math.fsum is a sum.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -22,6 +23,7 @@ generated, so each `if` below is decided then. Parameters that only tune SciPy's
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -458,7 +460,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     """np.quantile of all items (NumPy's default method): the sorted items' values at position q * (n - 1),
     interpolated between the two neighbours."""
     if axis is not None or out is not None or keepdims or method != "linear" or np.ndim(q) != 0:
-        raise NotImplementedError("s2sad: np.quantile of one q over all items, method='linear'")
+        raise NotImplementedError("s2sad: np.quantile of all items, method='linear', at a number q or a list of them")
     s = sort(np.ravel(a))
     at = q * (s.shape[0] - 1)
     below = int(np.floor(at))
@@ -466,8 +468,20 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     return np.where(np.isnan(s[-1]), np.nan, s[below] + (at - below) * (s[above] - s[below]))  # nan sorts last
 
 
+def quantiles(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
+    """np.quantile of all items at each of several q (a list or tuple known when the code is generated)."""
+    return np.array([quantile(a, p, axis, out, overwrite_input, method, keepdims) for p in q])
+
+
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
     return quantile(a, q / 100.0, axis, out, overwrite_input, method, keepdims)
+
+
+def percentiles(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
+    return quantiles(a, [p / 100.0 for p in q], axis, out, overwrite_input, method, keepdims)
+
+
+AT_SEVERAL = {quantile: quantiles, percentile: percentiles}  # for q a list or tuple
 
 
 def gradient(f, *varargs, axis=None, edge_order=1):
@@ -638,11 +652,37 @@ def nbinom_pmf(k, n, p, loc=0):
     return np.exp(nbinom_logpmf(k, n, p, loc))
 
 
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """nan, inf and -inf replaced (by default with 0 and the dtype's largest and smallest values); the other
+    items pass through with their derivatives."""
+    big = np.finfo(x.dtype).max if posinf is None else posinf
+    small = -np.finfo(x.dtype).max if neginf is None else neginf
+    return np.where(np.isnan(x), nan, np.where(x == np.inf, big, np.where(x == -np.inf, small, x)))
+
+
+def fsum(seq):
+    """math.fsum: the sum (a float's rounding aside, which has no derivative)."""
+    return float(np.sum(np.asarray(seq)))
+
+
+def softmax(x, axis=None):
+    """scipy.special.softmax, shifted by the maximum as SciPy computes it."""
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis=None):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
 _SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"): poisson_pmf,
                 ("nbinom_gen", "logpmf"): nbinom_logpmf, ("nbinom_gen", "pmf"): nbinom_pmf,
                 ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf}
-_NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
+_SCIPY_SPECIAL = {"softmax": softmax, "log_softmax": log_softmax}
+_MATH = {math.fsum: fsum}
+_NUMPY = {np.nan_to_num: nan_to_num, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
           np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanprod: nanprod,
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
@@ -762,6 +802,10 @@ def stand_in(fn, keywords: frozenset = frozenset()):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
+    if module.startswith("scipy.special"):
+        return _SCIPY_SPECIAL.get(getattr(fn, "__name__", None))
+    if module == "math":
+        return _MATH.get(fn)
     if module.startswith("scipy.stats"):  # a method of a distribution instance, `scipy.stats.poisson.logpmf`
         return _SCIPY_STATS.get((type(getattr(fn, "__self__", None)).__name__, getattr(fn, "__name__", None)))
     try:
@@ -785,4 +829,6 @@ def spelled() -> list[str]:
               "np.sum/prod/max/min(..., initial=, where=)",
               "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
-    return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats
+    special = [f"scipy.special.{name}" for name in _SCIPY_SPECIAL]
+    return (sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + special
+            + [f"math.{fn.__name__}" for fn in _MATH])
