@@ -206,14 +206,6 @@ def starred_assign(x):
     return a
 
 
-def for_else(x):
-    for i in range(3):
-        x = x * 2.0
-    else:
-        x = x + 1.0
-    return x
-
-
 def global_write(x):
     TABLE[0] = x
     return np.sum(TABLE)

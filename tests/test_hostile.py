@@ -38,7 +38,6 @@ CASES = [
     (H.evals, "the builtin `eval` has no derivative rule", "eval(", "expression itself", (1.5,)),
     (H.execs, "expression statement has no effect", "exec(", "statements themselves", (1.5,)),
     (H.starred_assign, "starred assignment", "a, *rest", "unpack every item", (1.5,)),
-    (H.for_else, "`for ... else` is not supported", "for i in", "flag", (1.5,)),
     (H.global_write, "in-place writes need a local array", "TABLE[0] = x", "inside the function", (1.5,)),
     (H.view_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),
     (H.contiguous_copy_write, "a view of one", "y[0] = 5.0", "y = y.copy()", (ONES,)),

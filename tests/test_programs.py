@@ -116,3 +116,44 @@ def test_while_loop_tapes_only_the_overwritten_value():
 
     text = s2sad.source(newton_sqrt)
     assert text.count("List()") == 1 and "x_tape = List()" in text
+
+
+def newton_or_fallback(a, x0):
+    """A search written with `for ... else`: the else runs where no `break` ended the loop."""
+    x = x0
+    for i in range(6):
+        step = (x * x - a) / (2 * x)
+        x = x - step
+        if abs(step) < 1e-12:
+            break
+    else:
+        x = x * 3.0
+    return x
+
+
+def first_large(x):
+    """`while ... else` around a loop whose own `break` leaves only the inner loop."""
+    s = 0.0
+    i = 0
+    while i < x.shape[0]:
+        for j in range(3):
+            if j == 2:
+                break
+            s += x[i] * (j + 1.0)
+        if x[i] > 0.8:
+            s += x[i] ** 2
+            break
+        i += 1
+    else:
+        s = s * 10.0
+    return s
+
+
+@pytest.mark.parametrize("f, args", [(newton_or_fallback, (2.0, 1.0)), (newton_or_fallback, (2.0, 100.0)),
+                                     (first_large, (np.array([0.1, 0.9, 0.3]),)),
+                                     (first_large, (np.array([0.1, 0.2, 0.3]),))])
+def test_a_loops_else_runs_where_no_break_ended_it(f, args, backend):
+    assert_close(s2sad.grad(f, backend=backend)(*args), fd_grad(f, args, 0))
+    direction = np.ones_like(args[0])
+    assert_close(s2sad.jvp(lambda v: f(v, *args[1:]), (args[0],), (direction,), backend=backend)[1],
+                 fd_directional(f, args, (direction,) + tuple(np.zeros_like(a) for a in args[1:])))

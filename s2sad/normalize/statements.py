@@ -6,6 +6,8 @@ inside the function.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import importlib
 import sys
 import types
@@ -23,7 +25,8 @@ from s2sad.objects import LocalObject
 from s2sad.normalize.pytrees import flatten, is_tree
 from s2sad.normalize.state import ChangesAtRunTime, Growth, Loop, NestedFunction, RaisesHere, StaticRef, UnknownKinds
 from s2sad.normalize.static import _in_library, _module_of
-from s2sad.normalize.syntax import _count_names, _deletes_only_names, _dotted, _param_names, _walk, assigned_names
+from s2sad.normalize.syntax import (_count_names, _deletes_only_names, _dotted, _param_names, _walk, assigned_names,
+                                   loop_without_else)
 from s2sad.normalize.tables import STATEMENT_HINTS
 
 
@@ -417,9 +420,17 @@ class StatementsMixin:
             and 1 <= len(it.args) <= 3 and all(a.keyword is None and not a.star and self.is_static_key(a.value)
                                                and type(self.static_key(a.value)) is int for a in it.args)
 
+    def loop_with_else(self, node: cst.For | cst.While, out) -> set:
+        """A loop's `else` runs where the loop ends without `break`: a flag its `break`s clear says so."""
+        flag = self.names.fresh("finished")
+        self.locals.add(flag)
+        statements, placed = loop_without_else(node, flag, self.parsed.positions)
+        self.parsed = dataclasses.replace(self.parsed, positions=collections.ChainMap(placed, self.parsed.positions))
+        return self.block(statements, out)
+
     def for_stmt(self, node: cst.For, out) -> set:
         if node.orelse is not None:
-            raise self.err(node, "`for ... else` is not supported", "set a flag before `break` and test it after the loop")
+            return self.loop_with_else(node, out)
         it = node.iter
         loc = self.loc
         pre = None  # binds the target to each iteration's item (zip, enumerate, an array's rows)
@@ -608,7 +619,7 @@ class StatementsMixin:
 
     def while_stmt(self, node: cst.While, out) -> set:
         if node.orelse is not None:
-            raise self.err(node, "`while ... else` is not supported", "set a flag before `break` and test it after the loop")
+            return self.loop_with_else(node, out)
         loc = self.loc
         loop = Loop()
         self.loops.append(loop)

@@ -253,3 +253,49 @@ def _dotted(node) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return node.value
+
+
+class _OwnBreaks(cst.CSTTransformer):
+    """`break`s of one loop (not of the loops and functions inside it) as `flag = False; break`; `placed`
+    gives each node it rebuilds the position of the node it replaces."""
+
+    def __init__(self, flag: str, positions):
+        self.flag, self.depth, self.positions, self.placed = flag, 0, positions, {}
+
+    def visit_For(self, node) -> bool:
+        self.depth += 1
+        return self.depth == 1
+
+    def leave_For(self, original, updated):
+        self.depth -= 1
+        return updated
+
+    visit_While, leave_While = visit_For, leave_For
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_Lambda(self, node) -> bool:
+        return False
+
+    def leave_Break(self, original, updated):
+        cleared = cst.Assign([cst.AssignTarget(cst.Name(self.flag))], cst.Name("False"))
+        self.placed[cleared] = self.positions[original]
+        return cst.FlattenSentinel([cleared, updated])
+
+    def on_leave(self, original, updated):
+        result = super().on_leave(original, updated)
+        if isinstance(result, cst.CSTNode) and result is not original and original in self.positions:
+            self.placed[result] = self.positions[original]
+        return result
+
+
+def loop_without_else(loop: cst.For | cst.While, flag: str, positions) -> tuple[list[cst.BaseStatement], dict]:
+    """`for ... else` / `while ... else` as Python runs it: `flag = True`, the loop with each of its own
+    `break`s clearing the flag, then `if flag:` and the else block. Also the positions of the nodes made."""
+    rewrite = _OwnBreaks(flag, positions)
+    start = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(flag))], cst.Name("True"))])
+    body = loop.with_changes(orelse=None).visit(rewrite)
+    then = cst.If(cst.Name(flag), loop.orelse.body)
+    where = positions[loop]
+    return [start, body, then], {**rewrite.placed, start: where, start.body[0]: where, body: where, then: where}
