@@ -30,6 +30,7 @@ __all__ = [
     "matrix_t",
     "tril_half",
     "sym_lower",
+    "eigh_vectors",
     "vdot_flat",
     "kron_adjoint_a",
     "kron_adjoint_b",
@@ -79,6 +80,18 @@ def sym_lower(x):
 @overload(sym_lower)
 def _ol_sym_lower(x):
     return sym_lower
+
+
+def eigh_vectors(a):
+    """The eigenvectors np.linalg.eigh gives, in columns (np.linalg.eigvalsh's rule needs them)."""
+    return np.linalg.eigh(a)[1]
+
+
+@overload(eigh_vectors)
+def _ol_eigh_vectors(a):
+    if not isinstance(a, types.Array) or a.ndim != 2:
+        raise TypingError(f"eigh_vectors: a 2-D array is required under numba, not {a}")
+    return lambda a: np.linalg.eigh(np.ascontiguousarray(a))[1]
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Products and linear algebra: dot, vdot, inner, outer, kron, tensordot, einsum, solve, inv, det, cholesky, and the
+"""Products and linear algebra: dot, vdot, inner, outer, kron, tensordot, einsum, solve, inv, det, cholesky, eigvalsh, and the
 parts of a matrix: triu, tril, diag, diagonal.
 
 Contractions numba lacks (einsum, tensordot, inner) print as runtime stand-ins (s2sad/runtime/linalg.py).
@@ -9,7 +9,7 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (diag_adjoint, diagonal_2d, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
+from s2sad.runtime import (diag_adjoint, diagonal_2d, eigh_vectors, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
                            kron_adjoint_a, kron_adjoint_b,
                            logabsdet, matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
                            tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
@@ -201,6 +201,20 @@ def cholesky(g, out, x):
     p = tril_half(out_t @ unbroadcast(g, out))
     m = np.linalg.solve(out_t, matrix_t(np.linalg.solve(out_t, matrix_t(p))))
     return (tril_half(m + matrix_t(m)),)
+
+
+def eigvalsh_tangent(g, out, x):
+    return (np.sum(eigh_vectors(x) * (sym_lower(g) @ eigh_vectors(x)), axis=0),)
+
+
+# NumPy reads x's lower triangle: with V the eigenvectors of the symmetric matrix it stands for, dw_i = v_i^T dS v_i,
+# so S_bar = V diag(g) V^T, and a lower item off the diagonal stands for two of S's: x_bar = tril_half(2 S_bar).
+@defrule(np.linalg.eigvalsh, elementwise=False, cheap=False, tangent=eigvalsh_tangent,
+         checks=[Check("np.linalg.eigvalsh(a)", "spd", SQUARE + ((4, 4),))])
+def eigvalsh(g, out, x):
+    v = eigh_vectors(x)
+    s_bar = (v * unbroadcast(g, out)) @ matrix_t(v)
+    return (tril_half(s_bar + matrix_t(s_bar)),)
 
 
 # ------------------------------------------------------------------ parts of a matrix
