@@ -1,5 +1,5 @@
-"""Products and linear algebra: dot, vdot, inner, outer, kron, tensordot, einsum, solve, inv, det, cholesky, eigvalsh, and the
-parts of a matrix: triu, tril, diag, diagonal.
+"""Products and linear algebra: dot, vdot, inner, outer, kron, tensordot, einsum, solve, inv, det, cholesky,
+eigvalsh, and the parts of a matrix: triu, tril, diag, diagonal.
 
 Contractions numba lacks (einsum, tensordot, inner) print as runtime stand-ins (s2sad/runtime/linalg.py).
 Their adjoints and tangents are all `einsum_into` calls: operand k's adjoint is the einsum with `g` in
