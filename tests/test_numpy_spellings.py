@@ -220,12 +220,24 @@ def cleaned_and_summarized(y):
             + np.sum(np.percentile(y, (25, 75)) ** 2))
 
 
+def _row_norm(r, p):
+    return np.sum(np.abs(r) ** p) ** (1.0 / p)
+
+
+def applied_along_axes(y):
+    a = y.reshape(3, 4)
+    return (np.sum(np.apply_along_axis(lambda r: np.sum(r ** 2), 1, a) * np.arange(3.0))
+            + np.sum(np.apply_along_axis(lambda c: c / np.sum(c ** 2), 0, a) ** 2 * np.arange(12.0).reshape(3, 4))
+            + np.sum(np.apply_along_axis(_row_norm, -1, a, 3.0)) + np.sum(np.apply_along_axis(np.sin, 0, a)[1]))
+
+
 @pytest.mark.parametrize("f", [sorted_along_axes, covariances, correlations, selections, matrix_norms, softmaxes,
-                               cleaned_and_summarized])
+                               cleaned_and_summarized, applied_along_axes])
 def test_numpy_functions_written_out(f, backend):
     """np.sort along an axis of a matrix, np.cov, np.corrcoef and np.select, written with functions that have
     rules; np.linalg.norm of a matrix with ord 1, -1, inf or -inf, the largest or smallest column or row sum;
-    scipy.special's softmax and log_softmax, np.nan_to_num, math.fsum, np.quantile/np.percentile at several q."""
+    scipy.special's softmax and log_softmax, np.nan_to_num, math.fsum, np.quantile/np.percentile at several q;
+    np.apply_along_axis of a matrix's rows or columns."""
     derivatives_match(f, Y, backend)
 
 

@@ -11,7 +11,8 @@ arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a 
 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
 scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special.softmax and
-log_softmax shift by the maximum, as SciPy does; np.nan_to_num is np.where; math.fsum is a sum.
+log_softmax shift by the maximum, as SciPy does; np.nan_to_num is np.where; math.fsum is a sum;
+np.apply_along_axis calls its function on each row or column of a matrix, filling an array.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -652,6 +653,20 @@ def nbinom_pmf(k, n, p, loc=0):
     return np.exp(nbinom_logpmf(k, n, p, loc))
 
 
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """np.apply_along_axis over a matrix's rows (axis 1) or columns (axis 0): func1d of each, stacked where the
+    axis was, as NumPy places a result that is a vector."""
+    if np.ndim(arr) != 2 or axis not in (0, 1, -1, -2):
+        raise NotImplementedError("s2sad: np.apply_along_axis along axis 0 or 1 of a 2-D array")
+    lines = arr if axis == 1 or axis == -1 else arr.T
+    first = func1d(lines[0], *args, **kwargs)
+    out = np.empty(lines.shape[0]) if np.ndim(first) == 0 else np.empty((lines.shape[0],) + first.shape)
+    out[0] = first
+    for i in range(1, lines.shape[0]):
+        out[i] = func1d(lines[i], *args, **kwargs)
+    return out if axis == 1 or axis == -1 else out.T
+
+
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """nan, inf and -inf replaced (by default with 0 and the dtype's largest and smallest values); the other
     items pass through with their derivatives."""
@@ -682,7 +697,7 @@ _SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"
                 ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf}
 _SCIPY_SPECIAL = {"softmax": softmax, "log_softmax": log_softmax}
 _MATH = {math.fsum: fsum}
-_NUMPY = {np.nan_to_num: nan_to_num, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
+_NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
           np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanprod: nanprod,
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
