@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
@@ -157,3 +158,16 @@ def test_a_loops_else_runs_where_no_break_ended_it(f, args, backend):
     direction = np.ones_like(args[0])
     assert_close(s2sad.jvp(lambda v: f(v, *args[1:]), (args[0],), (direction,), backend=backend)[1],
                  fd_directional(f, args, (direction,) + tuple(np.zeros_like(a) for a in args[1:])))
+
+
+def weighted_powers(x):
+    """numba's literal_unroll of a tuple: a loop unrolled when the code is generated, as numba unrolls it."""
+    s = 0.0
+    for c in numba.literal_unroll((1.0, 2.0, 3.0)):
+        s += c * np.sum(x ** c)
+    return s
+
+
+def test_literal_unroll_is_a_loop_over_its_tuple(backend):
+    x = np.array([0.3, -0.8, 1.2])
+    assert_close(s2sad.grad(weighted_powers, backend=backend)(x), fd_grad(weighted_powers, (x,), 0))

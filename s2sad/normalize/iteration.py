@@ -31,7 +31,7 @@ class IterationMixin:
         if isinstance(it, cst.Call) and self.callee_is(it.func, zip):
             return self.static_zip(it, out)
         if isinstance(it, cst.Call) and len(it.args) == 1 and \
-                any(self.static_value(it.func) is f for f in (reversed, list, tuple)):
+                any(self.static_value(it.func) is f for f in (reversed, list, tuple, numba.literal_unroll)):
             inner = self.static_items(it.args[0].value, out)
             return None if inner is None else inner[::-1] if self.callee_is(it.func, reversed) else inner
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args and \
