@@ -193,3 +193,14 @@ def test_a_global_array_rebound_to_another_rank_is_named(monkeypatch):
     with pytest.raises(TypeError, match=r"`TRANSITION`, read by `filtered` from outside its arguments, was a 2-D "
                                         r"array when s2sad generated code for it and is 1-D now"):
         g(x, P, zs)
+
+
+def test_super_in_a_method_of_an_object_made_outside(backend):
+    """`super().forward(x)` in a method of a model the function reads (it was refused: super() worked only on
+    objects the function built); the parent's method reads the object's arrays where they live."""
+    rng = np.random.default_rng(2)
+    model = of.AveragedDense(rng.normal(size=(3, 4)), rng.normal(size=3))
+    loss, x = of.SquaredError(model, np.ones(3)), rng.normal(size=4)
+    assert_close(s2sad.grad(loss, backend=backend)(x), fd_grad(loss, (x,), 0))
+    model.W = model.W * 2.0  # read again at the next call
+    assert_close(s2sad.grad(loss, backend=backend)(x), fd_grad(loss, (x,), 0))

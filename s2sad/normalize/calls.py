@@ -76,7 +76,8 @@ class CallsMixin:
             method = self.super_method(node.func)
             if method is None:
                 return Const(None)
-            return self.inline(node, method.obj.__func__, [StaticRef(method.obj.__self__, None)], out, target)
+            owner = StaticRef(method.obj.__self__, method.where and method.where.then("attr", "__self__"))
+            return self.inline(node, method.obj.__func__, [owner], out, target)
         ref = self.static_ref(node.func)
         fn = _NOT_STATIC if ref is None else ref.obj
         if isinstance(fn, LocalObject):  # `model(x)` of an object the function built, with a `__call__`

@@ -268,13 +268,20 @@ class StaticMixin:
             self.emit(out, old.name, Copy(value))
 
     def super_method(self, node: cst.Attribute) -> StaticRef | None:
-        """`super().__init__` in a method of an object built or changed in the function (None: object's)."""
+        """`super().forward` in a method: the method after the defining class in the object's MRO, bound to the
+        object (None: object's own __init__)."""
         fn = self.stack[-1]
         start = defining_class(fn)
         first = self.parsed.node.params.params[0].name.value if self.parsed.node.params.params else None
         obj = self.local_object(cst.Name(first)) if first is not None and start is not None else None
+        outside = self.static_ref(cst.Name(first)) if obj is None and first is not None and start is not None else None
+        if obj is None and outside is not None and not isinstance(outside.obj, LocalObject):
+            found = after_in_mro(type(outside.obj), start, node.attr.value)
+            if isinstance(found, types.FunctionType):  # its `self` is read where the object lives, as the method's
+                return StaticRef(types.MethodType(found, outside.obj),
+                                 outside.where and outside.where.then("attr", node.attr.value))
         if obj is None:
-            raise self.err(node, "super() is supported in methods of objects the function builds or changes")
+            raise self.err(node, "super() is supported in methods of objects the function builds, changes or reads")
         found = after_in_mro(obj.cls, start, node.attr.value)
         if isinstance(found, types.FunctionType):
             return StaticRef(types.MethodType(found, obj), None)
