@@ -204,3 +204,16 @@ def test_super_in_a_method_of_an_object_made_outside(backend):
     assert_close(s2sad.grad(loss, backend=backend)(x), fd_grad(loss, (x,), 0))
     model.W = model.W * 2.0  # read again at the next call
     assert_close(s2sad.grad(loss, backend=backend)(x), fd_grad(loss, (x,), 0))
+
+
+def test_a_network_loops_over_the_layers_a_list_attribute_holds(backend):
+    """`for layer in self.layers` of a model made outside the function (it was refused: a list attribute was
+    read as a number), and `net.layers[0].weights = W` assigning into one of those layers."""
+    rng = np.random.default_rng(5)
+    net = of.Sequential([of.Affine(rng.normal(size=(4, 5)), np.zeros((1, 5))), of.Rectifier(),
+                         of.Affine(rng.normal(size=(5, 2)), rng.normal(size=(1, 2)))])
+    X, y = rng.normal(size=(6, 4)), rng.normal(size=(6, 2))
+    assert_close(s2sad.grad(net.cost, backend=backend)(X, y), fd_grad(net.cost, (X, y), 0))
+    W = net.layers[0].weights.copy()
+    assert_close(s2sad.grad(of.cost_of_first_weights, backend=backend)(W * 0.5, net, X, y),
+                 fd_grad(lambda w: of.cost_of_first_weights(w, net, X, y), (W * 0.5,), 0))

@@ -36,6 +36,8 @@ class PytreesMixin:
                 item = base.field(node.attr.value)
                 return item if is_tree(item) else None
             obj = self.local_object(node.value)
+            if obj is None and isinstance(base := self.static_ref(node), StaticRef) and is_tree(base.obj):
+                return self.outside_tree(base.obj, base.where)  # `self.layers` of an object made outside
             item = obj.fields.get(node.attr.value) if obj is not None else None
             return item if is_tree(item) else None
         if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):

@@ -232,7 +232,7 @@ class StaticMixin:
         obj = self.local_object(node)
         if obj is not None:
             return obj
-        ref = self.static_ref(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        ref = self.static_ref(node) if isinstance(node, (cst.Name, cst.Attribute)) else self.object_in_tree(node)
         if ref is None or not _user_class(type(ref.obj)) or self.hidden is None:
             what = cst.Module([]).code_for_node(node)
             raise self.err(node, f"only attributes of objects can be assigned (`{what}` is not a plain object)",
@@ -240,6 +240,18 @@ class StaticMixin:
         obj = LocalObject(type(ref.obj), type(ref.obj).__name__.lower(), None, outside=ref)
         self.hidden.written[id(ref.obj)] = obj
         return obj
+
+    def object_in_tree(self, node) -> StaticRef | None:
+        """The object `layers[0]` stands for, an item at a constant index of a static list, tuple or dict."""
+        if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+                and self.is_static_key(node.slice[0].slice.value)):
+            return None
+        base = self.tree_of(node.value)
+        try:
+            item = base[self.static_key(node.slice[0].slice.value)] if base is not None else None
+        except (KeyError, IndexError, TypeError):
+            return None
+        return item if isinstance(item, StaticRef) else None
 
     def set_attribute(self, obj: LocalObject, name: str, value, node, out):
         """`obj.name = value`. A number or array gets a variable of its own: a new one in straight-line code,
