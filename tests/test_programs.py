@@ -171,3 +171,18 @@ def weighted_powers(x):
 def test_literal_unroll_is_a_loop_over_its_tuple(backend):
     x = np.array([0.3, -0.8, 1.2])
     assert_close(s2sad.grad(weighted_powers, backend=backend)(x), fd_grad(weighted_powers, (x,), 0))
+
+
+def squares_through_flat(x):
+    """numba kernels walk an array of any shape through .flat: read, written and updated one item at a time."""
+    out = np.empty_like(x)
+    acc = np.zeros((2, 2, 3))
+    for k in range(x.size):
+        out.flat[k] = x.flat[k] ** 2
+        acc.flat[k] += np.sin(x.flat[k])
+    return np.sum(out * x.flat[1]) + np.sum(acc ** 2)
+
+
+def test_items_read_and_written_through_flat(backend):
+    x = np.linspace(-1.0, 1.2, 12).reshape(2, 2, 3)
+    assert_close(s2sad.grad(squares_through_flat, backend=backend)(x), fd_grad(squares_through_flat, (x,), 0))

@@ -47,6 +47,8 @@ class AssignmentsMixin:
             self.bind(target, lowered, out)
         elif isinstance(target, (cst.Tuple, cst.List)):
             self.unpack(target, value, out)
+        elif isinstance(target, cst.Subscript) and target is not (flat := self.through_flat(target, out)):
+            self.assign_to(flat, value, out)  # `out.flat[k] = v`
         elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), dict):
             self.set_item(table, target, self.value(value, out))
         elif isinstance(target, cst.Subscript) and isinstance(table := self.tree_of(target.value), list):
@@ -336,6 +338,8 @@ class AssignmentsMixin:
         return current.name
 
     def aug_assign(self, node: cst.AugAssign, out):
+        if isinstance(node.target, cst.Subscript) and node.target is not (flat := self.through_flat(node.target, out)):
+            return self.aug_assign(node.with_changes(target=flat), out)  # `acc.flat[k] += v`
         op = AUGOPS.get(type(node.operator))
         if op is None:
             raise self.err(node, f"augmented operator `{_spelled(node.operator)}` is not supported",

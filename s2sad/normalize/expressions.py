@@ -81,6 +81,7 @@ class ExpressionsMixin:
         return list(items)
 
     def subscript(self, node: cst.Subscript, out, target):
+        node = self.through_flat(node, out)
         base = self.value(node.value, out)
         if isinstance(base, PositionsAxis):
             raise self.unpacked_misused(node, base)
@@ -441,6 +442,28 @@ class ExpressionsMixin:
             return Const(rank)
         found = rules.lookup_object(np.ndim)
         return self.prim(out, found[0], (base,), target=target, hint=f"{getattr(base, 'name', 'x')}_ndim")
+
+    def through_flat(self, node: cst.Subscript, out) -> cst.Subscript:
+        """`x.flat[k]`, k an int, as the item it names in C order: `x[k]` of a vector, `x[k // n, k % n]` of an
+        n-column matrix, and so on (x's rank known when the code is generated); other subscripts unchanged."""
+        flat = node.value
+        if not (isinstance(flat, cst.Attribute) and flat.attr.value == "flat" and self.tree_of(flat.value) is None):
+            return node
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            raise self.err(node, "x.flat is read and written here one item at a time, at an int index",
+                           "x.ravel()[a:b] reads a run of items")
+        rank = self.known_rank(self.expr(flat.value, out), required=True)
+        if rank is None:
+            raise self.err(node, "x.flat[k] needs x's rank when the code is generated", "index x itself: x[i, j]")
+        code = cst.Module([]).code_for_node
+        array, k = code(flat.value), f"({code(node.slice[0].slice.value)})"
+        items = []
+        for d in range(rank):
+            inner = "".join(f" * {array}.shape[{e}]" for e in range(d + 1, rank))[3:]
+            item = f"{k} // ({inner})" if inner else k
+            items.append(f"({item}) % {array}.shape[{d}]" if d else item)
+        return node.with_changes(value=flat.value, slice=[cst.SubscriptElement(cst.Index(cst.parse_expression(i)))
+                                                          for i in items])
 
     def known_rank(self, atom, required: bool = False) -> int | None:
         """The ndim of an argument whose type is known, or of an array whose rank lowering follows (a row of an
