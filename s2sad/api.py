@@ -334,6 +334,10 @@ class _Transform:
                 flat.append(a)
                 defs.append(LEAF)
                 continue
+            if isinstance(a, np.random.RandomState) and self.backend != "python":
+                raise TypeError(f"argument {i} of {self.fun.__name__} is a np.random.RandomState, which numba code "
+                                "cannot draw from; pass a np.random.Generator (np.random.default_rng(seed)) or use "
+                                "backend='python'")
             if _is_static_argument(a) and i in self.argnums:
                 self.differentiable_object(a, i)  # a dataclass becomes a pytree of its fields
             if _is_static_argument(a):  # inlined: the function (object) is part of the structure, as a shape is

@@ -153,6 +153,13 @@ def test_numba_code_passes_its_generator_to_a_gradient():
     assert_close(descend(x, np.random.default_rng(9)), expected)
 
 
+def test_a_legacy_random_state_draws_on_the_python_backend_and_numba_says_what_to_pass():
+    got = s2sad.grad(F.given_generator_walk, backend="python")(0.7, 5, np.random.RandomState(3))
+    assert_close(got, fd_grad(lambda v: F.given_generator_walk(v, 5, np.random.RandomState(3)), (0.7,), 0))
+    with pytest.raises(TypeError, match=r"RandomState, which numba code cannot draw from; pass a np.random.Generator"):
+        s2sad.grad(F.given_generator_walk, backend="numba")(0.7, 5, np.random.RandomState(3))
+
+
 def _jacobian(f, x, h=1e-6):
     return np.stack([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)], axis=-1)
 
