@@ -128,6 +128,44 @@ def _normalize_argnums(fn: types.FunctionType, argnums, params: list[str]) -> tu
     return tuple(out)
 
 
+def _reaches_into_star_args(fun, argnums) -> bool:
+    """Do `argnums` count into `fun`'s `*args`? (JAX's argnums count a call's positional arguments.)"""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    star = next((i for i, p in enumerate(params) if p.kind is p.VAR_POSITIONAL), None)
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums) if isinstance(argnums, (tuple, list)) else ()
+    return star is not None and any(type(n) is int and n >= star for n in nums)
+
+
+def _per_arity(fun: Callable, transform: Callable) -> Callable:
+    """`transform(fun)` for a `fun(..., *args)` whose argnums count into `*args`: per number of positional
+    arguments and keyword names of a call, the transform of `def f(x, args_0, args_1): return fun(x, args_0,
+    args_1)`, where each argument has a parameter of its own."""
+    params = list(inspect.signature(fun).parameters.values())
+    star = next(i for i, p in enumerate(params) if p.kind is p.VAR_POSITIONAL)
+    made: dict = {}
+
+    def for_call(args: tuple, kwargs: dict) -> Callable:
+        key = (len(args), tuple(kwargs))
+        if key not in made:
+            names = [p.name for p in params[:star]][:len(args)]
+            names += [f"{params[star].name}_{k}" for k in range(len(args) - len(names))]
+            call = ", ".join(names + [f"{k}={k}" for k in kwargs])
+            spread = synthesize.function(f"{fun.__name__}_spread", names + (["*", *kwargs] if kwargs else []),
+                                         [f"return fun({call})"], {"fun": fun})
+            made[key] = transform(spread)
+        return made[key]
+
+    @functools.wraps(fun)
+    def per_arity(*args, **kwargs):
+        return for_call(args, kwargs)(*args, **kwargs)
+
+    per_arity.__s2sad_per_arity__ = for_call
+    return per_arity
+
+
 def _refuse_gathering_argnums(fn, argnums: tuple, params: list[str], gathering: list[str]) -> None:
     """JAX's argnums count a call's positional arguments, s2sad's the parameters: they part ways at `*args`,
     so argnums may not name it (nor `**kwargs`)."""
@@ -678,6 +716,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     Returns a function with `fun`'s signature that returns the gradient (a tuple when
     `argnums` is a tuple), or `(gradient, aux)` when `has_aux=True`.
     """
+    if _reaches_into_star_args(fun, argnums):
+        return _per_arity(fun, lambda f: grad(f, argnums, has_aux, backend))
     rev = _Reverse(fun, argnums, has_aux, backend, "grad")
 
     def general(r: _Reverse, leaves: tuple):
@@ -691,6 +731,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    backend: str = DEFAULT_BACKEND) -> Callable:
     """Like `grad`, but returns `(value, grad)`, or `((value, aux), grad)` with `has_aux`."""
+    if _reaches_into_star_args(fun, argnums):
+        return _per_arity(fun, lambda f: value_and_grad(f, argnums, has_aux, backend))
     rev = _Reverse(fun, argnums, has_aux, backend, "value_and_grad")
 
     def general(r: _Reverse, leaves: tuple):
@@ -912,6 +954,8 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAU
     structure of the output, each leaf holding the structure of the argument(s) (a tuple over
     `argnums` when it is a tuple), as in JAX.
     """
+    if _reaches_into_star_args(fun, argnums):
+        return _per_arity(fun, lambda f: jacfwd(f, argnums, backend))
     fwd0 = _Forward(fun, argnums, backend, "jacfwd")
 
     @functools.wraps(fwd0.fun)
@@ -935,6 +979,8 @@ def _arrange(t: _Transform, per_leaf: list):
 
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFAULT_BACKEND) -> Callable:
     """The Jacobian of `fun` by reverse mode, one vjp per output element (shape out.shape + arg.shape)."""
+    if _reaches_into_star_args(fun, argnums):
+        return _per_arity(fun, lambda f: jacrev(f, argnums, backend))
     rev0 = _Reverse(fun, argnums, False, backend, "jacrev")
 
     @functools.wraps(rev0.fun)
@@ -953,6 +999,8 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, backend: str = DEFA
     Shape `arg.shape + arg.shape`; for tuple `argnums` a nested tuple `H[i][j]`; for pytree
     arguments, the argument's structure nested in itself (`H['W']['b']`), as in JAX.
     """
+    if _reaches_into_star_args(fun, argnums):
+        return _per_arity(fun, lambda f: hessian(f, argnums, backend))
     rev0 = _Reverse(fun, argnums, False, backend, "hessian")
 
     @functools.wraps(rev0.fun)
@@ -1260,6 +1308,9 @@ def _program(fun: Callable) -> Callable[[tuple], str] | None:
     """For a function s2sad returned: example arguments -> the text of the program it runs."""
     if isinstance(fun, types.MethodType) and isinstance(fun.__self__, differentiate):
         return fun.__self__.program_of(fun.__func__.__name__)
+    per_arity = getattr(fun, "__s2sad_per_arity__", None)
+    if per_arity is not None:  # argnums count into fun's *args: the program for as many arguments as given
+        return lambda args: source(per_arity(args, {}), *args)
     t = getattr(fun, "__s2sad_transform__", None)
     if isinstance(t, _Batched):
         return lambda args: _batched_source(fun, t, args)

@@ -168,14 +168,20 @@ def test_a_helper_called_without_its_star_arguments_gets_them_empty(backend):  #
     assert_close(s2sad.grad(of.calls_without_extras, backend=backend)(1.5), 8.0 * 1.5)  # d/dx (2x)^2
 
 
-def test_argnums_may_not_name_star_args():  # JAX's argnums count positional arguments, s2sad's parameters
-    with pytest.raises(ValueError, match=r"argnums=1 names `data`, which gathers least_squares's extra arguments"
-                                         r".*s2sad.grad\(lambda x, a: least_squares\(x, a\), argnums=1\)"):
-        s2sad.grad(of.least_squares, argnums=1)
-    c, xs = np.array([1.0, -0.9, 0.3]), np.linspace(0.0, 1.0, 11)  # the hint, followed
+def test_argnums_count_a_calls_positional_arguments_into_star_args(backend):
+    """As in JAX: argnums=1 of `least_squares(coefficients, *data)` is the first of `data`, and emcee's
+    `nll = lambda *args: -log_likelihood(*args)` differentiates its first argument."""
+    c, xs = np.array([1.0, -0.9, 0.3]), np.linspace(0.0, 1.0, 11)
     ys = np.exp(-xs)
-    g = s2sad.grad(lambda x, a: of.least_squares(c, x, a), argnums=1, backend="python")(xs, ys)
-    assert_close(g, fd_grad(lambda a: of.least_squares(c, xs, a), (ys,), 0))
+    g = s2sad.grad(of.least_squares, argnums=1, backend=backend)
+    assert_close(g(c, xs, ys), fd_grad(lambda x: of.least_squares(c, x, ys), (xs,), 0))
+    assert_close(g(c, xs, ys, weight=3.0), fd_grad(lambda x: of.least_squares(c, x, ys, weight=3.0), (xs,), 0))
+    negated = lambda *args: -of.least_squares(*args)  # noqa: E731
+    value, gc = s2sad.value_and_grad(negated, backend=backend)(c, xs, ys)
+    assert_close(value, negated(c, xs, ys), rtol=1e-12)
+    assert_close(gc, fd_grad(negated, (c, xs, ys), 0))
+    assert_close(s2sad.hessian(negated, argnums=2, backend=backend)(c, xs, ys), -2.0 * np.eye(11))
+    assert "args_2_bar" in s2sad.source(s2sad.grad(negated, argnums=2), c, xs, ys)  # its third argument
 
 
 def test_a_rank_test_on_what_a_global_array_makes_folds_in_a_loop(backend):
