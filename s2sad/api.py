@@ -1135,6 +1135,17 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, target: str = "cpu", backend: str
 
     if target not in TARGETS + ("cuda",):
         raise ValueError(f"vmap target must be one of {TARGETS + ('cuda',)}, got {target!r}")
+    per_arity = getattr(fun, "__s2sad_per_arity__", None)
+    if per_arity is not None:  # argnums that count into *args: a batch loop per number of arguments
+        made: dict = {}
+
+        @functools.wraps(fun)
+        def vmapped_per_arity(*args):
+            if len(args) not in made:
+                made[len(args)] = vmap(per_arity(args, {}), in_axes, out_axes, target, backend)
+            return made[len(args)](*args)
+
+        return vmapped_per_arity
     inner = _as_function(fun)
     n_params = len(_user_signature(inner).parameters)
     axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * n_params
@@ -1234,6 +1245,8 @@ def jit(fun: Callable, backend: str = DEFAULT_BACKEND) -> Callable:
     For a function s2sad returned: its numba dispatcher (numba_callable.py), which numba code can call
     and which Python calls at the cost of numba's dispatch; arguments numba cannot pass (pytrees) take
     the Python path. Where its parameters have defaults or it runs uncompiled: `fun` itself."""
+    if hasattr(fun, "__s2sad_per_arity__"):
+        return fun  # compiled inside, per number of arguments
     if hasattr(fun, "__s2sad_transform__") or backend == "python":
         if backend == "numba" and getattr(fun, "__s2sad_numba__", None) is not None and \
                 fun.__s2sad_transform__.backend == "numba" and _plain_parameters(fun):

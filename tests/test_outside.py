@@ -182,6 +182,10 @@ def test_argnums_count_a_calls_positional_arguments_into_star_args(backend):
     assert_close(gc, fd_grad(negated, (c, xs, ys), 0))
     assert_close(s2sad.hessian(negated, argnums=2, backend=backend)(c, xs, ys), -2.0 * np.eye(11))
     assert "args_2_bar" in s2sad.source(s2sad.grad(negated, argnums=2), c, xs, ys)  # its third argument
+    batch = np.stack([c, 2.0 * c])
+    per_example = s2sad.vmap(s2sad.grad(negated), in_axes=(0, None, None), backend=backend)(batch, xs, ys)
+    assert_close(per_example[1], fd_grad(negated, (batch[1], xs, ys), 0))
+    assert_close(s2sad.jit(s2sad.grad(negated, backend=backend))(c, xs, ys), gc)
 
 
 def test_a_rank_test_on_what_a_global_array_makes_folds_in_a_loop(backend):
