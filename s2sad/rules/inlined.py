@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from s2sad.rules import distributions
 from s2sad.runtime import stop_gradient
 
 
@@ -694,7 +695,7 @@ def log_softmax(x, axis=None):
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
 _SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"): poisson_pmf,
                 ("nbinom_gen", "logpmf"): nbinom_logpmf, ("nbinom_gen", "pmf"): nbinom_pmf,
-                ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf}
+                ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf, **distributions.STATS}
 _SCIPY_SPECIAL = {"softmax": softmax, "log_softmax": log_softmax}
 _MATH = {math.fsum: fsum}
 _NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
@@ -799,6 +800,8 @@ def _outer_of(ufunc):
 def stand_in(fn, keywords: frozenset = frozenset()):
     """The function above that s2sad inlines for library function `fn` called with these keyword arguments,
     or None."""
+    if isinstance(fn, np.ufunc) and fn in distributions.SPECIAL:  # scipy.special.log_ndtr
+        return distributions.SPECIAL[fn]
     ufunc = getattr(fn, "__self__", None)
     if isinstance(ufunc, np.ufunc):
         method = getattr(fn, "__name__", None)
@@ -844,6 +847,7 @@ def spelled() -> list[str]:
               "np.sum/prod/max/min(..., initial=, where=)",
               "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
-    special = [f"scipy.special.{name}" for name in _SCIPY_SPECIAL]
+    special = [f"scipy.special.{name}" for name in _SCIPY_SPECIAL] + [f"scipy.special.{f.__name__}"
+                                                                       for f in distributions.SPECIAL]
     return (sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + special
             + [f"math.{fn.__name__}" for fn in _MATH])
