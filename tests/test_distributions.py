@@ -91,3 +91,12 @@ def test_the_written_out_functions_compile():
     value, grad = s2sad.value_and_grad(model_log_likelihood, backend="numba")(theta, y)
     assert_close(value, model_log_likelihood(theta, y), rtol=1e-12)
     assert_close(grad, fd_grad(model_log_likelihood, (theta, y), 0))
+
+
+def frozen_distributions(t):
+    """Distributions frozen with their parameters, then asked for a density."""
+    return st.t(4.0, loc=t).logpdf(0.3) + st.beta(2.0, t).logpdf(0.4) + np.sum(st.expon(scale=t).logpdf(X))
+
+
+def test_a_frozen_distribution_is_the_distribution_with_its_parameters():
+    assert_close(s2sad.grad(frozen_distributions, backend="python")(1.5), fd_grad(frozen_distributions, (1.5,), 0))

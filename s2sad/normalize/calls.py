@@ -218,8 +218,10 @@ class CallsMixin:
 
     def is_frozen_distribution(self, func) -> bool:
         """`dist(...).method`, where `dist` is an object whose methods have rules (scipy.stats.norm)."""
-        return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) \
-            and rules.registry.is_namespace(self.static_value(func.value.func))
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)):
+            return False
+        dist = self.static_value(func.value.func)
+        return rules.registry.is_namespace(dist) or inlined.written_out_distribution(dist)
 
     def static_transform(self, node: cst.Call):
         """Evaluate `s2sad.grad(g, ...)` now: its generated wrapper is then inlined like any callee."""

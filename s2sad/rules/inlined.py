@@ -832,6 +832,11 @@ def stand_in(fn, keywords: frozenset = frozenset()):
         return None
 
 
+def written_out_distribution(obj) -> bool:
+    """A scipy.stats distribution (`scipy.stats.t`) some of whose methods are written out here."""
+    return any(type(obj).__name__ == owner for owner, _ in _SCIPY_STATS)
+
+
 def _hashable(fn) -> bool:
     try:
         hash(fn)
