@@ -95,7 +95,7 @@ def test_the_written_out_functions_compile():
 
 def frozen_distributions(t):
     """Distributions frozen with their parameters, then asked for a density."""
-    return st.t(4.0, loc=t).logpdf(0.3) + st.beta(2.0, t).logpdf(0.4) + np.sum(st.expon(scale=t).logpdf(X))
+    return st.t(4.0, loc=t).logpdf(0.3) + st.beta(2.0, t).logpdf(0.4) + np.sum(st.expon(scale=t).logpdf(np.abs(X)))
 
 
 def test_a_frozen_distribution_is_the_distribution_with_its_parameters():
