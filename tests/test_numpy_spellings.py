@@ -324,3 +324,27 @@ def test_einsum_subscripts_that_name_other_operands_than_given_are_refused_where
         return np.einsum("i,i,i->", x, x)
     with pytest.raises(s2sad.UnsupportedError, match="subscripts name 3 operands; it is given 2"):
         s2sad.grad(f)(X)
+
+
+def _huber(r, delta=1.0):
+    if abs(r) <= delta:
+        return 0.5 * r * r
+    return delta * (abs(r) - 0.5 * delta)
+
+
+_vectorized_huber = np.vectorize(_huber)
+
+
+@np.vectorize
+def _softplus(r):
+    return math.log1p(math.exp(r)) if r < 30.0 else r
+
+
+def vectorized_by_numpy(y):
+    return (np.sum(_vectorized_huber(y * 3.0)) + np.sum(_softplus(y) * y)
+            + np.sum(np.vectorize(_huber, otypes=[float])(y.reshape(3, 4), 0.5) * np.arange(4.0)))
+
+
+def test_np_vectorize_runs_its_function_item_by_item(backend):
+    """np.vectorize(f), as a decorator, a global or called in place: f inlined on each item (it was refused)."""
+    derivatives_match(vectorized_by_numpy, Y, backend)

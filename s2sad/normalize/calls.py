@@ -18,6 +18,7 @@ import numpy as np
 
 from s2sad import ir, rules
 from s2sad.backend import load_module
+from s2sad.errors import UnsupportedError
 from s2sad.frontend import unwrap
 from s2sad.hidden import Hidden
 from s2sad.ir import Const, Copy, For, Load, Prim, Slice, Store, Var
@@ -66,6 +67,8 @@ class CallsMixin:
             made = self.value(node.func.value, out)
             if isinstance(made, StaticRef):
                 node = node.with_changes(func=node.func.with_changes(value=self.kept(made)))
+        if isinstance(node.func, cst.Call) and self.static_value(node.func.func) is np.vectorize:  # np.vectorize(f)(x)
+            return self.numpy_vectorized(node, self.static_vectorize(node.func), [], out, target)
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
@@ -384,6 +387,8 @@ class CallsMixin:
                 if args[1].value == ():  # no axis of length one: the array itself
                     return self.expr_result(args[0], out, target)
             return self.emit(out, target or self.temp(rule.name), Prim(rule, tuple(args), tuple(kwargs), found[1]))
+        if isinstance(fn, np.vectorize):  # `@np.vectorize` or `vf = np.vectorize(f)`
+            return self.numpy_vectorized(node, fn, leading, out, target)
         scalar_code = getattr(getattr(fn, "_dispatcher", None), "py_func", None)  # a numba.vectorize ufunc
         if isinstance(scalar_code, types.FunctionType) and _gufunc_layout(fn) is not None:
             return self.gufunc_call(node, fn, scalar_code, leading, out, target)
@@ -443,6 +448,26 @@ class CallsMixin:
                            "write the shape in the call: x.reshape((n, m), order='F')")
         reversed_shape = self.prim_arg(shape_node.with_changes(elements=list(reversed(shape_node.elements))), out)
         return self.prim(out, "transpose", (self.prim(out, "reshape", (items, reversed_shape)),), target=target)
+
+    def static_vectorize(self, made: cst.Call) -> np.vectorize:
+        """`np.vectorize(f, otypes=[float])` of a function known when the code is generated."""
+        try:
+            args = [self.static_arg(a.value) for a in made.args if a.keyword is None]
+            kwargs = {a.keyword.value: self.static_arg(a.value) for a in made.args if a.keyword is not None}
+            return np.vectorize(*args, **kwargs)
+        except (TypeError, ValueError, UnsupportedError):
+            raise self.err(made, "np.vectorize takes a function defined outside the differentiated one here",
+                           "define the function with `def` at module level, or decorate it with @np.vectorize")
+
+    def numpy_vectorized(self, node: cst.Call, vec: np.vectorize, leading, out, target):
+        """np.vectorize(f) runs f item by item, as a `@numba.vectorize` function does."""
+        if vec.signature is not None or vec.excluded:
+            raise self.err(node, "np.vectorize with signature= or excluded= is not supported",
+                           "loop over the items and call the function yourself")
+        inner = unwrap(vec.pyfunc)
+        if not isinstance(inner, types.FunctionType):
+            raise self.err(node, f"np.vectorize of {vec.pyfunc!r}: s2sad inlines Python functions only")
+        return self.vectorized(node, inner, leading, out, target)
 
     def vectorized(self, node: cst.Call, fn, leading, out, target):
         """A `@numba.vectorize` function: its scalar code inlined on numbers, and on arrays run item by item
