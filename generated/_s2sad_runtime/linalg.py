@@ -31,6 +31,7 @@ __all__ = [
     "tril_half",
     "sym_lower",
     "eigh_vectors",
+    "eig_gaps",
     "vdot_flat",
     "kron_adjoint_a",
     "kron_adjoint_b",
@@ -92,6 +93,29 @@ def _ol_eigh_vectors(a):
     if not isinstance(a, types.Array) or a.ndim != 2:
         raise TypingError(f"eigh_vectors: a 2-D array is required under numba, not {a}")
     return lambda a: np.linalg.eigh(np.ascontiguousarray(a))[1]
+
+
+def eig_gaps(w):
+    """F[i, j] = 1 / (w[j] - w[i]), 0 where the two are equal (on the diagonal): how the eigenvectors of a
+    symmetric matrix turn, V^T dV = F * (V^T dS V)."""
+    d = np.expand_dims(w, 0) - np.expand_dims(w, 1)
+    return np.where(d == 0.0, 0.0, 1.0 / np.where(d == 0.0, 1.0, d))
+
+
+@overload(eig_gaps)
+def _ol_eig_gaps(w):
+    if not isinstance(w, types.Array) or w.ndim != 1:
+        raise TypingError(f"eig_gaps: a 1-D array is required under numba, not {w}")
+
+    def impl(w):
+        n = w.shape[0]
+        out = np.zeros((n, n), w.dtype)
+        for i in range(n):
+            for j in range(n):
+                if w[j] != w[i]:
+                    out[i, j] = 1.0 / (w[j] - w[i])
+        return out
+    return impl
 
 
 # ---------------------------------------------------------------------------

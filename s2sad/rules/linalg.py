@@ -9,7 +9,7 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (diag_adjoint, diagonal_2d, eigh_vectors, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
+from s2sad.runtime import (diag_adjoint, diagonal_2d, eig_gaps, eigh_vectors, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
                            kron_adjoint_a, kron_adjoint_b,
                            logabsdet, matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
                            tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
@@ -215,6 +215,30 @@ def eigvalsh(g, out, x):
     v = eigh_vectors(x)
     s_bar = (v * unbroadcast(g, out)) @ matrix_t(v)
     return (tril_half(s_bar + matrix_t(s_bar)),)
+
+
+def eigh_vectors_tangent(g, out, x):
+    return (out @ (eig_gaps(np.linalg.eigvalsh(x)) * (matrix_t(out) @ sym_lower(g) @ out)),)
+
+
+# V^T dV = F * (V^T dS V) with F = eig_gaps(w) (distinct eigenvalues): S_bar = V (F * (V^T V_bar)) V^T, then the
+# lower triangle as for eigvalsh. (eigvalsh's second derivatives differentiate its adjoint, which reads V.)
+@defrule(eigh_vectors, name="eigh_vectors", elementwise=False, cheap=False, tangent=eigh_vectors_tangent,
+         checks=[Check("eigh_vectors(a)", "spd", SQUARE)])
+def eigh_vectors_rule(g, out, x):
+    s_bar = out @ (eig_gaps(np.linalg.eigvalsh(x)) * (matrix_t(out) @ g)) @ matrix_t(out)
+    return (tril_half(s_bar + matrix_t(s_bar)),)
+
+
+def eig_gaps_tangent(g, out, w):
+    return (-(out * out) * (np.expand_dims(g, 0) - np.expand_dims(g, 1)),)
+
+
+# dF[i, j] = -F[i, j]^2 (dw[j] - dw[i])
+@defrule(eig_gaps, name="eig_gaps", elementwise=False, tangent=eig_gaps_tangent,
+         checks=[Check("eig_gaps(a)", shapes=((3,),))])
+def eig_gaps_rule(g, out, w):
+    return (np.sum(g * out * out, axis=1) - np.sum(g * out * out, axis=0),)
 
 
 # ------------------------------------------------------------------ parts of a matrix
