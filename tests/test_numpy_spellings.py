@@ -231,13 +231,22 @@ def applied_along_axes(y):
             + np.sum(np.apply_along_axis(_row_norm, -1, a, 3.0)) + np.sum(np.apply_along_axis(np.sin, 0, a)[1]))
 
 
+def spectra(y):
+    """np.linalg.eigh's eigenvalues and eigenvectors, and eigvalsh, of symmetric matrices."""
+    a = y[:3]
+    m = np.outer(a, a) + np.diag(np.arange(1.0, 4.0))
+    w, v = np.linalg.eigh(m)
+    return (np.sum(w ** 2) + np.sum((v[:, -1] * np.arange(1.0, 4.0)) ** 2) + np.linalg.eigh(m)[0][0]
+            + np.sum(np.linalg.eigvalsh(m + np.diag(y[3:6])) ** 3))
+
+
 @pytest.mark.parametrize("f", [sorted_along_axes, covariances, correlations, selections, matrix_norms, softmaxes,
-                               cleaned_and_summarized, applied_along_axes])
+                               cleaned_and_summarized, applied_along_axes, spectra])
 def test_numpy_functions_written_out(f, backend):
     """np.sort along an axis of a matrix, np.cov, np.corrcoef and np.select, written with functions that have
     rules; np.linalg.norm of a matrix with ord 1, -1, inf or -inf, the largest or smallest column or row sum;
     scipy.special's softmax and log_softmax, np.nan_to_num, math.fsum, np.quantile/np.percentile at several q;
-    np.apply_along_axis of a matrix's rows or columns."""
+    np.apply_along_axis of a matrix's rows or columns; np.linalg.eigh's pair and eigvalsh."""
     derivatives_match(f, Y, backend)
 
 

@@ -322,6 +322,12 @@ class CallsMixin:
             a = self.expr(node.args[0].value, out)
             return (self.prim(out, "slogdet_sign", (a,), hint="sign"),
                     self.prim(out, "logabsdet", (a,), hint="logdet"))
+        if fn is np.linalg.eigh:  # (eigenvalues, eigenvectors) of the symmetric matrix its lower triangle makes
+            if len(node.args) != 1 or node.args[0].keyword is not None:
+                raise self.err(node, "np.linalg.eigh takes one matrix here (its lower triangle, UPLO='L')")
+            a = self.expr(node.args[0].value, out)
+            return (self.prim(out, "eigvalsh", (a,), hint="eigenvalues"),
+                    self.prim(out, "eigh_vectors", (a,), hint="eigenvectors"))
         if fn is np.ndarray:  # `np.ndarray(shape, dtype)` makes an uninitialized array, as np.empty does
             fn = np.empty
         if fn in SHAPE_FIRST and node.args and isinstance(node.args[0].value, cst.List):  # np.zeros([n, m])
