@@ -202,7 +202,7 @@ def execs(x):
 
 
 def starred_assign(x):
-    a, *rest = (x, x, x)
+    a, *rest = np.ones(3) * x  # an array: its length is known only at run time
     return a
 
 

@@ -186,3 +186,20 @@ def squares_through_flat(x):
 def test_items_read_and_written_through_flat(backend):
     x = np.linspace(-1.0, 1.2, 12).reshape(2, 2, 3)
     assert_close(s2sad.grad(squares_through_flat, backend=backend)(x), fd_grad(squares_through_flat, (x,), 0))
+
+
+def _four_parts(x):
+    return x ** 2, np.sin(x), np.cos(x), x * 3.0
+
+
+def starred_unpacking(x):
+    """`a, *rest = t`, `*init, last = t` and `coef, *_ = ...` of a tuple a helper returns."""
+    a, *rest = _four_parts(x)
+    *init, last = _four_parts(x)
+    first, *_ = _four_parts(x)
+    return np.sum(a) + np.sum(rest[1]) + sum(np.sum(r) for r in rest) + np.sum(last * init[0]) + np.sum(first)
+
+
+def test_starred_unpacking_of_a_tuple(backend):
+    x = np.array([0.3, -0.5, 0.8])
+    assert_close(s2sad.grad(starred_unpacking, backend=backend)(x), fd_grad(starred_unpacking, (x,), 0))

@@ -225,8 +225,13 @@ class AssignmentsMixin:
         if not isinstance(target, (cst.Tuple, cst.List)):
             raise self.err(target, "only names can be unpacked into")
         names = [el.value for el in target.elements]
-        if any(isinstance(el, cst.StarredElement) for el in target.elements):
-            raise self.err(target, "starred assignment is not supported", "unpack every item: `a, b, c = t`")
+        starred = [k for k, el in enumerate(target.elements) if isinstance(el, cst.StarredElement)]
+        if starred:  # `coef, *_ = np.linalg.lstsq(...)`, `first, *rest = items`: the rest as a list
+            if not isinstance(value, (tuple, list)) or len(value) < len(names) - 1:
+                raise self.err(target, "starred assignment unpacks a tuple or list known when the code is generated",
+                               "unpack every item: `a, b, c = t`, or index the array: `first, rest = x[0], x[1:]`")
+            k, after = starred[0], len(names) - 1 - starred[0]
+            value = (*value[:k], list(value[k:len(value) - after]), *value[len(value) - after:])
         if isinstance(value, Var):  # unpack the first axis of an array
             value = tuple(self.emit(out, self.temp(f"{value.name}_{i}"), Load(value, (Const(i),)))
                           for i in range(len(names)))
