@@ -240,13 +240,22 @@ def spectra(y):
             + np.sum(np.linalg.eigvalsh(m + np.diag(y[3:6])) ** 3))
 
 
+def least_squares_fits(y):
+    """np.linalg.lstsq as polynomial fits call it: the solution indexed, unpacked with its residuals, or starred."""
+    t = np.linspace(0.0, 1.0, 12)
+    line = np.linalg.lstsq(np.vstack([t, np.ones(len(t))]).T, y, rcond=None)[0]
+    coef, res, rank, sv = np.linalg.lstsq(np.vstack([t ** 2, t, np.ones(12)]).T, y, rcond=None)
+    both, *_ = np.linalg.lstsq(np.vstack([t, np.ones(12)]).T, np.stack([y, y ** 2], axis=1), rcond=None)
+    return line[0] ** 2 + line[1] + np.sum(coef ** 2) + res[0] + np.sum(both ** 2)
+
+
 @pytest.mark.parametrize("f", [sorted_along_axes, covariances, correlations, selections, matrix_norms, softmaxes,
-                               cleaned_and_summarized, applied_along_axes, spectra])
+                               cleaned_and_summarized, applied_along_axes, spectra, least_squares_fits])
 def test_numpy_functions_written_out(f, backend):
     """np.sort along an axis of a matrix, np.cov, np.corrcoef and np.select, written with functions that have
     rules; np.linalg.norm of a matrix with ord 1, -1, inf or -inf, the largest or smallest column or row sum;
     scipy.special's softmax and log_softmax, np.nan_to_num, math.fsum, np.quantile/np.percentile at several q;
-    np.apply_along_axis of a matrix's rows or columns; np.linalg.eigh's pair and eigvalsh."""
+    np.apply_along_axis of a matrix's rows or columns; np.linalg.eigh's pair and eigvalsh; np.linalg.lstsq."""
     derivatives_match(f, Y, backend)
 
 

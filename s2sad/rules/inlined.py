@@ -12,7 +12,8 @@ arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
 scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special.softmax and
 log_softmax shift by the maximum, as SciPy does; np.nan_to_num is np.where; math.fsum is a sum;
-np.apply_along_axis calls its function on each row or column of a matrix, filling an array.
+np.apply_along_axis calls its function on each row or column of a matrix, filling an array; np.linalg.lstsq
+solves the normal equations (a matrix of full column rank).
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -668,6 +669,18 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     return out if axis == 1 or axis == -1 else out.T
 
 
+def lstsq(a, b, rcond=None):
+    """The x minimizing |a x - b|, for a matrix of full column rank: the normal equations' solution, with
+    NumPy's residuals (their squared sum per column of b), rank and singular values."""
+    if a.shape[0] < a.shape[1]:
+        raise NotImplementedError("s2sad: np.linalg.lstsq of a matrix with at least as many rows as columns")
+    x = np.linalg.solve(a.T @ a, a.T @ b)
+    r = a @ x - b
+    residuals = np.array([np.sum(r * r)]) if np.ndim(b) == 1 else np.sum(r * r, axis=0)
+    singular = np.sqrt(np.maximum(np.linalg.eigvalsh(a.T @ a), 0.0))[::-1]  # largest first, as NumPy's svd
+    return x, residuals, np.linalg.matrix_rank(a), singular
+
+
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """nan, inf and -inf replaced (by default with 0 and the dtype's largest and smallest values); the other
     items pass through with their derivatives."""
@@ -698,7 +711,7 @@ _SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"
                 ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf, **distributions.STATS}
 _SCIPY_SPECIAL = {"softmax": softmax, "log_softmax": log_softmax}
 _MATH = {math.fsum: fsum}
-_NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
+_NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.linalg.lstsq: lstsq, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
           np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanprod: nanprod,
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
