@@ -126,9 +126,11 @@ def _parse(text: str) -> Line:
     if not code or code.startswith("#"):
         return Line(text, code, None, False)
     try:
-        return Line(text, code, ast.parse(code).body[0], False)
+        body = ast.parse(code).body
     except SyntaxError:
-        pass
+        body = None
+    if body is not None and len(body) == 1:
+        return Line(text, code, body[0], False)
     try:  # a block header: `for i in range(n):`, `if c:`, `while c:`
         return Line(text, code, ast.parse(code + "\n    pass").body[0], True)
     except SyntaxError:
