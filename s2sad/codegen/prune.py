@@ -10,52 +10,45 @@
 - `negate_after_summing` (run after fusion): `unbroadcast(-g, a)` as `-unbroadcast(g, a)`, or a
   subtraction.
 
-The adjoint-sweep passes touch top-level lines only: a line in a loop or branch may run again.
+The adjoint-sweep passes touch top-level lines only: a line in a loop or branch may run again. They
+decide from each line's parsed statement (statements.py); a line they rewrite is printed from its new
+statement, and every other line keeps its text.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import re
 
 from s2sad import ir
+from s2sad.codegen.statements import NEW_ARRAY_CALLS, Line, call_args, memory_of, name_nodes, parse, print_line
 from s2sad.ir import Assign, Effect, Prim, Push, Store, While
 from s2sad.rules.registry import Opaque
 
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
-_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)")
-
 
 def names_read(lines: list[str]) -> set[str]:
-    """Every identifier in generated code lines (comments skipped; an extra name only keeps more)."""
-    found: set[str] = set()
-    for line in lines:
-        found.update(_NAME.findall(line.split("#", 1)[0]))
-    return found
+    """Every name the generated code lines mention (an extra name only keeps more)."""
+    return set().union(*(parse(line).names for line in lines))
 
 
 def names_read_first(lines: list[str]) -> set[str]:
-    """Identifiers the lines read before they assign them, block by block: what they need from code
+    """Names the lines read before they assign them, block by block: what they need from code
     before them. The reverse sweep recomputes ("replays") loop temporaries just before reading them;
     those need no primal value. An assignment counts for later lines of its own block only (a branch
-    may not run), and an extra name only keeps more."""
+    may not run; a loop's target, for its body), and an extra name only keeps more."""
     needed: set[str] = set()
     scopes: list[tuple[int, set[str]]] = [(-1, set())]
-    for line in lines:
-        code = line.split("#", 1)[0].rstrip()
-        if not code:
+    header_bound: frozenset[str] = frozenset()
+    for line in map(parse, lines):
+        if line.node is None and not line.opens_block:
             continue
-        indent = len(code) - len(code.lstrip())
-        while scopes[-1][0] > indent:
+        while scopes[-1][0] > line.indent:
             scopes.pop()
-        if scopes[-1][0] < indent:
-            scopes.append((indent, set()))
-        assigned = _ASSIGNED.match(code)
-        reads = code[assigned.end():] if assigned else code
-        needed |= set(_NAME.findall(reads)) - set().union(*(names for _, names in scopes))
-        if assigned:
-            scopes[-1][1].update(t.strip() for t in assigned.group(1).split(","))
+        if scopes[-1][0] < line.indent:
+            scopes.append((line.indent, set(header_bound)))
+        needed |= line.reads - set().union(*(names for _, names in scopes))
+        if not line.opens_block:
+            scopes[-1][1].update(line.bound)
+        header_bound = line.bound if line.opens_block else frozenset()
     return needed
 
 
@@ -87,7 +80,15 @@ def _needed(s, live: set[str], kept: set[int], counted: set[int]) -> bool:
     return any(id(c) in kept for child in ir.children(s) for c, _, _ in ir.walk(child))
 
 
-_UPDATE = re.compile(r"^    ([A-Za-z_]\w*) (\+?=) ")
+def _update(line: Line) -> tuple[str, bool] | None:
+    """(name, whether it is bound anew) for a top-level `name = ...` or `name += ...`."""
+    if not line.top_level:
+        return None
+    if line.binding:
+        return line.binding[0], True
+    if isinstance(line.node, ast.AugAssign) and isinstance(line.node.target, ast.Name):
+        return line.node.target.id, False
+    return None
 
 
 def drop_dead_adjoints(lines: list[str], droppable: set[str], returned: set[str]) -> list[str]:
@@ -95,30 +96,24 @@ def drop_dead_adjoints(lines: list[str], droppable: set[str], returned: set[str]
     later reads: the adjoint an unrolled MLP sends to its input `x` (a whole `W.T @ g`), which is
     not differentiated. Lines inside loops and branches stay (they may run again)."""
     live, kept = set(returned), []
-    for line in reversed(lines):
-        update = _UPDATE.match(line)
-        if update and update.group(1) in droppable and update.group(1) not in live:
+    for text in reversed(lines):
+        line = parse(text)
+        update = _update(line)
+        if update and update[0] in droppable and update[0] not in live:
             continue  # dead: its value is never read again
-        if update and update.group(2) == "=":
-            live.discard(update.group(1))  # rebound here: earlier values are dead unless read below
-        kept.append(line)
-        live |= names_read([line[update.end():]] if update and update.group(2) == "=" else [line])
+        if update and update[1]:
+            live.discard(update[0])  # rebound here: earlier values are dead unless read below
+        kept.append(text)
+        live |= line.reads
     return kept[::-1]
 
 
-_COPY = re.compile(r"^    ([A-Za-z_]\w*) = copy_adj\(([A-Za-z_]\w*)\)$")
-_BIND = re.compile(r"^\s*([A-Za-z_]\w*) = (.*)$")
-_CHANGES = (re.compile(r"^\s*([A-Za-z_]\w*)\s*[-+*/]="),  # x_bar += ...
-            re.compile(r"^\s*([A-Za-z_]\w*)\[.*\]\s*[-+*/]?=(?!=)"),  # x_bar[i] = 0.0, x_bar[i] += ...
-            re.compile(r"^\s*([A-Za-z_]\w*) = add_at\("))  # may add in place
-
-
-def _changed(line: str) -> str | None:
-    """The name whose array `line` changes in place, if any."""
-    for pattern in _CHANGES:
-        m = pattern.match(line)
-        if m:
-            return m.group(1)
+def _copy(line: Line) -> tuple[str, str] | None:
+    """(a, b) for a top-level `a = copy_adj(b)`."""
+    if line.top_level and line.binding:
+        args = call_args(line.binding[1], "copy_adj", 1)
+        if args and isinstance(args[0], ast.Name):
+            return line.binding[0], args[0].id
     return None
 
 
@@ -136,29 +131,68 @@ def share_unchanged_adjoints(lines: list[str], droppable: set[str], returned: se
             n = parent[n]
         return n
 
-    copies = [k for k, line in enumerate(lines) if _COPY.match(line)]
-    for k, line in enumerate(lines):
-        bind = _BIND.match(line.split("#", 1)[0])
-        if bind and k not in copies and bind.group(1) in droppable:
-            for name in names_read([bind.group(2)]) & droppable:
-                parent[find(bind.group(1))] = find(name)
-    changes = [(k, name) for k, line in enumerate(lines) if (name := _changed(line))]
+    parsed = [parse(line) for line in lines]
+    copies = [k for k, line in enumerate(parsed) if _copy(line)]
+    for k, line in enumerate(parsed):
+        if line.binding and k not in copies and line.binding[0] in droppable:
+            for name in _names(line.binding[1]) & droppable:
+                parent[find(line.binding[0])] = find(name)
+    changes = [(k, name) for k, line in enumerate(parsed) for name in line.changes]
     out = list(lines)
     for k in copies:
-        a, b = _COPY.match(lines[k]).groups()
+        a, b = _copy(parsed[k])
         if a not in droppable or b not in droppable:
             continue
         group = {find(a), find(b)}
         if any(find(n) in group for j, n in changes if j > k) or sum(find(n) in group for n in returned) > 1:
             continue
         parent[find(a)] = find(b)
-        out[k] = f"    {a} = {b}"
+        shared = ast.Assign([_name(a, ast.Store())], _name(b), lineno=0)
+        out[k] = print_line(parsed[k].indent, shared, parsed[k].comment)
     return out
 
 
-_ADD_NEGATED = re.compile(r"^(\s*)([A-Za-z_]\w*) \+= unbroadcast\(-([A-Za-z_]\w*), \2\)$")
-_SET_NEGATED = re.compile(r"^(\s*)([A-Za-z_]\w*) = (reshape_like\()?unbroadcast\(-([A-Za-z_]\w*), ([A-Za-z_]\w*)\)"
-                          r"(, [A-Za-z_]\w*\))?$")
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in name_nodes(node)}
+
+
+def _name(name: str, ctx=None) -> ast.Name:
+    return ast.Name(name, ctx or ast.Load())
+
+
+def _negated_name(node: ast.expr) -> str | None:
+    """`g` of `-g`."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Name):
+        return node.operand.id
+    return None
+
+
+def _summed_negation(node: ast.expr) -> tuple[str, str] | None:
+    """(g, like) of `unbroadcast(-g, like)`."""
+    args = call_args(node, "unbroadcast", 2)
+    if args and _negated_name(args[0]) and isinstance(args[1], ast.Name):
+        return _negated_name(args[0]), args[1].id
+    return None
+
+
+def _sum(g: str, like: str) -> ast.Call:
+    return ast.Call(_name("unbroadcast"), [_name(g), _name(like)], [])
+
+
+def _negated_after_summing(node: ast.stmt) -> ast.stmt | None:
+    """The statement with the sign moved out of `unbroadcast(-g, ...)` (see negate_after_summing), or None."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
+        summed = _summed_negation(node.value)
+        if summed and summed[1] == node.target.id:
+            return ast.AugAssign(node.target, ast.Sub(), _sum(*summed))
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        summed, reshaped = _summed_negation(node.value), call_args(node.value, "reshape_like", 2)
+        if summed:
+            return ast.Assign(node.targets, ast.UnaryOp(ast.USub(), _sum(*summed)), lineno=0)
+        if reshaped and (summed := _summed_negation(reshaped[0])) and isinstance(reshaped[1], ast.Name):
+            value = ast.Call(_name("reshape_like"), [_sum(*summed), reshaped[1]], [])
+            return ast.Assign(node.targets, ast.UnaryOp(ast.USub(), value), lineno=0)
+    return None
 
 
 def negate_after_summing(lines: list[str]) -> list[str]:
@@ -168,20 +202,31 @@ def negate_after_summing(lines: list[str]) -> list[str]:
     GMM's `means` adjoint would negate a 20 MB array just to sum it to (K, d). Only for a bare name `g`:
     the sign of a fused expression costs nothing inside it and a pass outside."""
     out = []
-    for line in lines:
-        add, set_ = _ADD_NEGATED.match(line), _SET_NEGATED.match(line)
-        if add:
-            indent, bar, g = add.groups()
-            line = f"{indent}{bar} -= unbroadcast({g}, {bar})"
-        elif set_ and bool(set_.group(3)) == bool(set_.group(6)):
-            indent, bar, reshape, g, like, shaped = set_.groups()
-            inner = f"unbroadcast({g}, {like})"
-            line = f"{indent}{bar} = -{'reshape_like(' + inner + shaped if reshape else inner}"
-        out.append(line)
+    for text in lines:
+        line = parse(text)
+        negated = _negated_after_summing(line.node) if isinstance(line.node, (ast.Assign, ast.AugAssign)) else None
+        out.append(print_line(line.indent, negated, line.comment) if negated else text)
     return out
 
 
-_ZEROS = re.compile(r"^    ([A-Za-z_]\w*) = zeros_like_adj\(([A-Za-z_]\w*)\)$")
+def _zeros(line: Line) -> tuple[str, str] | None:
+    """(bar, like) for a top-level `bar = zeros_like_adj(like)`."""
+    if line.top_level and line.binding:
+        args = call_args(line.binding[1], "zeros_like_adj", 1)
+        if args and isinstance(args[0], ast.Name):
+            return line.binding[0], args[0].id
+    return None
+
+
+def _contribution(line: Line, bar: str) -> ast.expr | None:
+    """T of a top-level `bar += unbroadcast(T, bar)`."""
+    node = line.node
+    if line.top_level and isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
+            and isinstance(node.target, ast.Name) and node.target.id == bar:
+        args = call_args(node.value, "unbroadcast", 2)
+        if args and isinstance(args[1], ast.Name) and args[1].id == bar:
+            return args[0]
+    return None
 
 
 def start_from_first_contribution(lines: list[str], droppable: set[str], returned: set[str] = frozenset()) -> list[str]:
@@ -191,82 +236,38 @@ def start_from_first_contribution(lines: list[str], droppable: set[str], returne
     array. Where T may hand back memory of other adjoints (`g`, `reshape_like(g, x)`), `x_bar` shares it,
     so only where none of them is changed in place later, nor read once `x_bar` is (`_may_share`, on
     the lines as rewritten so far: two adjoints that took one array share it with each other)."""
-    out = list(lines)
-    for i, line in enumerate(lines):
-        zeros = _ZEROS.match(line)
-        if not zeros or zeros.group(1) not in droppable:
+    parsed = [parse(line) for line in lines]
+    out: list[Line | None] = list(parsed)
+    for i, line in enumerate(parsed):
+        zeros = _zeros(line)
+        if not zeros or zeros[0] not in droppable:
             continue
-        bar, like = zeros.groups()
-        first = f"    {bar} += unbroadcast("
-        for j in range(i + 1, len(lines)):
-            later = lines[j]
-            if later.startswith(first) and later.endswith(f", {bar})"):
-                contribution = later[len(first):-len(f", {bar})")]
-                if bar not in names_read([contribution]) and (
-                        _is_arithmetic(contribution) or _may_share(contribution, bar, [k or "" for k in out], j, droppable, returned)):
+        bar, like = zeros
+        for j in range(i + 1, len(parsed)):
+            later = parsed[j]
+            contribution = _contribution(later, bar)
+            if contribution is not None:
+                if bar not in _names(contribution) and (_is_arithmetic(contribution) or _may_share(
+                        contribution, bar, [k or parse("") for k in out], j, droppable, returned)):
                     out[i] = None
-                    out[j] = f"    {bar} = unbroadcast({contribution}, {like})"
+                    # T keeps its text as written
+                    text = f"{' ' * later.indent}{bar} = unbroadcast({later.segment(contribution)}, {like})"
+                    out[j] = parse(text + (f"  {later.comment}" if later.comment else ""))
                 break
-            if bar in names_read([later]) or _rebinds(later, like):
+            if bar in later.names or _rebinds(later, like):
                 break
-    return [line for line in out if line is not None]
+    return [line.text for line in out if line is not None]
 
 
-_MODULES = {"np", "math"}
-# Calls whose result may be (a view of) their first argument besides the rules with `views`: adjoint helpers
-# that hand back `g` itself where the shapes agree (`views` on them would make sharing.py take their results
-# for views, for certain, in the derivative of a derivative), and NumPy functions that have no rule.
-_ALSO_VIEWS = {"unbroadcast", "reshape_like", "np.asanyarray", "np.fliplr", "np.flipud", "np.real", "np.imag"}
-
-
-@functools.cache
-def _view_calls() -> tuple[frozenset, frozenset]:
-    """The names called bare (runtime helpers) and the np.<name>s whose result may be their first argument."""
-    from s2sad.rules import all_rules
-    from s2sad.rules.registry import spellings
-
-    names = set(_ALSO_VIEWS).union(*(spellings(r) | {r.print_as} for r in all_rules() if r.views)) - {None}
-    return (frozenset(n for n in names if "." not in n),
-            frozenset(n.removeprefix("np.") for n in names if n.startswith("np.") and n.count(".") == 1))
-
-
-@functools.lru_cache(maxsize=4096)
-def memory_of(text: str) -> frozenset[str]:
-    """The names whose arrays an expression's value may share memory with: none for arithmetic or an
-    allocating helper, the first argument's for a helper that may hand it back, every name read for
-    anything else."""
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return frozenset(names_read([text]))
-
-    def sources(n) -> frozenset[str]:
-        if isinstance(n, ast.Name):
-            return frozenset([n.id])
-        if isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp)):
-            return frozenset()
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            if n.func.id in _NEW_ARRAY_CALLS | {"zeros_like_adj", "copy_adj", "sum_expand"}:
-                return frozenset()
-            if n.func.id in _view_calls()[0] and n.args:
-                return sources(n.args[0])
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
-                and n.func.value.id in _MODULES and n.func.attr not in _view_calls()[1]:
-            return frozenset()  # a ufunc's or math's result: a new array or a number
-        return frozenset(m.id for m in ast.walk(n) if isinstance(m, ast.Name) and m.id not in _MODULES)
-
-    return sources(node)
-
-
-def _may_share(contribution: str, bar: str, lines: list[str], j: int, droppable: set[str], returned: set[str]) -> bool:
+def _may_share(contribution: ast.expr, bar: str, lines: list[Line], j: int, droppable: set[str],
+               returned: set[str]) -> bool:
     """Whether `bar` may take line j's contribution's memory. The names that may share it (bound from
     it, or it from them, closed over all the lines) must be locals of the sweep bound by top-level
     lines only, none changed in place after line j, none read once `bar` is, and none returned."""
     memory = memory_of(contribution)
     if not memory:
         return True  # a new array
-    bound = [(k, bind.group(1), memory_of(bind.group(2))) for k, line in enumerate(lines)
-             if k != j and (bind := _BIND.match(line.split("#", 1)[0]))]
+    bound = [(k, line.binding[0], line.memory) for k, line in enumerate(lines) if k != j and line.binding]
     group, grew = set(memory), True
     while grew:  # what shares memory with the contribution, in either direction
         grew = False
@@ -274,34 +275,21 @@ def _may_share(contribution: str, bar: str, lines: list[str], j: int, droppable:
             if (name in group or sources & group) and not ({name} | sources) <= group:
                 group |= {name} | sources
                 grew = True
-    if any(name in group and lines[k][4:5] == " " for k, name, _ in bound):
+    if any(name in group and not lines[k].top_level for k, name, _ in bound):
         return False  # bound in a loop or branch
     if not group <= droppable or not group <= {name for _, name, _ in bound} or group & returned:
         return False  # a parameter, a primal value, a tape's: not the sweep's to share
-    changed_at = next((k for k in range(j + 1, len(lines)) if _changed(lines[k]) == bar), len(lines))
-    return not any(_changed(lines[k]) in group or (k >= changed_at and names_read([lines[k]]) & group)
+    changed_at = next((k for k in range(j + 1, len(lines)) if bar in lines[k].changes), len(lines))
+    return not any(lines[k].changes & group or (k >= changed_at and lines[k].names & group)
                    for k in range(j + 1, len(lines)))
 
 
-_LOOP_TARGET = re.compile(r"^\s*for (.*?) in ")
-
-
-def _rebinds(line: str, name: str) -> bool:
+def _rebinds(line: Line, name: str) -> bool:
     """Does `line` give `name` a new value, or change its array in place?"""
-    code = line.split("#", 1)[0]
-    bound = _ASSIGNED.match(code) or _LOOP_TARGET.match(code)
-    targets = {t.strip() for t in bound.group(1).split(",")} if bound else set()
-    return name in targets or _changed(code) == name
+    return name in line.bound or name in line.changes
 
 
-def _is_arithmetic(text: str) -> bool:
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return False
+def _is_arithmetic(node: ast.expr) -> bool:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        return node.func.id in _NEW_ARRAY_CALLS
+        return node.func.id in NEW_ARRAY_CALLS
     return isinstance(node, (ast.BinOp, ast.UnaryOp))
-
-
-_NEW_ARRAY_CALLS = {"matmul_adjoint_a", "matmul_adjoint_b", "einsum_into"}  # runtime helpers that allocate

@@ -16,6 +16,7 @@ from s2sad.codegen.fuse import fuse_elementwise
 from s2sad.codegen.prune import (drop_dead_adjoints, live_statements, names_read, names_read_first,
                                  negate_after_summing, share_unchanged_adjoints,
                                  start_from_first_contribution)
+from s2sad.codegen.statements import parsed_once
 from s2sad.ir import Assign, Const, Copy, Effect, For, If, Load, Prim, Push, Store, Var, While
 from s2sad.names import Names
 from s2sad.sharing import viewed_base
@@ -405,6 +406,7 @@ class ReverseGen:
         self.restore_collapsed(w, s)
 
     # ------------------------------------------------------------ function
+    @parsed_once()  # the clean-up passes share one parse of each line
     def generate(self, wrt: list[str], n_outputs: int, gradient: str | None = None) -> tuple[str, str]:
         """`f_vjp(params..., out_bar)` returning (the first `n_outputs` outputs..., adjoints of `wrt`...).
 
