@@ -98,7 +98,7 @@ def _partial_function(p: functools.partial) -> types.FunctionType:
 
 def _user_signature(fn: types.FunctionType) -> inspect.Signature:
     """`fn`'s signature without the hidden parameters of generated code (hidden.py)."""
-    signature = inspect.signature(fn)
+    signature = inspect.signature(fn, follow_wrapped=False)
     n_hidden = len(hidden.marked(fn))
     if not n_hidden:
         return signature

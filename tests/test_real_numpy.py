@@ -4,12 +4,16 @@ Each gradient is checked against central finite differences, and the tangent alo
 too, on both backends."""
 
 import copy
+import functools
 import math
 import os
 import subprocess
 import sys
+from functools import reduce
 from pathlib import Path
+from typing import Callable, Optional, Tuple
 
+import numpy
 import numpy as np
 import pytest
 import scipy.special
@@ -788,3 +792,30 @@ def test_real_vectorized_code_batch_15(fn, args, argnums, backend):
     size = np.size(args[first])
     rows = [fd_grad(lambda *a, k=k: np.ravel(gradient(*a))[k], args, first) for k in range(size)]
     assert_close(np.reshape(hessian, (size, size)), np.reshape(rows, (size, size)))
+
+
+# ---- real vectorized NumPy code (batch 17) -----------------------------------------------------------------
+
+
+def _doubled(func):
+    @functools.wraps(func)
+    def wrapper(x, *args, **kwargs):
+        return 2.0 * func(x, *args, **kwargs)
+    return wrapper
+
+
+@_doubled
+def _doubled_power(x, power=2):
+    return x ** power
+
+
+def _sums_the_doubled_cube(x):
+    return np.sum(_doubled_power(x, power=3))
+
+
+def test_a_decorator_made_with_functools_wraps_runs_its_wrapper(backend):
+    """inspect.getsource follows `__wrapped__`: s2sad read the decorated function's own source and
+    silently left the wrapper out (the gradients were 3 x**2)."""
+    x = np.array([1.0, 2.0])
+    assert_close(s2sad.grad(_sums_the_doubled_cube, backend=backend)(x), 6.0 * x ** 2, rtol=1e-12)
+    assert_close(s2sad.grad(_doubled_power, backend=backend)(1.5, 3), 6.0 * 1.5 ** 2, rtol=1e-12)

@@ -219,9 +219,9 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         if any(a.star for a in call.args):
             raise self.err(call, "pass the arguments one by one here, without `*` or `**`")
         try:
-            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None],
-                                                   **{a.keyword.value: a.value for a in call.args
-                                                      if a.keyword is not None}).arguments)
+            signature = inspect.signature(fn, follow_wrapped=False)
+            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            return dict(signature.bind(*[a.value for a in call.args if a.keyword is None], **keywords).arguments)
         except TypeError as exc:
             raise self.err(call, f"these arguments do not fit `{fn.__name__}`: {exc}") from None
 
@@ -590,7 +590,7 @@ def _bind(fn, args, kwargs) -> dict:
     """The callee's parameters bound to the caller's atoms, trees and objects; defaults read where they live."""
     import inspect
 
-    sig = inspect.signature(fn)
+    sig = inspect.signature(fn, follow_wrapped=False)
     bound = sig.bind(*args, **kwargs)
     for name, p in sig.parameters.items():
         if name not in bound.arguments and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
