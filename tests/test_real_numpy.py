@@ -819,3 +819,33 @@ def test_a_decorator_made_with_functools_wraps_runs_its_wrapper(backend):
     x = np.array([1.0, 2.0])
     assert_close(s2sad.grad(_sums_the_doubled_cube, backend=backend)(x), 6.0 * x ** 2, rtol=1e-12)
     assert_close(s2sad.grad(_doubled_power, backend=backend)(1.5, 3), 6.0 * 1.5 ** 2, rtol=1e-12)
+
+
+def _padded_by_rank(x, boundary="wrap", method=None):
+    n = x.ndim
+    if n == 1:
+        y = x[None, :]
+    else:
+        y = x
+    if method is None:
+        method = "constant"
+    modes = {"wrap": "wrap", "pad": method}
+    parts = (y, y * 2.0)
+    if isinstance(parts, tuple):
+        y = parts[1] - parts[0] * 0.5
+    return np.sum(np.pad(y, [(1, 1)] * len(y.shape), mode=modes[boundary]) ** 2 * np.arange(1.0, 3.0 + y.shape[1]))
+
+
+def _pads_in_a_helper(x):
+    return _padded_by_rank(x, boundary="pad") + _padded_by_rank(x[0])
+
+
+def test_a_rank_named_once_a_str_argument_and_isinstance_of_a_tuple_are_decided():
+    """`n = x.ndim; if n == 1:` keeps one branch, as `if x.ndim == 1:` does; a str parameter (a default, a
+    keyword, a parameter a dead `if method is None:` would rebind) keys a dict; `isinstance(t, tuple)` of a
+    tuple made in the code is True (each was refused)."""
+    for args in [(np.array([0.5, -1.5, 2.0]),), (np.cos(np.arange(6.0)).reshape(2, 3),)]:
+        for fn in (_padded_by_rank, _pads_in_a_helper):
+            if fn is _pads_in_a_helper and args[0].ndim == 1:
+                continue
+            assert_close(s2sad.grad(fn, backend="python")(*args), fd_grad(fn, args, 0))

@@ -462,7 +462,8 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
 
 def _live_branches(func: cst.FunctionDef, bound: dict) -> cst.FunctionDef:
     """`func` without the branches that its parameters' bindings decide, as `static_comparison` decides
-    them while lowering: `p is None` of a parameter bound to the caller's variable (never None) or to None,
+    them while lowering: `p is None` of a parameter bound to the caller's variable or a constant (never None) or
+    to None,
     `p is q` of two parameters bound to one variable. What a dead branch assigns does not rebind the
     parameter, so `if out is None: out = np.empty_like(x)` called with the caller's buffer (madmom's
     `_sigmoid(x, out=buf)`) writes into that buffer. A test is decided only for parameters the live code
@@ -470,8 +471,8 @@ def _live_branches(func: cst.FunctionDef, bound: dict) -> cst.FunctionDef:
     if not any(isinstance(n, cst.ComparisonTarget) and isinstance(n.operator, (cst.Is, cst.IsNot))
                for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))):
         return func
-    none_tests = {p for p, v in bound.items() if isinstance(v, Var) or isinstance(v, Const) and v.value is None}
-    identity_tests = set(none_tests)
+    identity_tests = {p for p, v in bound.items() if isinstance(v, Var) or isinstance(v, Const) and v.value is None}
+    none_tests = identity_tests | {p for p, v in bound.items() if isinstance(v, Const)}  # "wrap" is not None
     while True:
         decider = _DecidedBranches(bound, none_tests, identity_tests)
         live = func.with_changes(body=func.body.visit(decider))
@@ -510,7 +511,7 @@ class _DecidedBranches(cst.CSTTransformer):
         names = [n.value for n in sides if n.value != "None"]
         if len(names) == 1 and names[0] in self.none_tests:
             self.used.add(names[0])
-            same = isinstance(self.bound[names[0]], Const)
+            same = self.bound[names[0]] == Const(None)
         elif len(names) == 2 and set(names) <= self.identity_tests:
             self.used.update(names)
             self.used_as_identity.update(names)
