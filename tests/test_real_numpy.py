@@ -849,3 +849,36 @@ def test_a_rank_named_once_a_str_argument_and_isinstance_of_a_tuple_are_decided(
             if fn is _pads_in_a_helper and args[0].ndim == 1:
                 continue
             assert_close(s2sad.grad(fn, backend="python")(*args), fd_grad(fn, args, 0))
+
+
+def _cast_unless_float(x):
+    if x.dtype not in [np.float32, np.float64]:
+        x = x.astype(np.float32)
+    return x
+
+
+def _by_dtype(x, y):
+    z = _cast_unless_float(x)[None, ...]
+    scale = 2.0 if z.dtype == np.float32 else 3.0
+    if x.dtype != y.dtype:
+        scale += 1.0
+    return np.sum(z ** 2) * scale + np.sum(y ** 2) * (y.dtype in (np.float64,))
+
+
+def _dtype_of_a_new_array(x):
+    return np.sum(x) * (np.zeros(2).dtype == np.float64)
+
+
+def test_comparisons_of_dtypes_are_decided_for_the_argument_types():
+    """`x.dtype == np.float32`, `!=`, `in` and `not in`, of an argument, a helper's parameter and a view of
+    one, as real validation code writes them (refused, naming `np.float32` a function)."""
+    x, y = np.array([0.5, -1.5]), np.array([2.0, 1.0])
+    gx, gy = s2sad.grad(_by_dtype, argnums=(0, 1), backend="python")(x, y)
+    assert_close(gx, 6.0 * x, rtol=1e-12)
+    assert_close(gy, 2.0 * y, rtol=1e-12)
+    single = x.astype(np.float32)
+    gx = s2sad.grad(_by_dtype, backend="python")(single, y)
+    assert_close(gx, 6.0 * single, rtol=1e-6)  # scale 2 + 1: the dtypes differ
+    with pytest.raises(s2sad.UnsupportedError, match="comparison of `.dtype` is decided") as err:
+        s2sad.grad(_dtype_of_a_new_array, backend="python")(x)
+    assert "np.zeros(2).dtype == np.float64" in str(err.value)

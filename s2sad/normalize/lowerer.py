@@ -24,7 +24,7 @@ from s2sad.units import unit_axes
 from s2sad.normalize.assignments import AssignmentsMixin
 from s2sad.normalize.calls import CallsMixin, _output_argument
 from s2sad.normalize.expressions import ExpressionsMixin
-from s2sad.normalize.facts import _fold_ints, _gives_int, _length, _makes_array, _makes_float32, _rank
+from s2sad.normalize.facts import _fold_ints, _gives_int, _kept_dtype, _length, _makes_array, _makes_float32, _rank
 from s2sad.normalize.inactive import InactiveMixin
 from s2sad.normalize.iteration import IterationMixin
 from s2sad.normalize.pytrees import PytreesMixin, is_tree, unflatten
@@ -63,6 +63,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
     elements: set = field(default_factory=set)  # IR names an element read `x[i]` bound to a number (x's rank known)
     singles: set = field(default_factory=set)  # IR names of arrays made float32 here (np.zeros(3, dtype=np.float32))
+    dtypes: dict = field(default_factory=dict)  # IR name -> dtype of an argument's view or copy (`x.dtype == ...`)
     exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
     growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
@@ -76,7 +77,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     passed_views: set = field(default_factory=set)  # parameters a helper never rebinds, passed a view of an array
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
-    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
+    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes, dtype) of an argument not rebound
     arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
     outer_conditional: bool = False  # inlined at a call that runs conditionally or repeatedly
     stand_in_call: tuple | None = None  # (caller, call node) of the NumPy call a stand-in of rules.inlined lowers
@@ -87,6 +88,16 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             loc = self.loc
             return UnsupportedError(located_at(message, loc, hint))
         return self.parsed.error(node, message, hint)
+
+    def dtype_of(self, atom):
+        """The dtype of an argument (where the code is generated for argument types), or of a view or copy of
+        one; else None."""
+        if not isinstance(atom, Var):
+            return None
+        if atom.name in self.dtypes:
+            return self.dtypes[atom.name]
+        kind = None if isinstance(self.kinds, UnknownKinds) else self.kinds.get(atom.name)
+        return kind[3] if kind is not None and len(kind) > 3 else None
 
     def temp(self, hint: str) -> str:
         name = self.names.fresh(hint)
@@ -113,6 +124,11 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             self.singles.add(target)
         else:
             self.singles.discard(target)
+        dtype = _kept_dtype(value, self.dtype_of)
+        if dtype is None:
+            self.dtypes.pop(target, None)
+        else:
+            self.dtypes[target] = dtype
         if isinstance(value, Prim) and value.rule.name == "shape":
             self.shapes.add(target)
         else:
@@ -256,7 +272,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
                          hidden=self.hidden, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
-                         arguments=self.arguments, outer_conditional=self.conditional())
+                         arguments=self.arguments, outer_conditional=self.conditional(), dtypes=self.dtypes)
         callee.loc = self.loc
         callee.stand_in_call = self.stand_in_call or ((self, node) if _is_stand_in(fn) else None)
         try:
@@ -292,7 +308,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         parsed = dataclasses.replace(maker.parsed, node=fn.node, name=fn.name, positions=fn.positions)
         callee = Lowerer(parsed, self.names, self.temps, self.stack + [fn], plain=self.plain, spelled=self.spelled,
                          hidden=self.hidden, enclosing=maker, arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints, views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
-                         arguments=self.arguments, outer_conditional=self.conditional())
+                         arguments=self.arguments, outer_conditional=self.conditional(), dtypes=self.dtypes)
         callee.loc = self.loc
         try:
             bound = _bind_parameters(fn.node, args, kwargs)
@@ -440,6 +456,8 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             if bound is not None:
                 self.set_loc(func)
                 self.emit(out, name, Copy(value))
+                if isinstance(value, Var) and not isinstance(self.kinds, UnknownKinds) and value.name in self.kinds:
+                    self.kinds[name] = self.kinds[value.name]  # a helper's copy of an argument: its type is known
             if name in written or name in updated and self.holds_array(Var(name)):
                 self.copy_argument(func, name, out)
         returns = [n for n in _find_returns(func)]
