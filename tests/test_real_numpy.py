@@ -882,3 +882,18 @@ def test_comparisons_of_dtypes_are_decided_for_the_argument_types():
     with pytest.raises(s2sad.UnsupportedError, match="comparison of `.dtype` is decided") as err:
         s2sad.grad(_dtype_of_a_new_array, backend="python")(x)
     assert "np.zeros(2).dtype == np.float64" in str(err.value)
+
+
+def _reduced_over_an_array(x):
+    return reduce(np.add, x * 2.0)
+
+
+def _masked_mean(x):
+    return np.sum(np.ma.array(x, mask=x > 1.0))
+
+
+def test_refusals_name_the_call_as_written():
+    with pytest.raises(s2sad.UnsupportedError, match="functools.reduce is supported of a function and a tuple"):
+        s2sad.grad(_reduced_over_an_array, backend="python")(np.array([1.0, 2.0]))
+    with pytest.raises(s2sad.UnsupportedError, match="no derivative rule for `array`, called as `np.ma.array`"):
+        s2sad.grad(_masked_mean, backend="python")(np.array([1.0, 2.0]))
