@@ -235,9 +235,9 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         if any(a.star for a in call.args):
             raise self.err(call, "pass the arguments one by one here, without `*` or `**`")
         try:
-            signature = inspect.signature(fn, follow_wrapped=False)
-            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-            return dict(signature.bind(*[a.value for a in call.args if a.keyword is None], **keywords).arguments)
+            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}  # NumPy's own
+            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None], **keywords)
+                        .arguments)
         except TypeError as exc:
             raise self.err(call, f"these arguments do not fit `{fn.__name__}`: {exc}") from None
 
