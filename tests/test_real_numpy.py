@@ -1265,3 +1265,25 @@ def test_the_hessian_of_a_reduce_of_dot_products():
     hessian = s2sad.hessian(energy1, argnums=1, backend="python")(POINTS, charge)
     gradient = s2sad.grad(energy1, argnums=1, backend="python")
     assert_close(hessian, [fd_grad(lambda c, k=k: gradient(POINTS, c)[k], (charge,), 0) for k in range(4)])
+
+
+class TestUtils():  # StemVibrations/RandomFields __tests/utils.py (no tests of its own for pytest to collect)
+
+    @staticmethod
+    def moving_average(x, w):
+        return np.convolve(x, np.ones(w), 'valid') / w
+
+
+def _smoothed_signal(x, kernel):
+    return (np.sum(TestUtils.moving_average(x, 3) ** 2) + np.sum(np.convolve(x, kernel) * np.arange(7.0))
+            + np.sum(np.convolve(kernel, x, mode="same") ** 2) + np.sum(np.correlate(kernel, x, "same") ** 3)
+            + np.sum(np.correlate(x, kernel, mode="full") ** 2) + np.sum(np.correlate(x, kernel) ** 2))
+
+
+def test_np_convolve_and_correlate_are_written_out(backend):
+    """np.convolve and np.correlate in each mode, the shorter vector first or second (refused: no rule)."""
+    args = (np.array([0.5, -1.5, 2.0, 0.3, 1.1]), np.array([0.2, -0.7, 1.3]))
+    value, grads = s2sad.value_and_grad(_smoothed_signal, argnums=(0, 1), backend=backend)(*args)
+    assert_close(value, _smoothed_signal(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_smoothed_signal, args, i))

@@ -1,7 +1,8 @@
 """Library functions s2sad inlines as Python written with NumPy functions that have rules.
 
 np.linalg.matrix_power (a constant power) and multi_dot are products written out; np.append is
-np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.nansum and
+np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.convolve adds shifted copies
+of one vector scaled by the other's items, and np.correlate is np.convolve with one reversed; np.nansum and
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
 last, makes them nan, as in NumPy); np.delete reads the items it keeps, and np.insert writes them around
@@ -110,6 +111,32 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if np.ndim(x) > 1:  # numba gathers with 1-D index arrays
         return np.reshape(_interp_segments(np.ravel(x), xp, fp, left, right), np.shape(x))
     return _interp_segments(x, xp, fp, left, right)
+
+
+def convolve(a, v, mode="full"):
+    """np.convolve of two vectors: each item of one scales the other, shifted by its position, into the full
+    result; 'same' and 'valid' are its middle, centred on the longer vector as NumPy centres them."""
+    n = a.shape[0]
+    m = v.shape[0]
+    full = np.zeros(n + m - 1)
+    for j in range(m):
+        full[j:j + n] += v[j] * a
+    if mode == "full":
+        return full
+    if mode == "same":
+        start = (min(n, m) - 1) // 2
+        return full[start:start + max(n, m)]
+    if mode == "valid":
+        return full[min(n, m) - 1:max(n, m)]
+    raise ValueError("s2sad: np.convolve's mode is 'full', 'same' or 'valid'")
+
+
+def correlate(a, v, mode="valid"):
+    """np.correlate of two real vectors: the convolution with `v` reversed. NumPy correlates the longer with
+    the shorter, then reverses the result: that decides where 'same' is centred."""
+    if a.shape[0] < v.shape[0]:
+        return convolve(v, a[::-1], mode)[::-1]
+    return convolve(a, v[::-1], mode)
 
 
 def _interp_segments(x, xp, fp, left, right):
@@ -651,7 +678,8 @@ _NUMPY = {np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, 
           np.fliplr: fliplr, np.rot90: rot90, np.real: real, np.cov: cov, np.corrcoef: corrcoef, np.select: select,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
-          np.isclose: isclose, np.allclose: allclose, np.resize: resize}
+          np.isclose: isclose, np.allclose: allclose, np.resize: resize, np.convolve: convolve,
+          np.correlate: correlate}
 # NumPy 2's spellings, where this NumPy has them (np.trapz is NumPy 1's)
 _NUMPY.update({getattr(np, name, None): fn for name, fn in (("trapezoid", trapezoid), ("trapz", trapezoid),
                                                            ("vecdot", vecdot))})
