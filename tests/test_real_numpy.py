@@ -1287,3 +1287,38 @@ def test_np_convolve_and_correlate_are_written_out(backend):
     assert_close(value, _smoothed_signal(*args), rtol=1e-12)
     for i, g in enumerate(grads):
         assert_close(g, fd_grad(_smoothed_signal, args, i))
+
+
+def _max_drawdown(returns: np.ndarray) -> float:  # a walk-forward tournament's metric (the index names no repository)
+    if returns.size == 0:
+        return 0.0
+    equity = np.cumprod(1.0 + returns)
+    peaks = np.maximum.accumulate(equity)
+    drawdowns = np.where(peaks > 0.0, (equity / peaks) - 1.0, 0.0)
+    return float(np.min(drawdowns))
+
+
+def maxDrawDown(vals):  # Alan-Du/PortfolioMV maxDrawDown.py
+    # rets is portfolio returns
+    # on daily basis
+    # return = maxDrawDown
+    mDD, cur_max = 0,0
+    for level in vals:
+        cur_max = max(cur_max,level)
+        mDD = max((cur_max-level)/cur_max,mDD)
+    return -mDD
+
+
+def _drawdowns(returns, paths):
+    troughs = np.minimum.accumulate(paths)  # down each column
+    return (_max_drawdown(returns) + maxDrawDown(np.cumprod(1.0 + returns))
+            + np.sum(troughs * np.arange(1.0, 1.0 + paths.size).reshape(paths.shape)))
+
+
+def test_a_running_maximum_is_written_out():
+    """np.maximum.accumulate and np.minimum.accumulate (drawdowns' running peak) down axis 0 (refused: no rule)."""
+    args = (np.array([0.05, -0.02, 0.03, -0.06, 0.01, 0.04, -0.03]), np.cos(np.arange(8.0)).reshape(4, 2))
+    value, grads = s2sad.value_and_grad(_drawdowns, argnums=(0, 1), backend="python")(*args)
+    assert_close(value, _drawdowns(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_drawdowns, args, i))

@@ -691,6 +691,7 @@ _NUMPY.pop(None, None)
 _REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min, np.logical_and: np.all,
                np.logical_or: np.any}
 _ACCUMULATIONS = {np.add: np.cumsum, np.multiply: np.cumprod}
+_RUNNING = {np.maximum: np.maximum, np.minimum: np.minimum}
 
 
 @functools.cache
@@ -718,10 +719,25 @@ def _reduce_of(ufunc):
 @functools.cache
 def _accumulate_of(ufunc):
     """`np.add.accumulate(a)` is np.cumsum along axis 0 unless told, `np.multiply.accumulate` np.cumprod."""
+    if ufunc in _RUNNING:
+        return _running(_RUNNING[ufunc])
     accumulation = _ACCUMULATIONS[ufunc]
 
     def accumulate(array, axis=0):
         return accumulation(array, axis=axis)
+    return accumulate
+
+
+def _running(combine):
+    """`np.maximum.accumulate(a)` (a drawdown's running peak) and np.minimum's: each row combined with the
+    result so far, down axis 0."""
+    def accumulate(array, axis=0):
+        if axis != 0:
+            raise NotImplementedError("s2sad: a running maximum or minimum along an axis other than 0")
+        out = array.copy()
+        for i in range(1, array.shape[0]):
+            out[i] = combine(out[i - 1], array[i])
+        return out
     return accumulate
 
 
@@ -779,7 +795,7 @@ def stand_in(fn, keywords: frozenset = frozenset()):
             return _outer_of(ufunc)
         if method == "reduce" and (ufunc in _REDUCTIONS or ufunc is np.logaddexp):
             return _reduce_of(ufunc)
-        if method == "accumulate" and ufunc in _ACCUMULATIONS:
+        if method == "accumulate" and (ufunc in _ACCUMULATIONS or ufunc in _RUNNING):
             return _accumulate_of(ufunc)
     if fn is np.linalg.cholesky and "upper" in keywords:
         return cholesky_upper
@@ -809,7 +825,7 @@ def _hashable(fn) -> bool:
 def spelled() -> list[str]:
     """How users write the functions written out here, for the README's table of supported functions."""
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
-    ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply.accumulate",
+    ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply/maximum/minimum.accumulate",
               "np.sum/prod/max/min(..., initial=, where=)",
               "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
