@@ -17,6 +17,7 @@ import numpy
 import numpy as np
 import pytest
 import scipy.special
+from scipy.spatial.distance import cdist, pdist, squareform
 from scipy.special import erf, expit, gammaln, logsumexp, xlogy
 from scipy.stats import nbinom, norm
 
@@ -1322,3 +1323,44 @@ def test_a_running_maximum_is_written_out():
     assert_close(value, _drawdowns(*args), rtol=1e-12)
     for i, g in enumerate(grads):
         assert_close(g, fd_grad(_drawdowns, args, i))
+
+
+def sq_distances(X,Y=None):  # tt6746690/misc_impl kernel/kernel.py
+    """ Returns K where Kij = ||X_i - Y_j||^2 """
+    assert(X.ndim==2)
+    # Compute pairwise distance matrix.
+    #     Don't use explicit loops, but the above scipy functions
+    # if X=Y, use more efficient pdist call which exploits symmetry
+    if Y is None:
+        sq_dists = squareform(pdist(X, metric='sqeuclidean'))
+    else:
+        assert(Y.ndim==2)
+        assert(X.shape[1]==Y.shape[1])
+        sq_dists = cdist(X, Y, metric='sqeuclidean')
+
+    return sq_dists
+
+def gauss_kernel(X, Y=None, sigma=1.0):  # (the same file)
+    """ Computes the standard Gaussian kernel k(x,y)=exp(- ||x-y||**2 / (2 * sigma**2))
+        Returns the kernel matrix
+    """
+    sq_dists = sq_distances(X,Y)
+    K = np.exp(-sq_dists / (2 * sigma**2))
+    return K
+
+
+def _kernels_and_softmaxes(X, sigma):
+    K = gauss_kernel(X, sigma=sigma) + 0.1 * np.eye(3)
+    cross = gauss_kernel(X, X[:2] * 2.0, sigma)
+    return (np.linalg.slogdet(K)[1] + np.sum(cross * cdist(X, X[:2] * 2.0)) + np.sum(pdist(X, "cityblock") ** 2)
+            + np.sum(scipy.special.softmax(X, axis=1) ** 2) + np.sum(scipy.special.log_softmax(X) * X))
+
+
+def test_scipy_distances_and_softmax_are_written_out():
+    """scipy.spatial.distance's cdist, pdist and squareform (a GP kernel's), scipy.special's softmax and
+    log_softmax (each refused: no rule)."""
+    args = (np.array([[0.5, -1.2], [0.3, 0.8], [1.5, 0.1]]), 0.8)
+    value, grads = s2sad.value_and_grad(_kernels_and_softmaxes, argnums=(0, 1), backend="python")(*args)
+    assert_close(value, _kernels_and_softmaxes(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_kernels_and_softmaxes, args, i))

@@ -11,7 +11,9 @@ tiles the flattened items; np.bincount adds its weights with np.add.at; np.trape
 arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
-scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives).
+scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special's softmax and
+log_softmax shift by the largest item; scipy.spatial.distance's cdist and pdist are the rows' differences
+reduced by the metric, and squareform writes or reads the upper triangle.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -137,6 +139,49 @@ def correlate(a, v, mode="valid"):
     if a.shape[0] < v.shape[0]:
         return convolve(v, a[::-1], mode)[::-1]
     return convolve(a, v[::-1], mode)
+
+
+def softmax(x, axis=None):
+    """scipy.special.softmax: the exponentials of x, shifted by its largest item, over their sum."""
+    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis=None):
+    """scipy.special.log_softmax: x less the log of the sum of its exponentials, shifted by its largest item."""
+    top = np.max(x, axis=axis, keepdims=True)
+    return x - top - np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
+
+
+def cdist(XA, XB, metric="euclidean", out=None):
+    """scipy.spatial.distance.cdist: the distance of each row of XA to each row of XB."""
+    return _distances(XA[:, None, :] - XB[None, :, :], metric)
+
+
+def pdist(X, metric="euclidean", out=None):
+    """scipy.spatial.distance.pdist: the distance of each pair of rows i < j, in the order of np.triu_indices."""
+    return _distances(X[:, None, :] - X[None, :, :], metric)[np.triu_indices(X.shape[0], 1)]
+
+
+def squareform(X, force="no", checks=True):
+    """scipy.spatial.distance.squareform: a condensed vector of pair distances written into both triangles of a
+    square matrix with a zero diagonal; a square matrix read back into its condensed upper triangle."""
+    if X.ndim == 1:
+        n = int(np.ceil(np.sqrt(X.shape[0] * 2)))
+        out = np.zeros((n, n))
+        out[np.triu_indices(n, 1)] = X
+        return out + out.T
+    return X[np.triu_indices(X.shape[0], 1)]
+
+
+def _distances(differences, metric):
+    if metric == "sqeuclidean":
+        return np.sum(differences ** 2, axis=-1)
+    if metric == "euclidean":
+        return np.sqrt(np.sum(differences ** 2, axis=-1))
+    if metric == "cityblock":
+        return np.sum(np.abs(differences), axis=-1)
+    raise NotImplementedError("s2sad: scipy's distances with metric 'euclidean', 'sqeuclidean' or 'cityblock'")
 
 
 def _interp_segments(x, xp, fp, left, right):
@@ -666,6 +711,8 @@ def nbinom_pmf(k, n, p, loc=0):
 
 
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
+_SCIPY_WRITTEN = {("special", "softmax"): softmax, ("special", "log_softmax"): log_softmax,
+                  ("spatial", "cdist"): cdist, ("spatial", "pdist"): pdist, ("spatial", "squareform"): squareform}
 _SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"): poisson_pmf,
                 ("nbinom_gen", "logpmf"): nbinom_logpmf, ("nbinom_gen", "pmf"): nbinom_pmf,
                 ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf}
@@ -806,6 +853,8 @@ def stand_in(fn, keywords: frozenset = frozenset()):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
+    if module.startswith(("scipy.special", "scipy.spatial")):
+        return _SCIPY_WRITTEN.get((module.split(".")[1], getattr(fn, "__name__", None)))
     if module.startswith("scipy.stats"):  # a method of a distribution instance, `scipy.stats.poisson.logpmf`
         return _SCIPY_STATS.get((type(getattr(fn, "__self__", None)).__name__, getattr(fn, "__name__", None)))
     try:
@@ -829,4 +878,5 @@ def spelled() -> list[str]:
               "np.sum/prod/max/min(..., initial=, where=)",
               "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
-    return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats
+    written = [f"scipy.{'spatial.distance' if owner == 'spatial' else owner}.{name}" for owner, name in _SCIPY_WRITTEN]
+    return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + written
