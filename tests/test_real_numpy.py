@@ -1364,3 +1364,19 @@ def test_scipy_distances_and_softmax_are_written_out():
     assert_close(value, _kernels_and_softmaxes(*args), rtol=1e-12)
     for i, g in enumerate(grads):
         assert_close(g, fd_grad(_kernels_and_softmaxes, args, i))
+
+
+def _log_forward_ess(log_w, mask, scores):  # an importance sampler's ESS, as public JAX code writes it with b=mask
+    log_z_inv = logsumexp(-log_w, b=mask) - np.log(np.sum(mask))
+    log_z_expectation_p_over_q = logsumexp(log_w, b=mask) - np.log(np.sum(mask))
+    return (- log_z_inv - log_z_expectation_p_over_q + np.sum(logsumexp(scores, axis=1, b=mask + 0.5) ** 2)
+            + np.sum(logsumexp(scores, axis=0, b=scores ** 2, keepdims=True) * scores))
+
+
+def test_a_weighted_logsumexp_is_written_out():
+    """scipy.special.logsumexp(a, b=weights), over every axis or one (refused: s2sad's rule takes no `b=`)."""
+    args = (np.array([0.3, -1.2, 0.8]), np.array([1.0, 0.0, 1.0]), np.array([[0.5, -1.2, 0.4], [0.3, 0.8, -0.1]]))
+    value, grads = s2sad.value_and_grad(_log_forward_ess, argnums=(0, 2), backend="python")(*args)
+    assert_close(value, _log_forward_ess(*args), rtol=1e-12)
+    for g, i in zip(grads, (0, 2)):
+        assert_close(g, fd_grad(_log_forward_ess, args, i))

@@ -12,7 +12,7 @@ arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a 
 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
 scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special's softmax and
-log_softmax shift by the largest item; scipy.spatial.distance's cdist and pdist are the rows' differences
+log_softmax, and logsumexp with weights `b=`, shift by the largest item; scipy.spatial.distance's cdist and pdist are the rows' differences
 reduced by the metric, and squareform writes or reads the upper triangle.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
@@ -172,6 +172,21 @@ def squareform(X, force="no", checks=True):
         out[np.triu_indices(n, 1)] = X
         return out + out.T
     return X[np.triu_indices(X.shape[0], 1)]
+
+
+def logsumexp_weighted(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """scipy.special.logsumexp(a, b=b): the log of the sum of b * exp(a), each exponential shifted by a's largest
+    item along the axes summed."""
+    if return_sign:
+        raise NotImplementedError("s2sad: scipy.special.logsumexp with return_sign=True")
+    if axis is None and not keepdims:
+        top = np.max(a)
+        return np.log(np.sum(b * np.exp(a - top))) + top
+    top = np.max(a, axis=axis, keepdims=True)
+    total = np.log(np.sum(b * np.exp(a - top), axis=axis, keepdims=True)) + top
+    if keepdims:
+        return total
+    return np.squeeze(total, axis=axis)
 
 
 def _distances(differences, metric):
@@ -853,6 +868,8 @@ def stand_in(fn, keywords: frozenset = frozenset()):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
+    if module.startswith("scipy.special") and getattr(fn, "__name__", None) == "logsumexp" and "b" in keywords:
+        return logsumexp_weighted
     if module.startswith(("scipy.special", "scipy.spatial")):
         return _SCIPY_WRITTEN.get((module.split(".")[1], getattr(fn, "__name__", None)))
     if module.startswith("scipy.stats"):  # a method of a distribution instance, `scipy.stats.poisson.logpmf`
@@ -876,7 +893,7 @@ def spelled() -> list[str]:
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
     ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply/maximum/minimum.accumulate",
               "np.sum/prod/max/min(..., initial=, where=)",
-              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
+              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)", "scipy.special.logsumexp(..., b=)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
     written = [f"scipy.{'spatial.distance' if owner == 'spatial' else owner}.{name}" for owner, name in _SCIPY_WRITTEN]
     return sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + written
