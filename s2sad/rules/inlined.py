@@ -12,8 +12,9 @@ arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a 
 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
 scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special's softmax and
-log_softmax, and logsumexp with weights `b=`, shift by the largest item; scipy.spatial.distance's cdist and pdist are the rows' differences
-reduced by the metric, and squareform writes or reads the upper triangle.
+log_softmax, and logsumexp with weights `b=`, shift by the largest item; scipy.spatial.distance's cdist
+and pdist are the rows' differences reduced by the metric, and squareform writes or reads the upper
+triangle.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
