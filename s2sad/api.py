@@ -100,7 +100,7 @@ def _partial_function(p: functools.partial) -> types.FunctionType:
 
 def _user_signature(fn: types.FunctionType) -> inspect.Signature:
     """`fn`'s signature without the hidden parameters of generated code (hidden.py)."""
-    signature = inspect.signature(fn)
+    signature = inspect.signature(fn, follow_wrapped=False)
     n_hidden = len(hidden.marked(fn))
     if not n_hidden:
         return signature
@@ -233,7 +233,7 @@ class _Spec:
     defs: tuple | None = None  # the pytree structure of each argument, when specialized
     leaf_counts: tuple | None = None  # and how many leaves each has
     flat_argnums: tuple = ()  # indices of the differentiated leaves among all leaves
-    kinds: tuple | None = None  # ((param, ndim, type, unit axes), ...) where the code depends on them
+    kinds: tuple | None = None  # ((param, ndim, type, unit axes, dtype), ...) where the code depends on them
     has_aux: bool = False  # the function returns (value, aux) (reverse mode)
     recompute_libm: bool = False  # libm values are recomputed, not taped: the code a CUDA kernel batches
     batched: tuple = ()  # vmap: which arguments (leaves, for pytrees) are batched along axis 0
@@ -304,8 +304,8 @@ class _Transform:
         return normalize(self.fun, arg_trees=trees, arg_kinds=self.arg_kinds())
 
     def arg_kinds(self) -> dict | None:
-        """parameter -> (ndim, type), where the transform is specialized to them."""
-        return {p: (ndim, kind, units) for p, ndim, kind, units in self.kinds} if self.kinds is not None else None
+        """parameter -> (ndim, type, unit axes, dtype), where the transform is specialized to them."""
+        return {p: kind for p, *kind in self.kinds} if self.kinds is not None else None
 
     @property
     def generated(self) -> Generated:
@@ -671,10 +671,17 @@ def _is_static_argument(value) -> bool:
 
 
 def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
-    """(param, ndim, type, unit axes) of each argument that is not a pytree: what `x.ndim`, `isinstance`
-    and `np.squeeze(x)` read."""
-    return tuple((p, len(_shape_of(a)), np.ndarray if isinstance(a, np.ndarray) else type(a), of_shape(_shape_of(a)))
-                 for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
+    """(param, ndim, type, unit axes, dtype) of each argument that is not a pytree: what `x.ndim`, `isinstance`,
+    `np.squeeze(x)` and `x.dtype == np.float32` read."""
+    return tuple((p, len(_shape_of(a)), np.ndarray if isinstance(a, np.ndarray) else type(a), of_shape(_shape_of(a)),
+                  _dtype_of(a)) for i, (p, a) in enumerate(zip(params, args)) if defs is None or defs[i] is LEAF)
+
+
+def _dtype_of(value) -> np.dtype | None:
+    """The dtype of an array or a number; None for anything else (a class passed as `dtype=np.float32`)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    return np.dtype(type(value)) if isinstance(value, (bool, int, float)) else None
 
 
 def _shape_of(value) -> tuple:

@@ -97,7 +97,7 @@ def parse_function(fn: Any) -> Parsed:
 @functools.lru_cache(maxsize=128)
 def _parse(fn: types.FunctionType, code: types.CodeType) -> Parsed:
     try:
-        lines, firstline = inspect.getsourcelines(fn)
+        lines, firstline = inspect.getsourcelines(fn.__code__)  # this function's own, not a `__wrapped__` one's
     except (OSError, TypeError) as exc:
         raise SourceUnavailableError(
             f"cannot find the source of {fn.__qualname__}: s2sad reads a function's source text, "

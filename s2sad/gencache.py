@@ -94,7 +94,7 @@ def recording():
 def source_digest(fn: types.FunctionType) -> str:
     """The function's source text where it is now, and its compiled code: two lambdas on one line
     share the text and differ in the code."""
-    lines, first = inspect.getsourcelines(fn)
+    lines, first = inspect.getsourcelines(fn.__code__)
     h = hashlib.sha256(f"{fn.__code__.co_filename}:{first}\n{textwrap.dedent(''.join(lines))}".encode())
     _hash_code(h, fn.__code__)
     return h.hexdigest()

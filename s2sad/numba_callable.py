@@ -188,13 +188,17 @@ def _is_float(t) -> bool:
 
 
 def _kind(param: str, t) -> tuple:
-    """(param, ndim, type, unit axes) as api._arg_kinds gives them for a value of numba type `t` (its
+    """(param, ndim, type, unit axes, dtype) as api._arg_kinds gives them for a value of numba type `t` (its
     length-one axes unknown: none assumed, and code that depends on them is refused)."""
+    try:
+        dtype = np.dtype(str(t.dtype if isinstance(t, nb.Array) else t))
+    except TypeError:  # a type NumPy does not name (numba's checks refuse it with a message of their own)
+        dtype = None
     if isinstance(t, nb.Array):
-        return (param, t.ndim, np.ndarray, (False,) * t.ndim)
+        return (param, t.ndim, np.ndarray, (False,) * t.ndim, dtype)
     if isinstance(t, nb.NumPyRandomGeneratorType):  # drawn from, as the function draws from its argument
-        return (param, 0, np.random.Generator, ())
-    return (param, 0, bool if isinstance(t, nb.Boolean) else int if isinstance(t, nb.Integer) else float, ())
+        return (param, 0, np.random.Generator, (), None)
+    return (param, 0, bool if isinstance(t, nb.Boolean) else int if isinstance(t, nb.Integer) else float, (), dtype)
 
 
 def _checked(spec: Spec, argtypes: tuple, differentiated) -> None:

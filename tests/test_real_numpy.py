@@ -4,15 +4,20 @@ Each gradient is checked against central finite differences, and the tangent alo
 too, on both backends."""
 
 import copy
+import functools
 import math
 import os
 import subprocess
 import sys
+from functools import reduce
 from pathlib import Path
+from typing import Callable, Optional, Tuple
 
+import numpy
 import numpy as np
 import pytest
 import scipy.special
+from scipy.spatial.distance import cdist, pdist, squareform
 from scipy.special import erf, expit, gammaln, logsumexp, xlogy
 from scipy.stats import nbinom, norm
 
@@ -788,3 +793,590 @@ def test_real_vectorized_code_batch_15(fn, args, argnums, backend):
     size = np.size(args[first])
     rows = [fd_grad(lambda *a, k=k: np.ravel(gradient(*a))[k], args, first) for k in range(size)]
     assert_close(np.reshape(hessian, (size, size)), np.reshape(rows, (size, size)))
+
+
+# ---- real vectorized NumPy code (batch 17) -----------------------------------------------------------------
+
+
+def _doubled(func):
+    @functools.wraps(func)
+    def wrapper(x, *args, **kwargs):
+        return 2.0 * func(x, *args, **kwargs)
+    return wrapper
+
+
+@_doubled
+def _doubled_power(x, power=2):
+    return x ** power
+
+
+def _sums_the_doubled_cube(x):
+    return np.sum(_doubled_power(x, power=3))
+
+
+def test_a_decorator_made_with_functools_wraps_runs_its_wrapper(backend):
+    """inspect.getsource follows `__wrapped__`: s2sad read the decorated function's own source and
+    silently left the wrapper out (the gradients were 3 x**2)."""
+    x = np.array([1.0, 2.0])
+    assert_close(s2sad.grad(_sums_the_doubled_cube, backend=backend)(x), 6.0 * x ** 2, rtol=1e-12)
+    assert_close(s2sad.grad(_doubled_power, backend=backend)(1.5, 3), 6.0 * 1.5 ** 2, rtol=1e-12)
+
+
+def _padded_by_rank(x, boundary="wrap", method=None):
+    n = x.ndim
+    if n == 1:
+        y = x[None, :]
+    else:
+        y = x
+    if method is None:
+        method = "constant"
+    modes = {"wrap": "wrap", "pad": method}
+    parts = (y, y * 2.0)
+    if isinstance(parts, tuple):
+        y = parts[1] - parts[0] * 0.5
+    return np.sum(np.pad(y, [(1, 1)] * len(y.shape), mode=modes[boundary]) ** 2 * np.arange(1.0, 3.0 + y.shape[1]))
+
+
+def _pads_in_a_helper(x):
+    return _padded_by_rank(x, boundary="pad") + _padded_by_rank(x[0])
+
+
+def test_a_rank_named_once_a_str_argument_and_isinstance_of_a_tuple_are_decided():
+    """`n = x.ndim; if n == 1:` keeps one branch, as `if x.ndim == 1:` does; a str parameter (a default, a
+    keyword, a parameter a dead `if method is None:` would rebind) keys a dict; `isinstance(t, tuple)` of a
+    tuple made in the code is True (each was refused)."""
+    for args in [(np.array([0.5, -1.5, 2.0]),), (np.cos(np.arange(6.0)).reshape(2, 3),)]:
+        for fn in (_padded_by_rank, _pads_in_a_helper):
+            if fn is _pads_in_a_helper and args[0].ndim == 1:
+                continue
+            assert_close(s2sad.grad(fn, backend="python")(*args), fd_grad(fn, args, 0))
+
+
+def _cast_unless_float(x):
+    if x.dtype not in [np.float32, np.float64]:
+        x = x.astype(np.float32)
+    return x
+
+
+def _by_dtype(x, y):
+    z = _cast_unless_float(x)[None, ...]
+    scale = 2.0 if z.dtype == np.float32 else 3.0
+    if x.dtype != y.dtype:
+        scale += 1.0
+    return np.sum(z ** 2) * scale + np.sum(y ** 2) * (y.dtype in (np.float64,))
+
+
+def _dtype_of_a_new_array(x):
+    return np.sum(x) * (np.zeros(2).dtype == np.float64)
+
+
+def test_comparisons_of_dtypes_are_decided_for_the_argument_types():
+    """`x.dtype == np.float32`, `!=`, `in` and `not in`, of an argument, a helper's parameter and a view of
+    one, as real validation code writes them (refused, naming `np.float32` a function)."""
+    x, y = np.array([0.5, -1.5]), np.array([2.0, 1.0])
+    gx, gy = s2sad.grad(_by_dtype, argnums=(0, 1), backend="python")(x, y)
+    assert_close(gx, 6.0 * x, rtol=1e-12)
+    assert_close(gy, 2.0 * y, rtol=1e-12)
+    single = x.astype(np.float32)
+    gx = s2sad.grad(_by_dtype, backend="python")(single, y)
+    assert_close(gx, 6.0 * single, rtol=1e-6)  # scale 2 + 1: the dtypes differ
+    with pytest.raises(s2sad.UnsupportedError, match="comparison of `.dtype` is decided") as err:
+        s2sad.grad(_dtype_of_a_new_array, backend="python")(x)
+    assert "np.zeros(2).dtype == np.float64" in str(err.value)
+
+
+def _reduced_over_an_array(x):
+    return reduce(np.add, x * 2.0)
+
+
+def _masked_mean(x):
+    return np.sum(np.ma.array(x, mask=x > 1.0))
+
+
+def test_refusals_name_the_call_as_written():
+    with pytest.raises(s2sad.UnsupportedError, match="functools.reduce is supported of a function and a tuple"):
+        s2sad.grad(_reduced_over_an_array, backend="python")(np.array([1.0, 2.0]))
+    with pytest.raises(s2sad.UnsupportedError, match="no derivative rule for `array`, called as `np.ma.array`"):
+        s2sad.grad(_masked_mean, backend="python")(np.array([1.0, 2.0]))
+
+
+def handle_batch_dims(func: Callable):  # Vinschers/algorithms src/vicentin/image/differentiation/diff_np.py
+    @functools.wraps(func)
+    def wrapper(img: np.ndarray, *args, **kwargs):
+        if img.dtype not in [np.float32, np.float64]:
+            img = img.astype(np.float32)
+
+        orig_ndim = img.ndim
+
+        if orig_ndim == 2:
+            img_4d = img[None, None, ...]
+        elif orig_ndim == 3:
+            img_4d = img[None, ...]
+        else:
+            img_4d = img
+
+        result = func(img_4d, *args, **kwargs)
+
+        def restore(t: np.ndarray):
+            if orig_ndim == 2:
+                return t.squeeze(0).squeeze(0)
+            if orig_ndim == 3:
+                return t.squeeze(0)
+            return t
+
+        if isinstance(result, tuple):
+            return tuple(restore(res) for res in result)
+        return restore(result)
+
+    return wrapper
+
+
+def _pad_img(img: np.ndarray, boundary) -> np.ndarray:  # (the same file)
+    pad_map = {
+        "wrap": "wrap",
+        "reflect": "reflect",
+        "pad": "constant",
+        "extend": "edge",
+    }
+
+    pad_width = [(0, 0), (0, 0), (1, 1), (1, 1)]
+    return np.pad(img, pad_width, mode=pad_map[boundary])
+
+
+@handle_batch_dims
+def finite_diffs(  # (the same file)
+    img: np.ndarray,
+    mode: Optional[str] = "central",
+    boundary: Optional[str] = "reflect",
+) -> Tuple[np.ndarray, np.ndarray]:
+
+    if mode is None:
+        mode = "central"
+
+    img_pad = _pad_img(img, boundary)
+
+    if mode == "forward":
+        dx = img_pad[..., 1:-1, 2:] - img
+        dy = img_pad[..., 2:, 1:-1] - img
+
+    elif mode == "backward":
+        dx = img - img_pad[..., 1:-1, :-2]
+        dy = img - img_pad[..., :-2, 1:-1]
+
+    elif mode == "central":
+        dx = (img_pad[..., 1:-1, 2:] - img_pad[..., 1:-1, :-2]) / 2
+        dy = (img_pad[..., 2:, 1:-1] - img_pad[..., :-2, 1:-1]) / 2
+
+    else:
+        raise ValueError(f"Unknown mode: {mode}")
+
+    return dx, dy
+
+
+@handle_batch_dims
+def image_grad(  # (the same file's `grad`, renamed here; its `sobel` branch left out)
+    img: np.ndarray,
+    method: Optional[str] = "diff",
+    mode: Optional[str] = "central",
+    boundary: Optional[str] = "reflect",
+) -> Tuple[np.ndarray, np.ndarray]:
+
+    if method is None:
+        method = "diff"
+    if boundary is None:
+        boundary = "reflect"
+
+    if method == "diff":
+        dx, dy = finite_diffs(img, mode, boundary)
+    else:
+        raise ValueError(f"Unknown gradient method: {method}")
+
+    return dx, dy
+
+
+def total_variation(img, epsilon=1e-2):  # Vinschers/algorithms src/vicentin/image/regularization/regularization_np.py
+    dx, dy = image_grad(img, mode="forward", boundary="wrap")
+    return np.sum(np.sqrt(epsilon**2 + dx**2 + dy**2))
+
+
+def _regularized(img):
+    dx, dy = finite_diffs(img, "central", "reflect")
+    return total_variation(img) + np.sum(dx ** 2 + dy ** 2 * 0.5)
+
+
+def energy1(coord, charge):  # pyscf/capi_example profile_example/coulomb_o2.py (reduce: Python 2's builtin)
+    rr = numpy.dot(coord*2, coord.T)
+    rd = rr.diagonal() * .5
+    rd2 = rd[:,None] + rd
+    rd2 -= rr
+    rr = rd2
+    rr[numpy.diag_indices_from(rr)] = 1e300
+    r = 1/numpy.sqrt(rr)
+    e = reduce(numpy.dot, (charge, r, charge)) * .5
+    return e
+
+
+def getEnergy( pos, vel, mass, G ):  # pmocz/nbody-python nbody.py (tabs as spaces, docstring left out)
+    # Kinetic Energy:
+    KE = 0.5 * np.sum(np.sum( mass * vel**2 ))
+
+
+    # Potential Energy:
+
+    # positions r = [x,y,z] for all particles
+    x = pos[:,0:1]
+    y = pos[:,1:2]
+    z = pos[:,2:3]
+
+    # matrix that stores all pairwise particle separations: r_j - r_i
+    dx = x.T - x
+    dy = y.T - y
+    dz = z.T - z
+
+    # matrix that stores 1/r for all particle pairwise particle separations
+    inv_r = np.sqrt(dx**2 + dy**2 + dz**2)
+    inv_r[inv_r>0] = 1.0/inv_r[inv_r>0]
+
+    # sum over upper triangle, to count each interaction only once
+    PE = G * np.sum(np.sum(np.triu(-(mass*mass.T)*inv_r,1)))
+
+    return KE, PE;
+
+
+def _nbody_energy(pos, vel, mass):
+    KE, PE = getEnergy(pos, vel, mass, 1.0)
+    return KE + PE
+
+
+def eggholder(X):  # Sargaleano/PUPI-metaheuristic pupi_bm.py
+    Z = X[:,1]+47
+    return (-Z * np.sin(np.sqrt((np.abs(X[:,0]/2 + Z)))) \
+            -X[:,0] * np.sin(np.sqrt((np.abs(X[:,0] - Z))))) #+ 959.640662720851
+
+def ackley(x):  # (the same file)
+    d = x.shape[1]     # Search space dimensionality
+    return (-20.0 * np.exp(-0.2 * np.sqrt((1 / d) * (x ** 2).sum(axis=1)))
+            - np.exp((1 / float(d)) * np.cos(2 * np.pi * x).sum(axis=1))
+            + 20.0
+            + np.exp(1))
+
+
+def _benchmarks(X):
+    return np.sum(eggholder(X) + ackley(X))
+
+
+def log_gaussian(x, mu, sigma):  # tweag/chainsail examples/use-cases/mixture/probability.py
+    Z = np.log(np.sqrt(2 * np.pi * sigma ** 2))
+    return -0.5 * np.sum((x - mu) ** 2, -1) / sigma ** 2 - Z
+
+
+class GaussianMixture(object):  # (the same file)
+    def __init__(self, means, sigmas, weights):
+        self.means = means
+        self.sigmas = sigmas
+        self.weights = weights
+
+    def log_prob(self, x):
+        return logsumexp(np.log(self.weights) + log_gaussian(x, self.means, self.sigmas))
+
+
+def _mixture_log_prob(x, means, sigmas, weights):
+    return GaussianMixture(means, sigmas, weights).log_prob(x)
+
+
+def svm_loss_vectorized(W, X, y, reg):  # broartem/snippets python/numpy-ml.md
+  num_classes = W.shape[1]
+  num_train = X.shape[0]
+  num_dims = W.shape[0]
+
+  scores = X.dot(W)
+  correct_class_scores = scores[np.arange(num_train), y]
+
+  margin = np.maximum(0, scores - np.reshape(correct_class_scores, (num_train, 1)) + 1)
+  margin[np.arange(num_train), y] = 0
+
+  indicator = (margin > 0).astype("float32")
+  indicator_sums = np.sum(indicator, axis=1)
+  indicator[np.arange(num_train), y] = -indicator_sums
+
+  # 3D array of shape (num_train, num_dims, num_classes), containing gradient deltas for
+  # each training example `i` in its rows. `X` is broadcasted in `num_classes` dimention and
+  # `indicator` is broadcasted in `num_dims` dimention.
+  dWi = X.reshape((num_train, num_dims, 1)) * indicator.reshape((num_train, 1, num_classes))
+
+  loss = np.sum(margin) / num_train
+  dW = np.sum(dWi, axis=0) / num_train
+
+  return loss, dW
+
+
+def _svm_loss(W, X, y):
+    loss, dW = svm_loss_vectorized(W, X, y, 0.1)
+    return loss + 0.01 * np.sum(dW * W)
+
+
+def get_im2col_indices(x_shape, field_height, field_width, padding=0, stride=1):  # Viyachikhh/network network/utils.py
+    # First figure out what the size of the output should be
+    N, C, H, W = x_shape
+    #assert (H + 2 * padding - field_height) % stride == 0
+    #assert (W + 2 * padding - field_width) % stride == 0
+    out_height = int((H + 2 * padding - field_height) / stride + 1)
+    out_width = int((W + 2 * padding - field_width) / stride + 1)
+
+    i0 = np.repeat(np.arange(field_height), field_width)
+    i0 = np.tile(i0, C)
+    i1 = stride * np.repeat(np.arange(out_height), out_width)
+    j0 = np.tile(np.arange(field_width), field_height * C)
+    j1 = stride * np.tile(np.arange(out_width), out_height)
+    i = i0.reshape(-1, 1) + i1.reshape(1, -1)
+    j = j0.reshape(-1, 1) + j1.reshape(1, -1)
+
+    k = np.repeat(np.arange(C), field_height * field_width).reshape(-1, 1)
+
+    return k.astype(int), i.astype(int), j.astype(int)
+
+
+def im2col_indices(x, filter_height, filter_with, padding=0, stride=1):  # (the same file)
+
+    # Zero-pad the input
+    p = padding
+    x_padded = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), mode='constant', constant_values=0)
+
+    k, i, j = get_im2col_indices(x.shape, filter_height, filter_with, padding, stride)
+
+    cols = x_padded[:, k, i, j]
+    C = x.shape[1]
+    cols = cols.transpose(1, 2, 0).reshape(filter_height * filter_with * C, -1)
+    return cols
+
+
+def _conv_im2col(x, w):
+    cols = im2col_indices(x, 2, 2, padding=1, stride=1)
+    return np.sum(np.tanh(w.reshape(w.shape[0], -1) @ cols) ** 2)
+
+
+def denoise(img, weight=0.1, eps=1e-3, num_iter_max=200):  # bvirxx/bLUe_PYSIDE denoising.py (docstring left out)
+    u = np.zeros_like(img)
+    px = np.zeros_like(img)
+    py = np.zeros_like(img)
+
+    nm = np.prod(img.shape[:2])
+    tau = 0.125
+
+    i = 0
+    while i < num_iter_max:
+        u_old = u
+
+        # x and y components of u's gradient
+        ux = np.roll(u, -1, axis=1) - u
+        uy = np.roll(u, -1, axis=0) - u
+
+        # update the dual variable
+        px_new = px + (tau / weight) * ux
+        py_new = py + (tau / weight) * uy
+
+        norm_new = np.maximum(1, np.sqrt(px_new ** 2 + py_new ** 2))
+        px = px_new / norm_new
+        py = py_new / norm_new
+
+        # calculate divergence
+        rx = np.roll(px, 1, axis=1)
+        ry = np.roll(py, 1, axis=0)
+        div_p = (px - rx) + (py - ry)
+
+        # update image
+        u = img + weight * div_p
+
+        # calculate error
+        error = np.linalg.norm(u - u_old) / np.sqrt(nm)
+
+        if i == 0:
+            err_init = error
+            err_prev = error
+        else:
+            # break if error small enough
+            if np.abs(err_prev - error) < eps * err_init:
+                break
+            else:
+                e_prev = error
+
+            # don't forget to update iterator
+        i += 1
+
+    return u
+
+
+def _denoised(img):
+    return np.sum(denoise(img, weight=2.0, num_iter_max=6) ** 2 * np.arange(1.0, 1.0 + img.size).reshape(img.shape))
+
+
+def log_likelihood_2PL(y1, theta, alpha, beta):  # 17zuoye/pyirt build/lib.linux-x86_64-2.7/pyirt/utl/tools.py
+    expComp = np.exp(-(alpha*theta + beta));
+    ell =  y1*np.log(1.0/(1.0+expComp)) + (1.0-y1)*np.log(1.0-1.0/(1.0+expComp)) ;
+    return ell;
+
+def logsum(logp):  # (the same file)
+    w = max(logp)
+    logSump = w+ np.log(sum(np.exp(logp-w)))
+    return logSump
+
+
+def _item_response(theta, alpha, beta, y):
+    return np.sum(log_likelihood_2PL(y, theta, alpha, beta)) + logsum(theta * alpha)
+
+
+IMAGE = np.cos(np.arange(12.0)).reshape(3, 4)
+POINTS = np.array([[0.0, 0.1, 0.2], [1.0, -0.3, 0.5], [-0.4, 0.8, -0.9], [0.6, 0.7, 1.1]])
+SCORES = np.linspace(-1.0, 1.0, 12).reshape(3, 4) ** 3 + 0.1 * np.arange(12.0).reshape(3, 4)
+BATCH_17 = [
+    (_regularized, (IMAGE,), (0,)),
+    (energy1, (POINTS, np.array([1.0, -0.5, 0.7, 0.3])), (0, 1)),
+    (_nbody_energy, (POINTS, np.cos(POINTS), np.array([[1.0], [2.0], [0.5], [1.5]])), (0, 2)),
+    (_benchmarks, (np.array([[0.3, -0.7], [1.2, 0.4], [-0.5, 0.9]]),), (0,)),
+    (_mixture_log_prob, (np.array([-1.0, 0.5]), np.array([[-1.0, -2.0], [1.0, 1.0], [3.0, 2.0]]),
+                         np.array([0.5, 0.8, 1.1]), np.array([0.2, 0.3, 0.5])), (0, 1, 2, 3)),
+    (_svm_loss, (np.cos(np.arange(12.0)).reshape(4, 3), SCORES, np.array([1, 0, 2])), (0, 1)),
+    (_conv_im2col, (np.cos(np.arange(18.0)).reshape(1, 2, 3, 3), np.sin(np.arange(24.0)).reshape(3, 2, 2, 2)), (0, 1)),
+    (_denoised, (IMAGE,), (0,)),
+    (_item_response, (np.array([0.3, -0.5, 1.1]), np.array([1.2, 0.8, 1.5]), np.array([0.1, -0.4, 0.2]),
+                      np.array([1.0, 0.0, 1.0])), (0, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("fn, args, argnums", BATCH_17, ids=[f.__name__.strip("_") for f, _, _ in BATCH_17])
+def test_real_vectorized_code_batch_17(fn, args, argnums):
+    """Gradient, value and tangent against finite differences. A decorator made with functools.wraps runs
+    (its wrapper was skipped: s2sad read the wrapped function's source), `img.dtype not in [...]`, `orig_ndim
+    = img.ndim` and `isinstance(result, tuple)` are decided for the argument types, a str argument keys a dict,
+    and functools.reduce of a tuple is written out (the first and second were refused)."""
+    value, grads = s2sad.value_and_grad(fn, argnums=argnums, backend="python")(*args)
+    assert_close(value, fn(*args), rtol=1e-12)
+    expected = [fd_grad(fn, args, i) for i in argnums]
+    for g, e in zip(grads, expected):
+        assert_close(g, e)
+    tangents = tuple(np.linspace(-1.0, 1.0, np.size(a)).reshape(np.shape(a)) if i in argnums else np.zeros_like(a)
+                     for i, a in enumerate(args))
+    _, tangent = s2sad.jvp(fn, args, tangents, backend="python")
+    assert_close(tangent, sum(np.sum(e * tangents[i]) for e, i in zip(expected, argnums)))
+
+
+def test_the_hessian_of_a_reduce_of_dot_products():
+    """pyscf's Coulomb energy `reduce(numpy.dot, (charge, r, charge))`: second derivatives in the charges."""
+    charge = np.array([1.0, -0.5, 0.7, 0.3])
+    hessian = s2sad.hessian(energy1, argnums=1, backend="python")(POINTS, charge)
+    gradient = s2sad.grad(energy1, argnums=1, backend="python")
+    assert_close(hessian, [fd_grad(lambda c, k=k: gradient(POINTS, c)[k], (charge,), 0) for k in range(4)])
+
+
+class TestUtils():  # StemVibrations/RandomFields __tests/utils.py (no tests of its own for pytest to collect)
+
+    @staticmethod
+    def moving_average(x, w):
+        return np.convolve(x, np.ones(w), 'valid') / w
+
+
+def _smoothed_signal(x, kernel):
+    return (np.sum(TestUtils.moving_average(x, 3) ** 2) + np.sum(np.convolve(x, kernel) * np.arange(7.0))
+            + np.sum(np.convolve(kernel, x, mode="same") ** 2) + np.sum(np.correlate(kernel, x, "same") ** 3)
+            + np.sum(np.correlate(x, kernel, mode="full") ** 2) + np.sum(np.correlate(x, kernel) ** 2))
+
+
+def test_np_convolve_and_correlate_are_written_out(backend):
+    """np.convolve and np.correlate in each mode, the shorter vector first or second (refused: no rule)."""
+    args = (np.array([0.5, -1.5, 2.0, 0.3, 1.1]), np.array([0.2, -0.7, 1.3]))
+    value, grads = s2sad.value_and_grad(_smoothed_signal, argnums=(0, 1), backend=backend)(*args)
+    assert_close(value, _smoothed_signal(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_smoothed_signal, args, i))
+
+
+def _max_drawdown(returns: np.ndarray) -> float:  # a walk-forward tournament's metric (the index names no repository)
+    if returns.size == 0:
+        return 0.0
+    equity = np.cumprod(1.0 + returns)
+    peaks = np.maximum.accumulate(equity)
+    drawdowns = np.where(peaks > 0.0, (equity / peaks) - 1.0, 0.0)
+    return float(np.min(drawdowns))
+
+
+def maxDrawDown(vals):  # Alan-Du/PortfolioMV maxDrawDown.py
+    # rets is portfolio returns
+    # on daily basis
+    # return = maxDrawDown
+    mDD, cur_max = 0,0
+    for level in vals:
+        cur_max = max(cur_max,level)
+        mDD = max((cur_max-level)/cur_max,mDD)
+    return -mDD
+
+
+def _drawdowns(returns, paths):
+    troughs = np.minimum.accumulate(paths)  # down each column
+    return (_max_drawdown(returns) + maxDrawDown(np.cumprod(1.0 + returns))
+            + np.sum(troughs * np.arange(1.0, 1.0 + paths.size).reshape(paths.shape)))
+
+
+def test_a_running_maximum_is_written_out():
+    """np.maximum.accumulate and np.minimum.accumulate (drawdowns' running peak) down axis 0 (refused: no rule)."""
+    args = (np.array([0.05, -0.02, 0.03, -0.06, 0.01, 0.04, -0.03]), np.cos(np.arange(8.0)).reshape(4, 2))
+    value, grads = s2sad.value_and_grad(_drawdowns, argnums=(0, 1), backend="python")(*args)
+    assert_close(value, _drawdowns(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_drawdowns, args, i))
+
+
+def sq_distances(X,Y=None):  # tt6746690/misc_impl kernel/kernel.py
+    """ Returns K where Kij = ||X_i - Y_j||^2 """
+    assert(X.ndim==2)
+    # Compute pairwise distance matrix.
+    #     Don't use explicit loops, but the above scipy functions
+    # if X=Y, use more efficient pdist call which exploits symmetry
+    if Y is None:
+        sq_dists = squareform(pdist(X, metric='sqeuclidean'))
+    else:
+        assert(Y.ndim==2)
+        assert(X.shape[1]==Y.shape[1])
+        sq_dists = cdist(X, Y, metric='sqeuclidean')
+
+    return sq_dists
+
+def gauss_kernel(X, Y=None, sigma=1.0):  # (the same file)
+    """ Computes the standard Gaussian kernel k(x,y)=exp(- ||x-y||**2 / (2 * sigma**2))
+        Returns the kernel matrix
+    """
+    sq_dists = sq_distances(X,Y)
+    K = np.exp(-sq_dists / (2 * sigma**2))
+    return K
+
+
+def _kernels_and_softmaxes(X, sigma):
+    K = gauss_kernel(X, sigma=sigma) + 0.1 * np.eye(3)
+    cross = gauss_kernel(X, X[:2] * 2.0, sigma)
+    return (np.linalg.slogdet(K)[1] + np.sum(cross * cdist(X, X[:2] * 2.0)) + np.sum(pdist(X, "cityblock") ** 2)
+            + np.sum(scipy.special.softmax(X, axis=1) ** 2) + np.sum(scipy.special.log_softmax(X) * X))
+
+
+def test_scipy_distances_and_softmax_are_written_out():
+    """scipy.spatial.distance's cdist, pdist and squareform (a GP kernel's), scipy.special's softmax and
+    log_softmax (each refused: no rule)."""
+    args = (np.array([[0.5, -1.2], [0.3, 0.8], [1.5, 0.1]]), 0.8)
+    value, grads = s2sad.value_and_grad(_kernels_and_softmaxes, argnums=(0, 1), backend="python")(*args)
+    assert_close(value, _kernels_and_softmaxes(*args), rtol=1e-12)
+    for i, g in enumerate(grads):
+        assert_close(g, fd_grad(_kernels_and_softmaxes, args, i))
+
+
+def _log_forward_ess(log_w, mask, scores):  # an importance sampler's ESS, as public JAX code writes it with b=mask
+    log_z_inv = logsumexp(-log_w, b=mask) - np.log(np.sum(mask))
+    log_z_expectation_p_over_q = logsumexp(log_w, b=mask) - np.log(np.sum(mask))
+    return (- log_z_inv - log_z_expectation_p_over_q + np.sum(logsumexp(scores, axis=1, b=mask + 0.5) ** 2)
+            + np.sum(logsumexp(scores, axis=0, b=scores ** 2, keepdims=True) * scores))
+
+
+def test_a_weighted_logsumexp_is_written_out():
+    """scipy.special.logsumexp(a, b=weights), over every axis or one (refused: s2sad's rule takes no `b=`)."""
+    args = (np.array([0.3, -1.2, 0.8]), np.array([1.0, 0.0, 1.0]), np.array([[0.5, -1.2, 0.4], [0.3, 0.8, -0.1]]))
+    value, grads = s2sad.value_and_grad(_log_forward_ess, argnums=(0, 2), backend="python")(*args)
+    assert_close(value, _log_forward_ess(*args), rtol=1e-12)
+    for g, i in zip(grads, (0, 2)):
+        assert_close(g, fd_grad(_log_forward_ess, args, i))

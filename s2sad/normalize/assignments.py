@@ -16,7 +16,7 @@ from s2sad.objects import MISSING, LocalObject
 from s2sad.normalize.facts import _is_int_atom
 from s2sad.normalize.pytrees import _is_none, flatten, is_tree
 from s2sad.normalize.state import Positions, PositionsAxis, StaticRef, UnknownKinds
-from s2sad.normalize.syntax import _reads_a_tape, _spelled, _through_transpose
+from s2sad.normalize.syntax import _reads_a_tape, _spelled, _through_transpose, bound_once, reads_a_rank
 from s2sad.normalize.tables import AUGOPS, NO_DERIVATIVE_OPERATOR
 
 
@@ -40,6 +40,13 @@ class AssignmentsMixin:
                 and not self.is_static_comprehension(value) and self.read_as_an_array(target.value):
             self.bind(target, self.filled_array(value, out, self.local_var(target)), out)  # `np.dot(x, w)` reads it
         elif isinstance(target, cst.Name):
+            if reads_a_rank(value) and not self.branch_depth and bound_once(self.parsed.node, target.value):
+                rank = self.value(value, out)
+                if isinstance(rank, Const):  # `n = x.ndim` of a known rank: `if n == 2` is decided now
+                    self.trees[target.value] = rank
+                else:
+                    self.bind(target, rank, out)
+                return
             version = None if _reads_a_tape(value) else self.new_version(target.value)
             lowered = self.value(value, out, target=version or self.local_var(target))
             if version and not is_tree(lowered):

@@ -6,6 +6,7 @@ inlined by lowerer.py; builtins and containers are in iteration.py.)
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
@@ -260,6 +261,8 @@ class CallsMixin:
     def apply(self, node, fn, leading, out, target):
         if not leading and any(fn is b for b in (max, min, sum, any, all, math.prod, list, tuple, dict)):
             return self.builtin_call(node, fn, out, target)
+        if fn is functools.reduce and not leading:
+            return self.folded_call(node, out, target)
         if fn is len and len(node.args) == 1 and not leading:
             operand = node.args[0].value
             if isinstance(operand, cst.Attribute) and operand.attr.value == "shape":  # `len(x.shape)` is x.ndim

@@ -326,6 +326,8 @@ class ExpressionsMixin:
         if len(node.comparisons) != 1:
             return None
         op, right = node.comparisons[0].operator, node.comparisons[0].comparator
+        if isinstance(op, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)) and _reads_dtype(node.left):
+            return self.dtype_comparison(node.left, op, right, out)
         if isinstance(op, (cst.Is, cst.IsNot)):
             sides = [n for n in (node.left, right) if not (isinstance(n, cst.Name) and n.value == "None")]
             if len(sides) > 1:
@@ -344,6 +346,25 @@ class ExpressionsMixin:
         if isinstance(op, (cst.Equal, cst.NotEqual)):
             return self.enum_comparison(node.left, right, isinstance(op, cst.Equal))
         return None
+
+    def dtype_comparison(self, left: cst.Attribute, op, right, out) -> Const:
+        """`x.dtype == np.float32`, `x.dtype not in (np.float32, np.float64)` of an argument: decided for the
+        argument types the code is generated for."""
+        dtype = self.argument_dtype(left, out)
+        others = self.argument_dtype(right, out) if _reads_dtype(right) else self.static_arg(right)
+        found = any(dtype == np.dtype(c) for c in (others if isinstance(others, tuple) else (others,)))
+        return Const(found == isinstance(op, (cst.Equal, cst.In)))
+
+    def argument_dtype(self, node: cst.Attribute, out) -> np.dtype:
+        """The dtype of an argument, or of a view or copy of one, for the argument types the code is for."""
+        atom = self.expr(node.value, out)
+        if self.dtype_of(atom) is None:
+            self.kind_of(atom, required=True)  # asks for the argument types while they are unknown
+        if self.dtype_of(atom) is None:
+            raise self.err(node, "a comparison of `.dtype` is decided when the code is generated: it reads the dtype "
+                                 "of an argument of the function, or of a view or copy of one",
+                           "decide it outside the function")
+        return self.dtype_of(atom)
 
     def enum_comparison(self, left, right, equal: bool) -> Const | None:
         """`option_type == OptionTypes.EUROPEAN_CALL`: an enum member (an argument or a global) compared with
@@ -566,3 +587,7 @@ class ExpressionsMixin:
         if target is not None:
             return self.emit(out, target, Copy(value))
         return value
+
+
+def _reads_dtype(node) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "dtype"

@@ -70,6 +70,23 @@ def _makes_generator(value, generators: set) -> bool:
     return isinstance(value, Prim) and value.rule.name in GENERATOR_MAKERS
 
 
+_KEEPS_DTYPE = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "expand_dims_any", "swapaxes", "moveaxis",
+                          "ravel", "copy", "ascontiguousarray", "asfortranarray", "atleast_1d", "atleast_2d",
+                          "atleast_3d", "pad", "flip", "roll"})
+
+
+def _kept_dtype(value, dtype_of):
+    """The dtype of what a right-hand side gives where it is its operand's (a copy, an indexing, a reshape), and
+    that one's is known (`dtype_of`); else None."""
+    if isinstance(value, Copy):
+        return dtype_of(value.value)
+    if isinstance(value, Load):
+        return dtype_of(value.base)
+    if isinstance(value, Prim) and value.rule.name in _KEEPS_DTYPE and value.args:
+        return dtype_of(value.args[0])
+    return None
+
+
 def _gives_int(value, ints: set, shapes: frozenset = frozenset()) -> bool:
     """Does this right-hand side surely give one int (a loop counter, arithmetic of ints, a length, an item
     of `x.shape`)?"""

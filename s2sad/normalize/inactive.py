@@ -246,7 +246,9 @@ class InactiveMixin:
                                    "call NumPy/math functions or plain Python functions")
         if _draws(fn):
             return self.message_at(node, f"`{name}` draws random numbers from differentiated parameters", DRAW_HINT)
-        return self.message_at(node, f"no derivative rule for `{name}`", HINT_RULE)
+        spelled = cst.Module([]).code_for_node(node.func)
+        called = f", called as `{spelled}`" if spelled != name else ""  # `np.ma.array` is not NumPy's `array`
+        return self.message_at(node, f"no derivative rule for `{name}`{called}", HINT_RULE)
 
     @staticmethod
     def builtin_name(fn) -> str:

@@ -302,6 +302,33 @@ class IterationMixin:
             return tuple(self.item_atoms(part, hint, body) for part in item)
         return self.emit(body, self.temp(hint), item)
 
+    def folded_call(self, node: cst.Call, out, target):
+        """`functools.reduce(f, (a, b, c))` of a tuple/list made when the code is generated: `f(f(a, b), c)`,
+        `reduce(f, items, start)` starting from `start`."""
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if len(positional) != len(node.args) or len(positional) not in (2, 3) \
+                or not self.is_static_iterable(positional[1]):
+            raise self.err(node, "functools.reduce is supported of a function and a tuple or list made in the code",
+                           "write the calls out: f(f(a, b), c)")
+        items = list(self.static_items(positional[1], out))
+        if len(positional) == 3:
+            items.insert(0, self.value(positional[2], out))
+        if not items:
+            raise self.err(node, "reduce() of an empty sequence with no initial value")
+        folded = self.stashed(items[0])
+        for k, item in enumerate(items[1:], 2):
+            call = cst.Call(positional[0], [cst.Arg(cst.Name(folded)), cst.Arg(cst.Name(self.stashed(item)))])
+            if k == len(items):
+                return self.value(call, out, target)
+            folded = self.stashed(self.value(call, out))
+        return items[0]
+
+    def stashed(self, value) -> str:
+        """A fresh name that reads `value` (an atom or a static tree) where made syntax names it."""
+        name = self.names.fresh("item")
+        self.trees[name] = value
+        return name
+
     def builtin_call(self, node: cst.Call, fn, out, target):
         """max / min / sum / any / all of several values, of a tuple/list, an array or a comprehension;
         list / tuple / dict of static containers."""

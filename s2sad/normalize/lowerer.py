@@ -25,8 +25,8 @@ from s2sad.units import unit_axes
 from s2sad.normalize.assignments import AssignmentsMixin
 from s2sad.normalize.calls import CallsMixin, _output_argument
 from s2sad.normalize.expressions import ExpressionsMixin
-from s2sad.normalize.facts import (_fold_ints, _gives_int, _length, _makes_array, _makes_float32, _makes_generator,
-                                   _rank)
+from s2sad.normalize.facts import (_fold_ints, _gives_int, _kept_dtype, _length, _makes_array, _makes_float32,
+                                   _makes_generator, _rank)
 from s2sad.normalize.inactive import InactiveMixin
 from s2sad.normalize.iteration import IterationMixin
 from s2sad.normalize.pytrees import PytreesMixin, is_tree, unflatten
@@ -65,6 +65,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     arrays: set = field(default_factory=set)  # IR names known to hold arrays (made by NumPy, sliced, computed)
     elements: set = field(default_factory=set)  # IR names an element read `x[i]` bound to a number (x's rank known)
     singles: set = field(default_factory=set)  # IR names of arrays made float32 here (np.zeros(3, dtype=np.float32))
+    dtypes: dict = field(default_factory=dict)  # IR name -> dtype of an argument's view or copy (`x.dtype == ...`)
     exits: set = field(default_factory=set)  # flags `return` sets (shared): once set, nothing they guard runs again
     growing: dict = field(default_factory=dict)  # user name -> Growth: a list a runtime loop appends to, as an array
     ints: set = field(default_factory=set)  # IR names known to hold one int (loop counters, their arithmetic)
@@ -79,7 +80,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
     updates_callers: set = field(default_factory=set)  # parameters a helper updates in place: the caller's arrays
     passed_views: set = field(default_factory=set)  # parameters a helper never rebinds, passed a view of an array
     jumped_statically: bool = False  # the last statement was an `if` on a constant whose branch ends in a jump
-    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes) of an argument not rebound yet
+    kinds: dict = field(default_factory=dict)  # variable -> (ndim, type, unit axes, dtype) of an argument not rebound
     arguments: set = field(default_factory=set)  # IR names of the outermost function's parameters (shared)
     outer_conditional: bool = False  # inlined at a call that runs conditionally or repeatedly
     stand_in_call: tuple | None = None  # (caller, call node) of the NumPy call a stand-in of rules.inlined lowers
@@ -90,6 +91,16 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             loc = self.loc
             return UnsupportedError(located_at(message, loc, hint))
         return self.parsed.error(node, message, hint)
+
+    def dtype_of(self, atom):
+        """The dtype of an argument (where the code is generated for argument types), or of a view or copy of
+        one; else None."""
+        if not isinstance(atom, Var):
+            return None
+        if atom.name in self.dtypes:
+            return self.dtypes[atom.name]
+        kind = None if isinstance(self.kinds, UnknownKinds) else self.kinds.get(atom.name)
+        return kind[3] if kind is not None and len(kind) > 3 else None
 
     def temp(self, hint: str) -> str:
         name = self.names.fresh(hint)
@@ -116,6 +127,11 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             self.singles.add(target)
         else:
             self.singles.discard(target)
+        dtype = _kept_dtype(value, self.dtype_of)
+        if dtype is None:
+            self.dtypes.pop(target, None)
+        else:
+            self.dtypes[target] = dtype
         if isinstance(value, Prim) and value.rule.name == "shape":
             self.shapes.add(target)
         else:
@@ -226,9 +242,9 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         if any(a.star for a in call.args):
             raise self.err(call, "pass the arguments one by one here, without `*` or `**`")
         try:
-            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None],
-                                                   **{a.keyword.value: a.value for a in call.args
-                                                      if a.keyword is not None}).arguments)
+            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}  # NumPy's own
+            return dict(inspect.signature(fn).bind(*[a.value for a in call.args if a.keyword is None], **keywords)
+                        .arguments)
         except TypeError as exc:
             raise self.err(call, f"these arguments do not fit `{fn.__name__}`: {exc}") from None
 
@@ -277,7 +293,7 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         """What an inlined callee's lowerer shares with this one: what is known of the IR names both write."""
         return dict(arrays=self.arrays, elements=self.elements, exits=self.exits, kinds=self.kinds, ints=self.ints,
                     views=self.views, ranks=self.ranks, units=self.units, lengths=self.lengths,
-                    generators=self.generators, arguments=self.arguments)
+                    generators=self.generators, arguments=self.arguments, dtypes=self.dtypes)
 
     def lists_to_arrays(self, node: cst.Call, bound: dict, written: set, out):
         """A list the callee writes item by item in a loop (`kernel(w, ...)` with `w = [0.0] * n`, as
@@ -452,6 +468,8 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
             if bound is not None:
                 self.set_loc(func)
                 self.emit(out, name, Copy(value))
+                if isinstance(value, Var) and not isinstance(self.kinds, UnknownKinds) and value.name in self.kinds:
+                    self.kinds[name] = self.kinds[value.name]  # a helper's copy of an argument: its type is known
             if name in written or name in updated and self.holds_array(Var(name)):
                 self.copy_argument(func, name, out)
         returns = [n for n in _find_returns(func)]
@@ -474,7 +492,8 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
 
 def _live_branches(func: cst.FunctionDef, bound: dict) -> cst.FunctionDef:
     """`func` without the branches that its parameters' bindings decide, as `static_comparison` decides
-    them while lowering: `p is None` of a parameter bound to the caller's variable (never None) or to None,
+    them while lowering: `p is None` of a parameter bound to the caller's variable or a constant (never None) or
+    to None,
     `p is q` of two parameters bound to one variable. What a dead branch assigns does not rebind the
     parameter, so `if out is None: out = np.empty_like(x)` called with the caller's buffer (madmom's
     `_sigmoid(x, out=buf)`) writes into that buffer. A test is decided only for parameters the live code
@@ -482,8 +501,8 @@ def _live_branches(func: cst.FunctionDef, bound: dict) -> cst.FunctionDef:
     if not any(isinstance(n, cst.ComparisonTarget) and isinstance(n.operator, (cst.Is, cst.IsNot))
                for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))):
         return func
-    none_tests = {p for p, v in bound.items() if isinstance(v, Var) or isinstance(v, Const) and v.value is None}
-    identity_tests = set(none_tests)
+    identity_tests = {p for p, v in bound.items() if isinstance(v, Var) or isinstance(v, Const) and v.value is None}
+    none_tests = identity_tests | {p for p, v in bound.items() if isinstance(v, Const)}  # "wrap" is not None
     while True:
         decider = _DecidedBranches(bound, none_tests, identity_tests)
         live = func.with_changes(body=func.body.visit(decider))
@@ -522,7 +541,7 @@ class _DecidedBranches(cst.CSTTransformer):
         names = [n.value for n in sides if n.value != "None"]
         if len(names) == 1 and names[0] in self.none_tests:
             self.used.add(names[0])
-            same = isinstance(self.bound[names[0]], Const)
+            same = self.bound[names[0]] == Const(None)
         elif len(names) == 2 and set(names) <= self.identity_tests:
             self.used.update(names)
             self.used_as_identity.update(names)
@@ -602,7 +621,7 @@ def _bind(fn, args, kwargs) -> dict:
     """The callee's parameters bound to the caller's atoms, trees and objects; defaults read where they live."""
     import inspect
 
-    sig = inspect.signature(fn)
+    sig = inspect.signature(fn, follow_wrapped=False)
     bound = sig.bind(*args, **kwargs)
     for name, p in sig.parameters.items():
         if name not in bound.arguments and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):

@@ -57,9 +57,12 @@ class PytreesMixin:
         try:
             n = self.static_key(count)
         except UnsupportedError:
-            n = None
+            lowered = self.expr(count, out)  # `[(1, 1)] * x.ndim`: a rank known for the argument types
+            n = lowered.value if isinstance(lowered, Const) else lowered
         if not isinstance(n, int) and self.repeats_into_an_array(node, items):
-            return self.prim(out, "full", (self.expr(count, out), items[0]), hint="items")
+            return self.prim(out, "full", (n if isinstance(n, Var) else self.expr(count, out), items[0]), hint="items")
+        if not isinstance(n, int) and isinstance(self.kinds, UnknownKinds) and self.kinds.asked:
+            self.ask_for_ranks(node)  # the count read a rank
         if not isinstance(n, int):
             raise self.err(node, "a list or tuple is repeated here a number of times known only at run time",
                            "make an array: np.zeros(n), np.full(n, value)")
@@ -182,7 +185,8 @@ class PytreesMixin:
         """`coeffs[i]` of a static tuple/list with a run-time index `i`: a constant table of numbers, or a
         chain of `if`s choosing among numbers and arrays."""
         if isinstance(items, dict):
-            raise self.err(node, "a dict is indexed with a constant key", "use a tuple, or an array, for run-time indices")
+            raise self.err(node, "a dict is indexed here with a key known only at run time",
+                           "index it with a constant (a literal, or a str/int argument or global), or use a tuple")
         if not items:
             raise self.err(node, "index into an empty tuple/list")
         i = self.expr(index_node, out)

@@ -342,7 +342,7 @@ class StaticMixin:
             return isinstance(node.expression, cst.Integer)
         if isinstance(node, cst.Name) and node.value in self.trees:
             value = self.trees[node.value]
-            return isinstance(value, Const) and type(value.value) is int
+            return isinstance(value, Const) and type(value.value) in (int, str)
         if isinstance(node, cst.BinaryOperation):
             return type(node.operator) in INT_ARITHMETIC and all(
                 self.is_static_key(side) and type(self.static_key(side)) is int for side in (node.left, node.right))
@@ -396,7 +396,10 @@ class StaticMixin:
         if len(node.args) != 2 or any(a.keyword or a.star for a in node.args):
             raise self.err(node, "isinstance takes an argument and a class (or a tuple of classes) here")
         classes = self.static_arg(node.args[1].value)
-        kind = self.kind_of(self.expr(node.args[0].value, out), required=True)
+        value = self.value(node.args[0].value, out)
+        if isinstance(value, (tuple, list, dict)):  # a tuple/list/dict made when the code is generated
+            return self.expr_target(Const(isinstance(value, classes)), out, target)
+        kind = self.kind_of(self.refuse_non_atom(node.args[0].value, value), required=True)
         if kind is None or not all(isinstance(c, type) for c in np.atleast_1d(np.array(classes, dtype=object))):
             raise self.err(node, "isinstance is decided when the code is generated: it needs an argument of the "
                                  "function, not rebound before, and classes", BUILTIN_HINTS["isinstance"])

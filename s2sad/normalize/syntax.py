@@ -78,6 +78,28 @@ def _bound_by(func: cst.FunctionDef, statements: tuple) -> set[str]:
                          if isinstance(n, statements)))
 
 
+def bound_once(func: cst.FunctionDef, name: str) -> bool:
+    """Is `name` bound by one statement of `func`'s own body, and not a parameter?"""
+    if name in {p.name.value for p in func.params.params + func.params.kwonly_params + func.params.posonly_params}:
+        return False
+    kinds = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)
+    return sum(name in _target_names(n.target) for n in _walk(func.body, skip=(cst.FunctionDef, cst.Lambda))
+               if isinstance(n, kinds)) == 1
+
+
+def reads_a_rank(node) -> bool:
+    """`x.ndim`, `np.ndim(x)` or `len(x.shape)`."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "ndim"
+    if not isinstance(node, cst.Call) or len(node.args) != 1:
+        return False
+    if isinstance(node.func, cst.Attribute):
+        return node.func.attr.value == "ndim"
+    operand = node.args[0].value
+    return isinstance(node.func, cst.Name) and node.func.value == "len" and isinstance(operand, cst.Attribute) \
+        and operand.attr.value == "shape"
+
+
 def _lambda_def(node: cst.Lambda, parsed: Parsed):
     """`lambda t: e` as `def lambda_<line>(t): return e`, and positions that place its made nodes where
     the lambda is."""

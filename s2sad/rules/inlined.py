@@ -1,7 +1,8 @@
 """Library functions s2sad inlines as Python written with NumPy functions that have rules.
 
 np.linalg.matrix_power (a constant power) and multi_dot are products written out; np.append is
-np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.nansum and
+np.concatenate; np.interp is np.searchsorted, then the line through the segment's ends; np.convolve adds shifted copies
+of one vector scaled by the other's items, and np.correlate is np.convolve with one reversed; np.nansum and
 np.nanmean are sums of np.where(np.isnan(a), 0.0, a), and the other nan-functions alike. np.sort takes
 the items in np.argsort's order, and np.median and np.quantile read the sorted items (nan, which sorts
 last, makes them nan, as in NumPy); np.delete reads the items it keeps, and np.insert writes them around
@@ -10,10 +11,12 @@ tiles the flattened items; np.bincount adds its weights with np.add.at; np.trape
 arithmetic. A two-operand ufunc's `outer` (np.subtract.outer) is the ufunc of a column and a row, reshaped.
 
 scipy.stats.poisson's and nbinom's pmf and logpmf, and gamma's pdf and logpdf, are their formulas with
-scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special.softmax and
-log_softmax shift by the maximum, as SciPy does; np.nan_to_num is np.where; math.fsum is a sum;
-np.apply_along_axis calls its function on each row or column of a matrix, filling an array; np.linalg.lstsq
-solves the normal equations (a matrix of full column rank).
+scipy.special's gammaln and xlogy (-inf off the support, as SciPy gives). scipy.special's softmax and
+log_softmax, and logsumexp with weights `b=`, shift by the largest item; scipy.spatial.distance's cdist
+and pdist are the rows' differences reduced by the metric, and squareform writes or reads the upper
+triangle. np.nan_to_num is np.where; math.fsum is a sum; np.apply_along_axis calls its function on each
+row or column of a matrix, filling an array; np.linalg.lstsq solves the normal equations (a matrix of
+full column rank). Other scipy.stats densities and scipy.special functions are in distributions.py.
 
 scipy.linalg's Cholesky factor and triangular solves are NumPy's, restricted to a triangle; written
 out here, they differentiate and compile (numba has no SciPy) through the rules of np.linalg.cholesky,
@@ -115,6 +118,90 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if np.ndim(x) > 1:  # numba gathers with 1-D index arrays
         return np.reshape(_interp_segments(np.ravel(x), xp, fp, left, right), np.shape(x))
     return _interp_segments(x, xp, fp, left, right)
+
+
+def convolve(a, v, mode="full"):
+    """np.convolve of two vectors: each item of one scales the other, shifted by its position, into the full
+    result; 'same' and 'valid' are its middle, centred on the longer vector as NumPy centres them."""
+    n = a.shape[0]
+    m = v.shape[0]
+    full = np.zeros(n + m - 1)
+    for j in range(m):
+        full[j:j + n] += v[j] * a
+    if mode == "full":
+        return full
+    if mode == "same":
+        start = (min(n, m) - 1) // 2
+        return full[start:start + max(n, m)]
+    if mode == "valid":
+        return full[min(n, m) - 1:max(n, m)]
+    raise ValueError("s2sad: np.convolve's mode is 'full', 'same' or 'valid'")
+
+
+def correlate(a, v, mode="valid"):
+    """np.correlate of two real vectors: the convolution with `v` reversed. NumPy correlates the longer with
+    the shorter, then reverses the result: that decides where 'same' is centred."""
+    if a.shape[0] < v.shape[0]:
+        return convolve(v, a[::-1], mode)[::-1]
+    return convolve(a, v[::-1], mode)
+
+
+def softmax(x, axis=None):
+    """scipy.special.softmax: the exponentials of x, shifted by its largest item, over their sum."""
+    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis=None):
+    """scipy.special.log_softmax: x less the log of the sum of its exponentials, shifted by its largest item."""
+    top = np.max(x, axis=axis, keepdims=True)
+    return x - top - np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
+
+
+def cdist(XA, XB, metric="euclidean", out=None):
+    """scipy.spatial.distance.cdist: the distance of each row of XA to each row of XB."""
+    return _distances(XA[:, None, :] - XB[None, :, :], metric)
+
+
+def pdist(X, metric="euclidean", out=None):
+    """scipy.spatial.distance.pdist: the distance of each pair of rows i < j, in the order of np.triu_indices."""
+    return _distances(X[:, None, :] - X[None, :, :], metric)[np.triu_indices(X.shape[0], 1)]
+
+
+def squareform(X, force="no", checks=True):
+    """scipy.spatial.distance.squareform: a condensed vector of pair distances written into both triangles of a
+    square matrix with a zero diagonal; a square matrix read back into its condensed upper triangle."""
+    if X.ndim == 1:
+        n = int(np.ceil(np.sqrt(X.shape[0] * 2)))
+        out = np.zeros((n, n))
+        out[np.triu_indices(n, 1)] = X
+        return out + out.T
+    return X[np.triu_indices(X.shape[0], 1)]
+
+
+def logsumexp_weighted(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """scipy.special.logsumexp(a, b=b): the log of the sum of b * exp(a), each exponential shifted by a's largest
+    item along the axes summed."""
+    if return_sign:
+        raise NotImplementedError("s2sad: scipy.special.logsumexp with return_sign=True")
+    if axis is None and not keepdims:
+        top = np.max(a)
+        return np.log(np.sum(b * np.exp(a - top))) + top
+    top = np.max(a, axis=axis, keepdims=True)
+    total = np.log(np.sum(b * np.exp(a - top), axis=axis, keepdims=True)) + top
+    if keepdims:
+        return total
+    return np.squeeze(total, axis=axis)
+
+
+def _distances(differences, metric):
+    if metric == "sqeuclidean":
+        return np.sum(differences ** 2, axis=-1)
+    if metric == "euclidean":
+        return np.sqrt(np.sum(differences ** 2, axis=-1))
+    if metric == "cityblock":
+        return np.sum(np.abs(differences), axis=-1)
+    raise NotImplementedError("s2sad: scipy's distances with metric 'euclidean', 'sqeuclidean' or 'cityblock'")
 
 
 def _interp_segments(x, xp, fp, left, right):
@@ -694,24 +781,15 @@ def fsum(seq):
     return float(np.sum(np.asarray(seq)))
 
 
-def softmax(x, axis=None):
-    """scipy.special.softmax, shifted by the maximum as SciPy computes it."""
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
-
-
-def log_softmax(x, axis=None):
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-
-
 _SCIPY_LINALG = {f.__name__: f for f in (cholesky, cho_factor, cho_solve, solve_triangular, solve, inv, det)}
+_SCIPY_WRITTEN = {("special", "softmax"): softmax, ("special", "log_softmax"): log_softmax,
+                  ("spatial", "cdist"): cdist, ("spatial", "pdist"): pdist, ("spatial", "squareform"): squareform}
 _SCIPY_STATS = {("poisson_gen", "logpmf"): poisson_logpmf, ("poisson_gen", "pmf"): poisson_pmf,
                 ("nbinom_gen", "logpmf"): nbinom_logpmf, ("nbinom_gen", "pmf"): nbinom_pmf,
                 ("gamma_gen", "logpdf"): gamma_logpdf, ("gamma_gen", "pdf"): gamma_pdf, **distributions.STATS}
-_SCIPY_SPECIAL = {"softmax": softmax, "log_softmax": log_softmax}
 _MATH = {math.fsum: fsum}
-_NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.linalg.lstsq: lstsq, np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
+_NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.linalg.lstsq: lstsq,
+          np.linalg.matrix_power: matrix_power, np.linalg.multi_dot: multi_dot, np.append: append, np.interp: interp,
           np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanprod: nanprod,
           np.nancumsum: nancumsum, np.nanmax: nanmax, np.nanmin: nanmin, np.fabs: fabs, np.rad2deg: rad2deg,
           np.degrees: rad2deg, np.sinc: sinc, np.cross: cross, np.polyval: polyval, np.sort: sort, np.median: median,
@@ -720,7 +798,8 @@ _NUMPY = {np.nan_to_num: nan_to_num, np.apply_along_axis: apply_along_axis, np.l
           np.fliplr: fliplr, np.rot90: rot90, np.real: real, np.cov: cov, np.corrcoef: corrcoef, np.select: select,
           np.imag: imag, np.angle: angle, np.column_stack: column_stack, np.dstack: dstack, np.ediff1d: ediff1d,
           np.gradient: gradient, np.meshgrid: meshgrid, np.bincount: bincount, np.diagflat: diagflat,
-          np.isclose: isclose, np.allclose: allclose, np.resize: resize}
+          np.isclose: isclose, np.allclose: allclose, np.resize: resize, np.convolve: convolve,
+          np.correlate: correlate}
 # NumPy 2's spellings, where this NumPy has them (np.trapz is NumPy 1's)
 _NUMPY.update({getattr(np, name, None): fn for name, fn in (("trapezoid", trapezoid), ("trapz", trapezoid),
                                                            ("vecdot", vecdot))})
@@ -732,6 +811,7 @@ _NUMPY.pop(None, None)
 _REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min, np.logical_and: np.all,
                np.logical_or: np.any}
 _ACCUMULATIONS = {np.add: np.cumsum, np.multiply: np.cumprod}
+_RUNNING = {np.maximum: np.maximum, np.minimum: np.minimum}
 
 
 @functools.cache
@@ -759,10 +839,25 @@ def _reduce_of(ufunc):
 @functools.cache
 def _accumulate_of(ufunc):
     """`np.add.accumulate(a)` is np.cumsum along axis 0 unless told, `np.multiply.accumulate` np.cumprod."""
+    if ufunc in _RUNNING:
+        return _running(_RUNNING[ufunc])
     accumulation = _ACCUMULATIONS[ufunc]
 
     def accumulate(array, axis=0):
         return accumulation(array, axis=axis)
+    return accumulate
+
+
+def _running(combine):
+    """`np.maximum.accumulate(a)` (a drawdown's running peak) and np.minimum's: each row combined with the
+    result so far, down axis 0."""
+    def accumulate(array, axis=0):
+        if axis != 0:
+            raise NotImplementedError("s2sad: a running maximum or minimum along an axis other than 0")
+        out = array.copy()
+        for i in range(1, array.shape[0]):
+            out[i] = combine(out[i - 1], array[i])
+        return out
     return accumulate
 
 
@@ -822,7 +917,7 @@ def stand_in(fn, keywords: frozenset = frozenset()):
             return _outer_of(ufunc)
         if method == "reduce" and (ufunc in _REDUCTIONS or ufunc is np.logaddexp):
             return _reduce_of(ufunc)
-        if method == "accumulate" and ufunc in _ACCUMULATIONS:
+        if method == "accumulate" and (ufunc in _ACCUMULATIONS or ufunc in _RUNNING):
             return _accumulate_of(ufunc)
     if fn is np.linalg.cholesky and "upper" in keywords:
         return cholesky_upper
@@ -833,8 +928,10 @@ def stand_in(fn, keywords: frozenset = frozenset()):
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("scipy.linalg"):
         return _SCIPY_LINALG.get(getattr(fn, "__name__", None))
-    if module.startswith("scipy.special"):
-        return _SCIPY_SPECIAL.get(getattr(fn, "__name__", None))
+    if module.startswith("scipy.special") and getattr(fn, "__name__", None) == "logsumexp" and "b" in keywords:
+        return logsumexp_weighted
+    if module.startswith(("scipy.special", "scipy.spatial")):
+        return _SCIPY_WRITTEN.get((module.split(".")[1], getattr(fn, "__name__", None)))
     if module == "math":
         return _MATH.get(fn)
     if module.startswith("scipy.stats"):  # a method of a distribution instance, `scipy.stats.poisson.logpmf`
@@ -861,11 +958,11 @@ def _hashable(fn) -> bool:
 def spelled() -> list[str]:
     """How users write the functions written out here, for the README's table of supported functions."""
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
-    ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply.accumulate",
+    ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply/maximum/minimum.accumulate",
               "np.sum/prod/max/min(..., initial=, where=)",
-              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)"]
+              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)", "scipy.special.logsumexp(..., b=)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
-    special = [f"scipy.special.{name}" for name in _SCIPY_SPECIAL] + [f"scipy.special.{f.__name__}"
-                                                                       for f in distributions.SPECIAL]
-    return (sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + special
+    written = [f"scipy.{'spatial.distance' if owner == 'spatial' else owner}.{name}" for owner, name in _SCIPY_WRITTEN]
+    special = [f"scipy.special.{f.__name__}" for f in distributions.SPECIAL.values()]
+    return (sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + written + special
             + [f"math.{fn.__name__}" for fn in _MATH])
