@@ -727,7 +727,7 @@ class Analysis:
             return False
         defs, block = self.defs.get(y, []), self.block_of[id(d)]
         if y in self.fn.params or not defs or not all(
-                isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value)
+                isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value) or _constant(e.value)
                                            or self.handed_over(e, seen | {id(d)})) for e in defs):
             return False
         at = _position(block, d)
@@ -786,6 +786,12 @@ class Analysis:
                            "reshape, transpose, np.asarray, ...)")
                 raise UnsupportedError(located_at(msg, loc, f"give `{user}` memory of its own before the first write: "
                                                             f"`{user} = {user}.copy()`"))
+
+
+def _constant(value) -> bool:
+    """A tuple of numbers known when the code is generated (`np.array([[1.0, 0.0], [0.0, 1.0]])`'s table): it
+    holds no array memory, so an array made from it is new."""
+    return isinstance(value, Copy) and isinstance(value.value, Const)
 
 
 _MADE_LIKE = ("zeros_like", "ones_like", "empty_like", "full_like", "copy")  # an array of the operand's dtype
