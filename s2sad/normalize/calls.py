@@ -11,6 +11,7 @@ import math
 import re
 import types
 from dataclasses import dataclass
+import typing
 from typing import Any, Callable
 
 import libcst as cst
@@ -85,6 +86,9 @@ class CallsMixin:
             return self.construct(node, ref, out)
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
+        if fn is typing.cast:  # `cast("float", backcast)` is `backcast`: Python checks nothing
+            value = self.value(self.bound_arguments(node, fn)["val"], out)
+            return self.emit(out, target, Copy(value)) if target is not None and not is_tree(value) else value
         if fn is np.ndim and len(node.args) == 1 and node.args[0].keyword is None:  # as `x.ndim` reads it
             return self.ndim_of(self.expr(node.args[0].value, out), out, target)
         if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
