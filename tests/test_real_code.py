@@ -1890,15 +1890,25 @@ def test_a_guvectorize_function_runs_on_the_core_of_each_row(backend):
         assert_close(g, fd_grad(_smoothed_energy, args, k))
 
 
-def test_a_guvectorize_function_given_its_output_argument_is_refused_with_the_numpy_call_to_write():
-    def f(x):
-        out = np.zeros_like(x)
-        _running_mean(x, 2, out)
+def _mean_into(x):
+    out = np.zeros_like(x)
+    _running_mean(x, 2, out)
+    return np.sum(out * x)
+
+
+def test_a_guvectorize_function_given_its_output_argument_writes_into_it():
+    x = np.array([0.5, -1.0, 2.0, 0.3])
+    assert_close(s2sad.grad(_mean_into, backend="python")(x), fd_grad(_mean_into, (x,), 0))
+
+    def into_a_row(x):
+        out = np.zeros((2, 4))
+        _running_mean(x, 2, out[0])
         return np.sum(out)
 
-    with pytest.raises(s2sad.UnsupportedError, match="is a @guvectorize function") as err:
-        s2sad.grad(f, backend="python")(np.ones(4))
-    assert "_running_mean(x, 2, out)" in str(err.value) and "y = f(x)" in str(err.value)
+    with pytest.raises(s2sad.UnsupportedError, match="an output argument of the gufunc `_running_mean` must be a "
+                                                     "local array variable") as err:
+        s2sad.grad(into_a_row, backend="python")(x)
+    assert "_running_mean(x, 2, out[0])" in str(err.value) and "y = f(x)" in str(err.value)
 
 
 @numba.vectorize([numba.float64(numba.float64, numba.float64)])
