@@ -26,7 +26,7 @@ from s2sad.rules import inlined
 from s2sad.rules.registry import Custom
 from s2sad.units import pointwise
 from s2sad.normalize.pytrees import _constant_tuple, _numbers_tree, flatten, is_tree, unflatten
-from s2sad.normalize.state import _NOT_STATIC, NestedFunction, Positions, StaticRef, UnknownKinds
+from s2sad.normalize.state import _NOT_STATIC, NestedFunction, NumberType, Positions, StaticRef, UnknownKinds
 from s2sad.normalize.static import _folded, _in_library, _user_class, calls_its_call_method
 from s2sad.normalize.syntax import _walk
 from s2sad.normalize.tables import METHOD_HINT, METHODS, SEQUENCE_CALLS, SHAPE_FIRST, TUNING_KEYWORDS, VARARG_METHODS
@@ -66,6 +66,8 @@ class CallsMixin:
             made = self.value(node.func.value, out)
             if isinstance(made, StaticRef):
                 node = node.with_changes(func=node.func.with_changes(value=self.kept(made)))
+        if isinstance(node.func, cst.Call) and self.callee_is(node.func.func, type):  # `type(scale)(1)`
+            return self.in_type_of(node, self.type_of(node.func, out).obj, out, target)
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
@@ -86,6 +88,10 @@ class CallsMixin:
             return self.construct(node, ref, out)
         if isinstance(fn, NestedFunction):
             return self.inline_nested(node, fn, out, target)
+        if fn is type:
+            return self.type_of(node, out)
+        if isinstance(fn, NumberType):
+            return self.in_type_of(node, fn, out, target)
         if fn in _SHAPED_LIKE and any(a.keyword and a.keyword.value == "shape" for a in node.args):
             return self.call(self.made_in_shape(node, fn), out, target)
         if fn is typing.cast:  # `cast("float", backcast)` is `backcast`: Python checks nothing
@@ -136,6 +142,25 @@ class CallsMixin:
             return self.into_output(node, fn, written, out)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def type_of(self, node: cst.Call, out) -> StaticRef:
+        """`type(z)` of a number: a constructor of numbers of z's precision."""
+        if len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
+            raise self.err(node, "type() takes one argument here")
+        like = self.expr(node.args[0].value, out)
+        if isinstance(like, Const):
+            return StaticRef(type(like.value), None)
+        if self.known_rank(like, required=True) != 0:
+            raise self.err(node, "type() is supported of a number, as a constructor of numbers of its precision",
+                           "for an array's, write x.dtype.type(v) or v.astype(x.dtype)")
+        return StaticRef(NumberType(like), None)
+
+    def in_type_of(self, node: cst.Call, made: NumberType, out, target):
+        """`T(v)` of `T = type(z)`: v as a number of z's precision (`float(v)` where z is a float)."""
+        if len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
+            raise self.err(node, "a number type takes one argument here")
+        value = self.expr(node.args[0].value, out)
+        return self.prim(out, "number_like", (value, made.like), target=target, hint="number")
 
     def made_in_shape(self, node: cst.Call, fn) -> cst.Call:
         """`np.zeros_like(x, dtype=d, shape=s)` is `np.zeros(s, dtype=d)`, where `dtype` defaults to x's (numba's

@@ -100,6 +100,8 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
             ranks.get(like.name) if isinstance(like, Var) else None
     if name in ("eye", "identity"):
         return 2
+    if name == "number_like":  # `type(z)(1)`, `x.dtype.type(v)`: v's rank
+        return 0 if isinstance(first, Const) else ranks.get(first.name)
     if name == "arange" or name == "linspace" and all(isinstance(a, Const) or ranks.get(a.name) == 0
                                                       for a in value.args[:2]):
         return 1
