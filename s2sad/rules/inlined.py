@@ -170,6 +170,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """np.cross of 3-vectors along the last axis."""
     if axisa != -1 or axisb != -1 or axisc != -1 or axis is not None:
         raise NotImplementedError("s2sad: np.cross along an axis other than the last")
+    a, b = np.asarray(a), np.asarray(b)  # a list, `np.cross([0, 0, 1], h)`, as NumPy takes it
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
     return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
