@@ -607,8 +607,6 @@ class StatementsMixin:
         return set()
 
     def while_stmt(self, node: cst.While, out) -> set:
-        if node.orelse is not None:
-            raise self.err(node, "`while ... else` is not supported", "set a flag before `break` and test it after the loop")
         loc = self.loc
         loop = Loop()
         self.loops.append(loop)
@@ -631,7 +629,21 @@ class StatementsMixin:
         else:
             test = self.expr(node.test, test_body)
         out.append(While(test_body, test, body, loc))
-        return flags - {loop.cont, loop.brk}
+        flags -= {loop.cont, loop.brk}
+        return flags if node.orelse is None else flags | self.loop_else(node.orelse, stop_flags, out)
+
+    def loop_else(self, orelse: cst.Else, stop_flags: list, out) -> set:
+        """A loop's `else`, run where no `break` (nor `return`) ended the loop: poliastro's vallado raises
+        there when Newton's iterations run out."""
+        loc = self.loc
+        body: list = []
+        flags = self.branch(orelse.body.body, body)
+        self.loc = loc
+        if not stop_flags:
+            out.extend(body)
+        else:
+            out.append(If(self.none_set(stop_flags, out), body, [], loc))
+        return flags
 
     def static_if(self, node: cst.If, taken: bool, out) -> set:
         """An `if` whose test is a constant when the code is generated: only the branch it takes."""
