@@ -644,16 +644,22 @@ class Analysis:
                 continue
             common = _common_prefix([self.path[id(s)] for s in refs])
             block = body if name in self.fn.outputs else self.block_by_id(common[-1])
+            branches = None
             while True:
                 first = next(s for s in block if name in ir.all_reads(s) | ir.all_writes(s))
                 if _defines_first(first, name):  # so the block's adjoint may start `name`'s from zero
                     if isinstance(first, Assign):
                         self.home_defs.add(id(first))
                     break
-                if block is body:
+                if name not in self.fn.outputs and (branches := _branch_homes(block, name)) is not None:
                     break
+                if block is body or not self.enclosing_loops(first):
+                    break  # every use of `name` is in this block, and no loop carries a value of it into it
                 block = self.block_of[id(self.owner[id(block)])]
-            self.homes.setdefault(id(block), []).append(name)
+            for home, first in branches if branches is not None else [(block, None)]:
+                if isinstance(first, Assign):
+                    self.home_defs.add(id(first))
+                self.homes.setdefault(id(home), []).append(name)
 
     def reread_varying_homes(self):
         """A name zeroed at the top of a loop's reversed body takes its shape from its primal value,
@@ -727,7 +733,7 @@ class Analysis:
             return False
         defs, block = self.defs.get(y, []), self.block_of[id(d)]
         if y in self.fn.params or not defs or not all(
-                isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value)
+                isinstance(e, Assign) and (isinstance(e.value, Prim) and not may_share(e.value) or _constant(e.value)
                                            or self.handed_over(e, seen | {id(d)})) for e in defs):
             return False
         at = _position(block, d)
@@ -788,6 +794,12 @@ class Analysis:
                                                             f"`{user} = {user}.copy()`"))
 
 
+def _constant(value) -> bool:
+    """A tuple of numbers known when the code is generated (`np.array([[1.0, 0.0], [0.0, 1.0]])`'s table): it
+    holds no array memory, so an array made from it is new."""
+    return isinstance(value, Copy) and isinstance(value.value, Const)
+
+
 _MADE_LIKE = ("zeros_like", "ones_like", "empty_like", "full_like", "copy")  # an array of the operand's dtype
 _DTYPE_AT = {"zeros": 1, "ones": 1, "empty": 1, "full": 2, "zeros_like": 1, "ones_like": 1, "empty_like": 1,
              "full_like": 2, "copy": 1}  # where these take a dtype by position
@@ -846,6 +858,28 @@ def _defines_first(s, name: str) -> bool:
     if isinstance(s, If) and name not in ir.atom_vars([s.test]):
         return all(_defined_first(b, name) for b in (s.body, s.orelse))
     return False
+
+
+def _branch_homes(block, name: str) -> list | None:
+    """Where `name` is last used in `block` by an `if` whose branches each assign it before reading it or leave
+    it alone (poliastro's `D = nu_to_D(nu)` in two of farnocchia's branches, nested at different depths): the
+    branches that assign it, each with that first statement, where its adjoint starts from zero; None where
+    there is no such `if`. Zeroed above the `if`, the adjoint would read a value the other branches never bind."""
+    uses = [s for s in block if name in ir.all_reads(s) | ir.all_writes(s)]
+    if len(uses) != 1 or not isinstance(uses[0], If) or name in ir.atom_vars([uses[0].test]):
+        return None
+    homes = []
+    for branch in (uses[0].body, uses[0].orelse):
+        first = next((s for s in branch if name in ir.all_reads(s) | ir.all_writes(s)), None)
+        if first is None:
+            continue
+        if _defines_first(first, name):
+            homes.append((branch, first))
+        elif (inner := _branch_homes(branch, name)) is not None:
+            homes += inner
+        else:
+            return None
+    return homes
 
 
 def _defined_first(block, name: str) -> bool:

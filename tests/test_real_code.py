@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import logging
 import math
+import typing
 import warnings
 from math import cos, prod, sqrt
 
@@ -1890,15 +1891,25 @@ def test_a_guvectorize_function_runs_on_the_core_of_each_row(backend):
         assert_close(g, fd_grad(_smoothed_energy, args, k))
 
 
-def test_a_guvectorize_function_given_its_output_argument_is_refused_with_the_numpy_call_to_write():
-    def f(x):
-        out = np.zeros_like(x)
-        _running_mean(x, 2, out)
+def _mean_into(x):
+    out = np.zeros_like(x)
+    _running_mean(x, 2, out)
+    return np.sum(out * x)
+
+
+def test_a_guvectorize_function_given_its_output_argument_writes_into_it():
+    x = np.array([0.5, -1.0, 2.0, 0.3])
+    assert_close(s2sad.grad(_mean_into, backend="python")(x), fd_grad(_mean_into, (x,), 0))
+
+    def into_a_row(x):
+        out = np.zeros((2, 4))
+        _running_mean(x, 2, out[0])
         return np.sum(out)
 
-    with pytest.raises(s2sad.UnsupportedError, match="is a @guvectorize function") as err:
-        s2sad.grad(f, backend="python")(np.ones(4))
-    assert "_running_mean(x, 2, out)" in str(err.value) and "y = f(x)" in str(err.value)
+    with pytest.raises(s2sad.UnsupportedError, match="an output argument of the gufunc `_running_mean` must be a "
+                                                     "local array variable") as err:
+        s2sad.grad(into_a_row, backend="python")(x)
+    assert "_running_mean(x, 2, out[0])" in str(err.value) and "y = f(x)" in str(err.value)
 
 
 @numba.vectorize([numba.float64(numba.float64, numba.float64)])
@@ -2808,3 +2819,859 @@ def test_a_value_recomputed_in_the_reverse_sweep_reads_its_operands_as_they_were
     g = s2sad.grad(_bates_mean, argnums=(0, 1, 2), backend=backend)(*args)
     for i in range(3):
         assert_close(g[i], fd_grad(_bates_mean, args, i))
+
+
+# ---- real code, batch 16: numba kernels of audio filters, volatility models, resampling, distributions, networks --
+
+# jurihock/biquad src/python/biquad/biquad.py (__df1__) and lowpass.py (the filter kernel, a staticmethod)
+numpy = np
+
+
+@numba.jit(nopython=True, fastmath=True)
+def __df1__(g, ba, xy, x, y, i):
+    """
+    Compute filter output y[i] based on filter input x[i]
+    as well as specified filter gain g, coeffs ba and delay line xy,
+    according to the Direct Form 1.
+    """
+
+    # roll x
+    xy[0, 2] = xy[0, 1]
+    xy[0, 1] = xy[0, 0]
+
+    # roll y
+    xy[1, 2] = xy[1, 1]
+    xy[1, 1] = xy[1, 0]
+
+    # update x
+    xy[0, 0] = x[i]
+
+    # compute intermediate results b*x and a*y
+    bx = ba[0, 0] * xy[0, 0] + ba[0, 1] * xy[0, 1] + ba[0, 2] * xy[0, 2]
+    ay =                       ba[1, 1] * xy[1, 1] + ba[1, 2] * xy[1, 2]
+
+    # update y
+    xy[1, 0] = (bx * g - ay) / ba[1, 0]
+
+    # return y
+    y[i] = xy[1, 0]
+
+
+class lowpass:
+
+    @staticmethod
+    @numba.jit(nopython=True, fastmath=True)
+    def __filter__(ba, xy, x, y, f, g, q, sr):
+
+        rs = 2 * numpy.pi / sr
+
+        for i in range(x.size):
+
+            w = f[i] * rs
+
+            cosw = numpy.cos(w)
+            sinw = numpy.sin(w)
+
+            alpha = sinw / (+2 * q[i])
+            beta  = cosw * (-2)
+
+            # update b
+            ba[0, 1] = +(1 - cosw)
+            ba[0, 2] = ba[0, 1] / +2
+            ba[0, 0] = ba[0, 2]
+
+            # update a
+            ba[1, 0] = 1 + alpha
+            ba[1, 1] =     beta
+            ba[1, 2] = 1 - alpha
+
+            # update y
+            __df1__(g[i], ba, xy, x, y, i)
+
+
+def _lowpass_energy(x, f, q):  # the coefficients start from np.array of a constant nested list, as biquad's do
+    ba = np.array([[1., 0., 0.], [1., 0., 0.]])
+    xy = np.zeros((2, 3))
+    y = np.zeros(x.shape)
+    lowpass.__filter__(ba, xy, x, y, f, np.ones(x.shape), q, 44100.0)
+    return np.sum(y * y)
+
+
+def test_a_biquad_filter_writes_into_coefficients_made_from_a_constant_table():
+    # ba = np.array([[1., 0., 0.], [1., 0., 0.]]) was refused at `ba[0, 1] = ...` in the kernel: the constant
+    # table np.array reads was taken for memory another name shares
+    rng = np.random.default_rng(5)
+    args = (rng.normal(size=8), np.full(8, 1000.0) + 50.0 * rng.random(8), np.full(8, 0.7071))
+    g = s2sad.grad(_lowpass_energy, argnums=(0, 1, 2), backend="python")(*args)
+    for k in range(3):
+        assert_close(g[k], fd_grad(_lowpass_energy, args, k))
+
+
+def _as_written(fn):
+    return fn
+
+
+# bashtage/arch arch/univariate/recursions_python.py (arch.compat.numba's jit is numba's; the arch._typing aliases
+# are ndarray; GARCHUpdater without its docstring-inheriting metaclass)
+jit = numba.jit
+cast = typing.cast
+Float64Array1D = Float64Array2D = np.ndarray
+
+
+def bounds_check_python(sigma2: float, var_bounds: Float64Array2D) -> float:
+    if sigma2 < var_bounds[0]:
+        sigma2 = var_bounds[0]
+    elif sigma2 > var_bounds[1]:
+        if not np.isinf(sigma2):
+            sigma2 = var_bounds[1] + np.log(sigma2 / var_bounds[1])
+        else:
+            sigma2 = var_bounds[1] + 1000
+    return sigma2
+
+
+bounds_check = jit(bounds_check_python, nopython=True, inline="always")
+
+
+class GARCHUpdater:
+    def __init__(self, p: int, o: int, q: int, power: float) -> None:
+        self.p = p
+        self.o = o
+        self.q = q
+        self.power = power
+        self.backcast = -1.0
+
+    def initialize_update(
+        self,
+        parameters: Float64Array1D,
+        backcast: float | Float64Array1D,
+        nobs: int,
+    ) -> None:
+        self.backcast = cast("float", backcast)
+
+    def update(
+        self,
+        t: int,
+        parameters: Float64Array1D,
+        resids: Float64Array1D,
+        sigma2: Float64Array1D,
+        var_bounds: Float64Array2D,
+    ) -> None:
+        loc = 0
+        sigma2[t] = parameters[loc]
+        loc += 1
+        for j in range(self.p):
+            if (t - 1 - j) < 0:
+                sigma2[t] += parameters[loc] * self.backcast
+            else:
+                sigma2[t] += parameters[loc] * (np.abs(resids[t - 1 - j]) ** self.power)
+            loc += 1
+        for j in range(self.o):
+            if (t - 1 - j) < 0:
+                sigma2[t] += parameters[loc] * 0.5 * self.backcast
+            else:
+                sigma2[t] += (
+                    parameters[loc]
+                    * (np.abs(resids[t - 1 - j]) ** self.power)
+                    * (resids[t - 1 - j] < 0)
+                )
+            loc += 1
+        for j in range(self.q):
+            if (t - 1 - j) < 0:
+                sigma2[t] += parameters[loc] * self.backcast
+            else:
+                sigma2[t] += parameters[loc] * sigma2[t - 1 - j]
+            loc += 1
+        sigma2[t] = bounds_check(sigma2[t], var_bounds[t])
+
+
+def _updater_nll(parameters, resids):
+    up = GARCHUpdater(1, 1, 1, 2.0)
+    up.initialize_update(parameters, 0.5, resids.shape[0])
+    sigma2 = np.zeros(resids.shape[0])
+    bounds = np.ones((resids.shape[0], 2)) * np.array([1e-6, 1e6])
+    for t in range(resids.shape[0]):
+        up.update(t, parameters, resids, sigma2, bounds)
+    return np.sum(np.log(sigma2) + resids ** 2 / sigma2)
+
+
+def test_typing_cast_is_its_value():
+    # GARCHUpdater.initialize_update's cast("float", backcast) was refused: no derivative rule for `cast`
+    args = (np.array([0.1, 0.1, 0.05, 0.8]), 0.8 * np.random.default_rng(11).normal(size=8))
+    g = s2sad.grad(_updater_nll, argnums=(0, 1), backend="python")(*args)
+    for k in range(2):
+        assert_close(g[k], fd_grad(_updater_nll, args, k))
+
+
+# bmcfee/resampy resampy/interpn.py
+guvectorize, prange = numba.guvectorize, numba.prange
+
+
+def _resample_loop(x, t_out, interp_win, interp_delta, num_table, scale, y):
+
+    index_step = int(scale * num_table)
+    time_register = 0.0
+
+    n = 0
+    frac = 0.0
+    index_frac = 0.0
+    offset = 0
+    eta = 0.0
+    weight = 0.0
+
+    nwin = interp_win.shape[0]
+    n_orig = x.shape[0]
+    n_out = t_out.shape[0]
+
+    for t in prange(n_out):
+        time_register = t_out[t]
+
+        # Grab the top bits as an index to the input buffer
+        n = int(time_register)
+
+        # Grab the fractional component of the time index
+        frac = scale * (time_register - n)
+
+        # Offset into the filter
+        index_frac = frac * num_table
+        offset = int(index_frac)
+
+        # Interpolation factor
+        eta = index_frac - offset
+
+        # Compute the left wing of the filter response
+        i_max = min(n + 1, (nwin - offset) // index_step)
+        for i in range(i_max):
+
+            weight = (
+                interp_win[offset + i * index_step]
+                + eta * interp_delta[offset + i * index_step]
+            )
+            y[t] += weight * x[n - i]
+
+        # Invert P
+        frac = scale - frac
+
+        # Offset into the filter
+        index_frac = frac * num_table
+        offset = int(index_frac)
+
+        # Interpolation factor
+        eta = index_frac - offset
+
+        # Compute the right wing of the filter response
+        k_max = min(n_orig - n - 1, (nwin - offset) // index_step)
+        for k in range(k_max):
+            weight = (
+                interp_win[offset + k * index_step]
+                + eta * interp_delta[offset + k * index_step]
+            )
+            y[t] += weight * x[n + k + 1]
+
+
+_resample_loop_p = jit(nopython=True, nogil=True, parallel=True)(_resample_loop)
+_resample_loop_s = jit(nopython=True, nogil=True, parallel=False)(_resample_loop)
+
+
+@guvectorize(
+    "(n),(m),(p),(p),(),()->(m)",
+    nopython=True,
+)
+def resample_f_p(x, t_out, interp_win, interp_delta, num_table, scale, y):
+    _resample_loop_p(x, t_out, interp_win, interp_delta, num_table, scale, y)
+
+
+@guvectorize(
+    "(n),(m),(p),(p),(),()->(m)",
+    nopython=True,
+)
+def resample_f_s(x, t_out, interp_win, interp_delta, num_table, scale, y):
+    _resample_loop_s(x, t_out, interp_win, interp_delta, num_table, scale, y)
+
+
+def _resampled(x, interp_win, sample_ratio, precision):  # resampy.core.resample's body, for a filter passed in
+    axis = -1
+    shape = list(x.shape)
+    shape[axis] = int(shape[axis] * sample_ratio)
+    y = np.zeros_like(x, dtype=x.dtype, shape=shape)
+    if sample_ratio < 1:
+        interp_win = sample_ratio * interp_win
+    interp_delta = np.diff(interp_win, append=interp_win[-1])
+    scale = min(1.0, sample_ratio)
+    time_increment = 1.0 / sample_ratio
+    t_out = np.arange(shape[axis]) * time_increment
+    resample_f_s(
+        x.swapaxes(-1, axis),
+        t_out,
+        interp_win,
+        interp_delta,
+        precision,
+        scale,
+        y.swapaxes(-1, axis),
+    )
+    return y
+
+
+def _resampled_energy(x, interp_win):
+    return np.sum(_resampled(x, interp_win, 1.5, 4) ** 2)
+
+
+def _rows_resampled(x, interp_win):  # two signals at once: the gufunc loops over the rows of x and y
+    y = np.zeros((2, 9))
+    resample_f_s(x, np.arange(9) * 0.66, interp_win, np.diff(interp_win, prepend=0.0), 4, 1.0, y)
+    return np.sum(y ** 2)
+
+
+def test_resampy_resamples_into_an_output_given_through_swapped_axes():
+    # refused in turn: shape[axis] = ... (a list stored at a local int), np.zeros_like(..., shape=) (numba has no
+    # such keyword), np.diff(..., append=), the gufunc's rank of np.arange(n) * dt, its output argument
+    rng = np.random.default_rng(13)
+    x, win = rng.normal(size=6), np.hanning(17)[8:] + 0.01
+    for f, args in ((_resampled_energy, (x, win)), (_rows_resampled, (np.stack([x, x[::-1]]), win))):
+        g = s2sad.grad(f, argnums=(0, 1), backend="python")(*args)
+        for k in range(2):
+            assert_close(g[k], fd_grad(f, args, k))
+
+
+def test_zeros_like_given_a_shape_compiles_under_numba():
+    def made(x, w):
+        y = np.zeros_like(x, dtype=x.dtype, shape=(2, 3))
+        y[1] = x * w
+        return np.sum(y ** 2) + np.sum(np.full_like(x, 2.0, shape=3)) * w
+
+    x = np.array([0.5, 1.0, 2.0])
+    assert_close(s2sad.grad(made, argnums=1)(x, 0.7), 2.0 * 0.7 * np.sum(x ** 2) + 6.0, rtol=1e-12)
+
+
+# HDembinski/numba-stats src/numba_stats/_util.py (the jit wrappers, _trans) and norm.py (_logpdf1, _cdf1, _logpdf)
+nb, Array, Any, Callable = numba, numba.types.Array, typing.Any, typing.Callable
+_prange, _erf = numba.prange, math.erf
+DistributionFunction = Callable[..., np.ndarray]
+
+
+def _readonly_carray(T: type) -> Array:
+    return Array(T, 1, "A", readonly=True)
+
+
+def _jit_custom(
+    signatures: Any, cache: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """
+    Wrap numba.njit to reduce boilerplate code.
+
+    We want to build jitted functions with explicit signatures to restrict the argument
+    types which are used in the implemnetation to float32 or float64. We also want to
+    pass specific options consistently: error_model='numpy' and inline='always'. The
+    latter is important to profit from auto-parallelization of surrounding code.
+    """
+    return nb.njit(signatures, cache=cache, inline="always", error_model="numpy")  # type:ignore[no-any-return]
+
+
+def _jit_pointwise(
+    npar: int, *, cache: bool = True
+) -> Callable[[Callable[..., float]], Callable[..., float]]:
+    """
+    Wrap numba.njit to reduce boilerplate code.
+
+    We want to build jitted functions with explicit signatures to restrict the argument
+    types which are used in the implemnetation to float32 or float64. We also want to
+    pass specific options consistently: error_model='numpy' and inline='always'. The
+    latter is important to profit from auto-parallelization of surrounding code.
+
+    This decorator builds signatures with "narg" array arguments followed by "npar"
+    scalar arguments, and it does that for the types float32 or float64.
+
+    Parameters
+    ----------
+    npar : int
+        Number of scalar arguments.
+    cache : bool, optional (default: True)
+        Whether to cache the compilation. We must turn this off if the function uses a
+        function pointer from Scipy.
+    """
+    assert npar >= 0
+    signatures = []
+    for T in (nb.float32, nb.float64):
+        sig = T(*([T] * npar))
+        signatures.append(sig)
+    return _jit_custom(signatures, cache=cache)
+
+
+def _jit(
+    npar: int, *, narg: int = 1, cache: bool = True
+) -> Callable[[DistributionFunction], DistributionFunction]:
+    """
+    Wrap numba.njit to reduce boilerplate code.
+
+    We want to build jitted functions with explicit signatures to restrict the argument
+    types which are used in the implemnetation to float32 or float64. We also want to
+    pass specific options consistently: error_model='numpy' and inline='always'. The
+    latter is important to profit from auto-parallelization of surrounding code.
+
+    This decorator builds signatures with "narg" array arguments followed by "npar"
+    scalar arguments, and it does that for the types float32 or float64.
+
+    Parameters
+    ----------
+    npar : int
+        Number of scalar arguments.
+    narg : int, optional (default: 1)
+        Number of array arguments.
+    cache : bool, optional (default: True)
+        Whether to cache the compilation. We must turn this off if the function uses a
+        function pointer from Scipy.
+    """
+    assert npar >= 0
+    assert narg >= 1
+    signatures = []
+    for T in (nb.float32, nb.float64):
+        sig = T[:](
+            *[_readonly_carray(T) for _ in range(narg)], *[T for _ in range(npar)]
+        )
+        signatures.append(sig)
+    return _jit_custom(signatures, cache=cache)
+
+
+@_jit(2)
+def _trans(x: np.ndarray, loc: float, scale: float) -> np.ndarray:
+    inv_scale = type(scale)(1) / scale
+    return (x - loc) * inv_scale
+
+
+@_jit_pointwise(1)
+def _logpdf1(z: float) -> float:
+    T = type(z)
+    return -T(0.5) * (z * z + T(np.log(2 * np.pi)))
+
+
+@_jit_pointwise(1)
+def _cdf1(z: float) -> float:
+    T = type(z)
+    c = T(np.sqrt(0.5))
+    return T(0.5) * (T(1.0) + _erf(z * c))
+
+
+@_jit(2)
+def _logpdf(x: np.ndarray, loc: float, scale: float) -> np.ndarray:
+    r = _trans(x, loc, scale)
+    for i in _prange(len(r)):
+        r[i] = _logpdf1(r[i]) - np.log(scale)
+    return r
+
+
+def _normal_nll(mu, sigma, x):
+    return -np.sum(_logpdf(x, mu, sigma)) + np.sum(_cdf1(x[0]))
+
+
+def test_a_number_type_made_by_type_of_a_number_converts_to_its_precision():
+    # T = type(z); T(0.5) and type(scale)(1) were refused as calls of a called expression
+    args = (0.2, 1.3, np.array([0.3, 1.2, -0.4, 2.0, 0.9]))
+    g = s2sad.grad(_normal_nll, argnums=(0, 1), backend="python")(*args)
+    for k in range(2):
+        assert_close(g[k], fd_grad(_normal_nll, args, k))
+    with pytest.raises(s2sad.UnsupportedError, match="a number's type\\(\\) is compared here"):
+        s2sad.grad(lambda z: 2.0 * z if type(z) is float else z, backend="python")(0.7)
+
+
+def test_a_callee_made_by_exec_is_refused_at_its_call():
+    namespace = {}
+    exec("def logpdf(x, loc, scale):\n    return -0.5 * ((x - loc) / scale) ** 2\n", namespace)
+    logpdf = namespace["logpdf"]
+
+    def nll(mu, x):
+        return -np.sum(logpdf(x, mu, 1.0))
+
+    with pytest.raises(s2sad.SourceUnavailableError, match="`logpdf` is called here: cannot find the source") as err:
+        s2sad.grad(nll, backend="python")(0.2, np.ones(3))
+    assert "return -np.sum(logpdf(x, mu, 1.0))" in str(err.value)
+
+
+# nicoloval/NEMtropy src/NEMtropy/models_functions.py: the configuration model's likelihood and its hand gradient
+@jit(nopython=True)
+def loglikelihood_cm(x, args):
+    """Returns UBCM loglikelihood function evaluated in x.
+
+    :param x: Evaluating point *x*.
+    :type x: numpy.ndarray
+    :param args: Arguments to define the loglikelihood function.
+        Degrees and classes cardinality sequences.
+    :type args: (numpy.ndarray, numpy.ndarray)
+    :return: Loglikelihood value.
+    :rtype: float
+    """
+    k = args[0]
+    c = args[1]
+    n = len(k)
+    f = 0.0
+    for i in np.arange(n):
+        f += c[i] * k[i] * np.log(x[i])
+        for j in np.arange(n):
+            if i == j:
+                f -= (c[i] * (c[i] - 1) * np.log(1 + (x[i]) ** 2)) / 2
+            else:
+                f -= (c[i] * c[j] * np.log(1 + x[i] * x[j])) / 2
+    return f
+
+
+@jit(nopython=True)
+def loglikelihood_prime_cm(x, args):
+    """Returns UBCM loglikelihood gradient function evaluated in x.
+
+    :param x: Evaluating point *x*.
+    :type x: numpy.ndarray
+    :param args: Arguments to define the loglikelihood gradient function.
+        Degrees and classes cardinality sequences.
+    :type args: (numpy.ndarray, numpy.ndarray)
+    :return: Loglikelihood gradient.
+    :rtype: float
+    """
+    k = args[0]
+    c = args[1]
+    n = len(k)
+    f = np.zeros_like(k, dtype=np.float64)
+    for i in np.arange(n):
+        f[i] += c[i] * k[i] / x[i]
+        for j in np.arange(n):
+            if i == j:
+                f[i] -= c[i] * (c[j] - 1) * (x[j] / (1 + (x[j] ** 2)))
+            else:
+                f[i] -= c[i] * c[j] * (x[j] / (1 + x[i] * x[j]))
+    return f
+
+
+def test_a_network_likelihood_over_a_tuple_of_arrays_matches_its_hand_gradient():
+    x, args = np.array([0.5, 0.9, 1.3, 0.7]), (np.array([2.0, 1.0, 3.0, 2.0]), np.array([1.0, 2.0, 1.0, 1.0]))
+    g = s2sad.grad(loglikelihood_cm, backend="python")(x, args)
+    assert_close(g, loglikelihood_prime_cm(x, args), rtol=1e-12)
+    assert_close(g, fd_grad(loglikelihood_cm.py_func, (x, args), 0))
+
+
+# royalexis/bls_cuda utils_python/keplerian.py
+njit = numba.njit
+
+
+@njit
+def trueAnomaly(eccn, Eanom):
+    """
+    Calculates the true anomaly
+    """
+
+    ratio = (1 + eccn) / (1 - eccn)
+    return 2 * np.arctan(np.sqrt(ratio) * np.tan(Eanom/2))
+
+@njit
+def distance(a, eccn, Tanom):
+    """
+    Calculates the distance between the star and the planet
+    """
+
+    return a * (1 - eccn*eccn) / (1 + eccn * np.cos(Tanom))
+
+@njit
+def solve_kepler_eq(eccn, Manom, Eanom, thres=1e-8, itmax=100):
+
+    # First calculation to find diff
+    Eold = max(Eanom, 0.0001)
+    Eanom = Manom + eccn*np.sin(Eanom)
+    diff = abs(1 - Eanom/Eold)
+    Eold = Eanom
+
+    i = 0
+    while (diff >= thres and i < itmax):
+        Eanom = Manom + eccn * np.sin(Eanom)
+        diff = abs(1 - Eanom/Eold)
+        Eold = Eanom
+        i += 1
+
+    return Eanom
+
+
+def _star_planet_distance(a, eccn, Manom):
+    E = solve_kepler_eq(eccn, Manom, Manom)
+    return distance(a, eccn, trueAnomaly(eccn, E))
+
+
+def test_a_planet_distance_through_a_fixed_point_kepler_solve(backend):
+    args = (1.5, 0.2, 1.3)
+    g = s2sad.grad(_star_planet_distance, argnums=(0, 1, 2), backend=backend)(*args)
+    for k in range(3):
+        assert_close(g[k], fd_grad(_star_planet_distance, args, k))
+
+
+def test_np_cross_takes_a_list():
+    def f(h, v):  # poliastro's rv2coe: n = cross([0, 0, 1], h)
+        return np.sum(np.cross([0, 0, 1], h) ** 2) + np.sum(np.cross(h, (1.0, v[0], 2.0)) * v)
+
+    args = (np.array([0.3, -1.2, 0.5]), np.array([1.1, 0.4, -0.7]))
+    g = s2sad.grad(f, argnums=(0, 1), backend="python")(*args)
+    for k in range(2):
+        assert_close(g[k], fd_grad(f, args, k))
+
+
+# poliastro/poliastro src/poliastro/core/angles.py, propagation/farnocchia.py (docstrings elided). poliastro's jit
+# is numba's njit; here it leaves the functions plain Python, as pytest rewrites this module's `assert`s into
+# calls numba cannot compile (the finite differences run them)
+jit = _as_written
+
+
+@jit
+def nu_to_E(nu, ecc):
+    E = 2 * np.arctan(np.sqrt((1 - ecc) / (1 + ecc)) * np.tan(nu / 2))
+    return E
+
+
+@jit
+def E_to_M(E, ecc):
+    M = E - ecc * np.sin(E)
+    return M
+
+
+@jit
+def nu_to_D(nu):
+    # TODO: Rename to B
+    return np.tan(nu / 2.0)
+
+
+@jit
+def D_to_M(D):
+    M = D + D**3 / 3
+    return M
+
+
+@jit
+def nu_to_F(nu, ecc):
+    F = 2 * np.arctanh(np.sqrt((ecc - 1) / (ecc + 1)) * np.tan(nu / 2))
+    return F
+
+
+@jit
+def F_to_M(F, ecc):
+    M = ecc * np.sinh(F) - F
+    return M
+
+
+@jit
+def S_x(ecc, x, atol=1e-12):
+    assert abs(x) < 1
+    S = 0
+    k = 0
+    while True:
+        S_old = S
+        S += (ecc - 1 / (2 * k + 3)) * x**k
+        k += 1
+        if abs(S - S_old) < atol:
+            return S
+
+
+@jit
+def D_to_M_near_parabolic(D, ecc):
+    x = (ecc - 1.0) / (ecc + 1.0) * (D**2)
+    assert abs(x) < 1
+    S = S_x(ecc, x)
+    return (
+        np.sqrt(2.0 / (1.0 + ecc)) * D
+        + np.sqrt(2.0 / (1.0 + ecc) ** 3) * (D**3) * S
+    )
+
+
+@jit
+def delta_t_from_nu(nu, ecc, k=1.0, q=1.0, delta=1e-2):
+    assert -np.pi <= nu < np.pi
+    if ecc < 1 - delta:
+        # Strong elliptic
+        E = nu_to_E(nu, ecc)  # (-pi, pi]
+        M = E_to_M(E, ecc)  # (-pi, pi]
+        n = np.sqrt(k * (1 - ecc) ** 3 / q**3)
+    elif 1 - delta <= ecc < 1:
+        E = nu_to_E(nu, ecc)  # (-pi, pi]
+        if delta <= 1 - ecc * np.cos(E):
+            # Strong elliptic
+            M = E_to_M(E, ecc)  # (-pi, pi]
+            n = np.sqrt(k * (1 - ecc) ** 3 / q**3)
+        else:
+            # Near parabolic
+            D = nu_to_D(nu)  # (-∞, ∞)
+            # If |nu| is far from pi this result is bounded
+            # because the near parabolic region shrinks in its vicinity,
+            # otherwise the eccentricity is very close to 1
+            # and we are really far away
+            M = D_to_M_near_parabolic(D, ecc)
+            n = np.sqrt(k / (2 * q**3))
+    elif ecc == 1:
+        # Parabolic
+        D = nu_to_D(nu)  # (-∞, ∞)
+        M = D_to_M(D)  # (-∞, ∞)
+        n = np.sqrt(k / (2 * q**3))
+    elif 1 + ecc * np.cos(nu) < 0:
+        # Unfeasible region
+        return np.nan
+    elif 1 < ecc <= 1 + delta:
+        # NOTE: Do we need to wrap nu here?
+        # For hyperbolic orbits, it should anyway be in
+        # (-arccos(-1 / ecc), +arccos(-1 / ecc))
+        F = nu_to_F(nu, ecc)  # (-∞, ∞)
+        if delta <= ecc * np.cosh(F) - 1:
+            # Strong hyperbolic
+            M = F_to_M(F, ecc)  # (-∞, ∞)
+            n = np.sqrt(k * (ecc - 1) ** 3 / q**3)
+        else:
+            # Near parabolic
+            D = nu_to_D(nu)  # (-∞, ∞)
+            M = D_to_M_near_parabolic(D, ecc)  # (-∞, ∞)
+            n = np.sqrt(k / (2 * q**3))
+    elif 1 + delta < ecc:
+        # Strong hyperbolic
+        F = nu_to_F(nu, ecc)  # (-∞, ∞)
+        M = F_to_M(F, ecc)  # (-∞, ∞)
+        n = np.sqrt(k * (ecc - 1) ** 3 / q**3)
+    else:
+        raise RuntimeError
+
+    return M / n
+
+
+def test_a_name_bound_in_branches_at_different_depths_gets_its_adjoint_only_where_bound():
+    # D = nu_to_D(nu) in two branches, one nested deeper, and S_x's result bound in a loop of one branch: their
+    # adjoints were zeroed at the top of the reverse sweep, reading names the branch taken never binds
+    # (UnboundLocalError under Python)
+    for args, argnums in (((0.7, 0.3), (0, 1)), ((0.2, 0.995), (0, 1)), ((0.7, 1.5), (0, 1)), ((0.7, 1.0), (0,))):
+        g = s2sad.grad(delta_t_from_nu, argnums=argnums, backend="python")(*args)
+        for k, gk in zip(argnums, g):
+            assert_close(gk, fd_grad(delta_t_from_nu, args, k))
+
+
+# poliastro/poliastro src/poliastro/_math/special.py, _math/linalg.py and core/propagation/vallado.py (docstrings
+# elided; jit as above)
+gamma = math.gamma
+
+
+@jit
+def norm(arr):
+    return np.sqrt(arr @ arr)
+
+
+@jit
+def stumpff_c2(psi):
+    eps = 1.0
+    if psi > eps:
+        res = (1 - np.cos(np.sqrt(psi))) / psi
+    elif psi < -eps:
+        res = (np.cosh(np.sqrt(-psi)) - 1) / (-psi)
+    else:
+        res = 1.0 / 2.0
+        delta = (-psi) / gamma(2 + 2 + 1)
+        k = 1
+        while res + delta != res:
+            res = res + delta
+            k += 1
+            delta = (-psi) ** k / gamma(2 * k + 2 + 1)
+
+    return res
+
+
+@jit
+def stumpff_c3(psi):
+    eps = 1.0
+    if psi > eps:
+        res = (np.sqrt(psi) - np.sin(np.sqrt(psi))) / (psi * np.sqrt(psi))
+    elif psi < -eps:
+        res = (np.sinh(np.sqrt(-psi)) - np.sqrt(-psi)) / (-psi * np.sqrt(-psi))
+    else:
+        res = 1.0 / 6.0
+        delta = (-psi) / gamma(2 + 3 + 1)
+        k = 1
+        while res + delta != res:
+            res = res + delta
+            k += 1
+            delta = (-psi) ** k / gamma(2 * k + 3 + 1)
+
+    return res
+
+
+
+@jit
+def vallado(k, r0, v0, tof, numiter):
+    # Cache some results
+    dot_r0v0 = r0 @ v0
+    norm_r0 = norm(r0)
+    sqrt_mu = k**0.5
+    alpha = -(v0 @ v0) / k + 2 / norm_r0
+
+    # First guess
+    if alpha > 0:
+        # Elliptic orbit
+        xi_new = sqrt_mu * tof * alpha
+    elif alpha < 0:
+        # Hyperbolic orbit
+        xi_new = (
+            np.sign(tof)
+            * (-1 / alpha) ** 0.5
+            * np.log(
+                (-2 * k * alpha * tof)
+                / (
+                    dot_r0v0
+                    + np.sign(tof)
+                    * np.sqrt(-k / alpha)
+                    * (1 - norm_r0 * alpha)
+                )
+            )
+        )
+    else:
+        # Parabolic orbit
+        # (Conservative initial guess)
+        xi_new = sqrt_mu * tof / norm_r0
+
+    # Newton-Raphson iteration on the Kepler equation
+    count = 0
+    while count < numiter:
+        xi = xi_new
+        psi = xi * xi * alpha
+        c2_psi = c2(psi)
+        c3_psi = c3(psi)
+        norm_r = (
+            xi * xi * c2_psi
+            + dot_r0v0 / sqrt_mu * xi * (1 - psi * c3_psi)
+            + norm_r0 * (1 - psi * c2_psi)
+        )
+        xi_new = (
+            xi
+            + (
+                sqrt_mu * tof
+                - xi * xi * xi * c3_psi
+                - dot_r0v0 / sqrt_mu * xi * xi * c2_psi
+                - norm_r0 * xi * (1 - psi * c3_psi)
+            )
+            / norm_r
+        )
+        if abs(xi_new - xi) < 1e-7:
+            break
+        else:
+            count += 1
+    else:
+        raise RuntimeError("Maximum number of iterations reached")
+
+    # Compute Lagrange coefficients
+    f = 1 - xi**2 / norm_r0 * c2_psi
+    g = tof - xi**3 / sqrt_mu * c3_psi
+
+    gdot = 1 - xi**2 / norm_r * c2_psi
+    fdot = sqrt_mu / (norm_r * norm_r0) * xi * (psi * c3_psi - 1)
+
+    return f, g, fdot, gdot
+
+
+c2, c3 = stumpff_c2, stumpff_c3
+
+
+def _lagrange_coefficients(r0, v0, tof):
+    f, g, fdot, gdot = vallado(398600.4418, r0, v0, tof, 35)
+    return f + 2.0 * g + 3.0 * fdot + gdot
+
+
+def test_while_else_runs_where_no_break_ended_the_loop():
+    # vallado's Newton loop ends in `else: raise RuntimeError(...)`: `while ... else` was refused
+    args = (np.array([7000.0, -1200.0, 300.0]), np.array([1.0, 7.3, 0.9]), 1800.0)
+    g = s2sad.grad(_lagrange_coefficients, argnums=(0, 1, 2), backend="python")(*args)
+    for k in range(3):
+        assert_close(g[k], fd_grad(_lagrange_coefficients, args, k, eps=1e-4), rtol=1e-4)
+    with pytest.raises(RuntimeError, match="Maximum number of iterations reached"):
+        s2sad.grad(lambda r0, v0: vallado(398600.4418, r0, v0, 1800.0, 1)[0], backend="python")(*args[:2])

@@ -16,7 +16,8 @@ from s2sad.objects import MISSING, LocalObject
 from s2sad.normalize.facts import _is_int_atom
 from s2sad.normalize.pytrees import _is_none, flatten, is_tree
 from s2sad.normalize.state import Positions, PositionsAxis, StaticRef, UnknownKinds
-from s2sad.normalize.syntax import _reads_a_tape, _spelled, _through_transpose, bound_once, reads_a_rank
+from s2sad.normalize.syntax import (_reads_a_tape, _spelled, _through_transpose, bound_once, bound_to_an_int,
+                                   reads_a_rank)
 from s2sad.normalize.tables import AUGOPS, NO_DERIVATIVE_OPERATOR
 
 
@@ -130,10 +131,13 @@ class AssignmentsMixin:
         return atom.name in self.arguments and (self.kind_of(atom, required=True) or (None, None))[1] is int
 
     def set_list_item(self, table: list, target: cst.Subscript, value):
-        """`t[0] = x[0]` in straight-line code: the list while lowering gets the item, as Python's does."""
+        """`t[0] = x[0]` in straight-line code: the list while lowering gets the item, as Python's does. The
+        index may be a local name bound to an int constant (`axis = -1; shape[axis] = n`)."""
         if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
             raise self.err(target, "index a list with a single constant here", "or make it an array: np.array([...])")
-        table[self.static_key(target.slice[0].slice.value)] = value
+        index = target.slice[0].slice.value
+        bound = bound_to_an_int(self.parsed.node, index.value) if isinstance(index, cst.Name) else None
+        table[self.static_key(index) if bound is None else bound] = value
 
     def list_array(self, node, out) -> Var:
         """A list of numbers written item by item in a branch or loop (`t = [0.0, 0.0]; if ...: t[0] = v`):

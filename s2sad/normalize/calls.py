@@ -12,6 +12,7 @@ import math
 import re
 import types
 from dataclasses import dataclass
+import typing
 from typing import Any, Callable
 
 import libcst as cst
@@ -28,7 +29,7 @@ from s2sad.rules import inlined
 from s2sad.rules.registry import Custom
 from s2sad.units import pointwise
 from s2sad.normalize.pytrees import _constant_tuple, _numbers_tree, flatten, is_tree, unflatten
-from s2sad.normalize.state import _NOT_STATIC, NestedFunction, Positions, StaticRef, UnknownKinds
+from s2sad.normalize.state import _NOT_STATIC, NestedFunction, NumberType, Positions, StaticRef, UnknownKinds
 from s2sad.normalize.static import _folded, _in_library, _is_own_generator, _user_class, calls_its_call_method
 from s2sad.normalize.syntax import _walk
 from s2sad.normalize.tables import METHOD_HINT, METHODS, SEQUENCE_CALLS, SHAPE_FIRST, TUNING_KEYWORDS, VARARG_METHODS
@@ -70,6 +71,8 @@ class CallsMixin:
                 node = node.with_changes(func=node.func.with_changes(value=self.kept(made)))
         if isinstance(node.func, cst.Call) and self.static_value(node.func.func) is np.vectorize:  # np.vectorize(f)(x)
             return self.numpy_vectorized(node, self.static_vectorize(node.func), [], out, target)
+        if isinstance(node.func, cst.Call) and self.callee_is(node.func.func, type):  # `type(scale)(1)`
+            return self.in_type_of(node, self.type_of(node.func, out).obj, out, target)
         if isinstance(node.func, cst.Call):  # `s2sad.grad(g, argnums=1)(x, y)`
             return self.apply(node, self.static_transform(node.func), [], out, target)
         if self.is_frozen_distribution(node.func):  # `norm(mu, s).logpdf(x)` is `norm.logpdf(x, mu, s)`
@@ -94,6 +97,15 @@ class CallsMixin:
         if _is_own_generator(getattr(fn, "__self__", None)) and ref.where is not None \
                 and ref.where.steps[-1][0] == "attr":  # `RNG.normal(...)`, `self.rng.random()`: the user's generator
             return self.draw(node, out, target, self.hidden_generator(Hidden(ref.where.owner, ref.where.steps[:-1])))
+        if fn is type:
+            return self.type_of(node, out)
+        if isinstance(fn, NumberType):
+            return self.in_type_of(node, fn, out, target)
+        if fn in _SHAPED_LIKE and any(a.keyword and a.keyword.value == "shape" for a in node.args):
+            return self.call(self.made_in_shape(node, fn), out, target)
+        if fn is typing.cast:  # `cast("float", backcast)` is `backcast`: Python checks nothing
+            value = self.value(self.bound_arguments(node, fn)["val"], out)
+            return self.emit(out, target, Copy(value)) if target is not None and not is_tree(value) else value
         if fn is np.ndim and len(node.args) == 1 and node.args[0].keyword is None:  # as `x.ndim` reads it
             return self.ndim_of(self.expr(node.args[0].value, out), out, target)
         if (written := inlined.stand_in(fn)) is not None:  # scipy.linalg.cho_solve: NumPy written out
@@ -144,6 +156,36 @@ class CallsMixin:
             return self.into_output(node, fn, written, out)
         result = self.apply(node, fn, [], out, target)
         return result
+
+    def type_of(self, node: cst.Call, out) -> StaticRef:
+        """`type(z)` of a number: a constructor of numbers of z's precision."""
+        if len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
+            raise self.err(node, "type() takes one argument here")
+        like = self.expr(node.args[0].value, out)
+        if isinstance(like, Const):
+            return StaticRef(type(like.value), None)
+        if self.known_rank(like, required=True) != 0:
+            raise self.err(node, "type() is supported of a number, as a constructor of numbers of its precision",
+                           "for an array's, write x.dtype.type(v) or v.astype(x.dtype)")
+        return StaticRef(NumberType(like), None)
+
+    def in_type_of(self, node: cst.Call, made: NumberType, out, target):
+        """`T(v)` of `T = type(z)`: v as a number of z's precision (`float(v)` where z is a float)."""
+        if len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
+            raise self.err(node, "a number type takes one argument here")
+        value = self.expr(node.args[0].value, out)
+        return self.prim(out, "number_like", (value, made.like), target=target, hint="number")
+
+    def made_in_shape(self, node: cst.Call, fn) -> cst.Call:
+        """`np.zeros_like(x, dtype=d, shape=s)` is `np.zeros(s, dtype=d)`, where `dtype` defaults to x's (numba's
+        zeros_like takes no `shape`); likewise ones_like, empty_like and full_like."""
+        bound = self.bound_arguments(node, fn)
+        if set(bound) - {"a", "dtype", "shape", "fill_value"}:
+            raise self.err(node, f"np.{fn.__name__}() with `shape=` takes a, fill_value, dtype and shape here")
+        dtype = bound.get("dtype", cst.Attribute(bound["a"], cst.Name("dtype")))
+        args = [cst.Arg(bound["shape"])] + ([cst.Arg(bound["fill_value"])] if "fill_value" in bound else [])
+        return node.with_changes(func=self.kept(StaticRef(_SHAPED_LIKE[fn], None)),
+                                 args=args + [cst.Arg(dtype, keyword=cst.Name("dtype"))])
 
     def item_at(self, node: cst.Call, out, target):
         """`x.item(k)`, the k-th entry of x in C order, is `np.ravel(x)[k]`; `x.item(i, j)` is `x[i, j]`."""
@@ -525,11 +567,17 @@ class CallsMixin:
         """A `@numba.guvectorize` function called with its inputs, as NumPy calls a gufunc: its outputs made here
         (float64, of the core shapes its layout names), and its Python code run on the core of each operand,
         once, or for each item along one leading loop axis. A `()` operand reaches the code as an array of one
-        item, as numba passes it."""
+        item, as numba passes it. Output arrays passed after the inputs (`f(x, y)`, as numba's gufuncs without
+        types are called) start the code's outputs with their values, and get its results."""
         ins, outs = _gufunc_layout(fn)
         name = getattr(fn, "__name__", "gufunc")
         if any(a.keyword or a.star for a in node.args):
             raise self.err(node, f"call the @guvectorize function `{name}` with positional arguments")
+        given, written = [], []
+        if len(leading) + len(node.args) == len(ins) + len(outs):
+            written = [self.output_array(a, name, out) for a in node.args[len(node.args) - len(outs):]]
+            given = [start for start, _, _ in written]
+            node = node.with_changes(args=node.args[:len(node.args) - len(outs)])
         if len(leading) + len(node.args) != len(ins):
             raise self.err(node, f"`{name}` is a @guvectorize function: s2sad calls it with its {len(ins)} input(s) "
                                  f"and returns its output(s), as NumPy calls a gufunc",
@@ -556,7 +604,9 @@ class CallsMixin:
                                  "not known", "call it with an output argument of your own, outside s2sad")
 
         declared = _gufunc_operand_types(fn)
-        as_array = [not core and (declared is None or hasattr(declared[i], "ndim")) for i, core in enumerate(ins)]
+        dynamic = getattr(fn, "is_dynamic", False)  # no types given: numba passes a `()` input as a number
+        as_array = [not core and not dynamic and (declared is None or hasattr(declared[i], "ndim"))
+                    for i, core in enumerate(ins)]
 
         def one_item(v, body):  # a `()` operand declared an array (`intp[:]`): an array of one item
             return self.prim(body, "expand_dims_any", (v, Const(0)), hint="item")
@@ -566,15 +616,28 @@ class CallsMixin:
                                                         hint="dims"),), hint=f"{name}_out")
                     if core or extra else self.prim(body, "zeros", (Const(1),), hint=f"{name}_out") for core in outs]
 
+        def started(body, row=None):  # the outputs the code fills: copies of those given (of their row)
+            if not given:
+                return made_outputs(body)
+            parts = [g if row is None else self.emit(body, self.temp(f"{g.name}_row"), Load(g, (row,)))
+                     for g in given]
+            return [self.prim(body, "copy", (p,), hint=f"{name}_out") if core
+                    else self.prim(body, "expand_dims_any", (p, Const(0)), hint=f"{name}_out")
+                    for p, core in zip(parts, outs)]
+
         call = node.with_changes(args=[])
         fixed = [one_item(a, out) if wrap and not k else a for a, wrap, k in zip(args, as_array, loops)]
         if not lead:
-            made = made_outputs(out)
+            if any(not core for core in outs[:len(given)]):
+                raise self.err(node, f"an output of the gufunc `{name}` is a number here: s2sad returns it",
+                               "leave the output arguments out: `y = f(x)` rather than `f(x, y)`")
+            made = started(out)
             self.inline(call, code, fixed + made, out, None)
             results = [m if core else self.emit(out, self.temp(name), Load(m, (Const(0),))) for m, core in zip(made, outs)]
         else:
             n = self.prim(out, "len", (args[loops.index(1)],), hint="n")
-            results = made_outputs(out, (n,))
+            results = made_outputs(out, (n,)) if not given else [self.prim(out, "copy", (g,), hint=f"{name}_out")
+                                                                 for g in given]
             counter = self.names.fresh("k")
             self.ints.add(counter)
             body: list = []
@@ -582,14 +645,32 @@ class CallsMixin:
                 items = [self.emit(body, self.temp(f"{a.name}_row"), Load(a, (Var(counter),))) if k else f
                          for a, f, k in zip(args, fixed, loops)]
                 items = [one_item(v, body) if k and wrap else v for v, wrap, k in zip(items, as_array, loops)]
-                made = made_outputs(body)
+                made = started(body, Var(counter))
                 self.inline(call, code, items + made, body, None)
                 for r, m, core in zip(results, made, outs):
                     value = m if core else self.emit(body, self.temp(name), Load(m, (Const(0),)))
                     body.append(Store(r.name, (Var(counter),), value, self.loc))
             out.append(For(counter, Const(0), n, Const(1), body, self.loc))
+        for (_, array, turned_back), r in zip(written, results):
+            out.append(Store(array.name, (Slice(None, None, None),), turned_back(r, out), self.loc))
         value = results[0] if len(results) == 1 else tuple(results)
         return self.emit(out, target, Copy(value)) if target is not None and len(results) == 1 else value
+
+    def output_array(self, arg: cst.Arg, name: str, out):
+        """A gufunc's output argument, a local array or its axes swapped (`y.swapaxes(-1, axis)`, `y.T`, as
+        resampy passes it): the values the code starts from, the array the call writes, and how a result
+        turns back into that array's layout."""
+        value, base, turned_back = arg.value, arg.value, lambda r, _: r
+        if isinstance(value, cst.Attribute) and value.attr.value == "T":
+            base, turned_back = value.value, lambda r, body: self.prim(body, "transpose", (r,))
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                value.func.attr.value == "swapaxes" and len(value.args) == 2 and not any(a.keyword for a in value.args):
+            base, axes = value.func.value, [self.expr(a.value, out) for a in value.args]
+            turned_back = lambda r, body: self.prim(body, "swapaxes", (r, *axes))  # noqa: E731
+        if not (isinstance(base, cst.Name) and base.value in self.locals):
+            raise self.err(arg, f"an output argument of the gufunc `{name}` must be a local array variable",
+                           "bind the array to a name first, or leave the outputs out: `y = f(x)`")
+        return self.expr(value, out), Var(self.var(base.value)), turned_back
 
     def isscalar_call(self, node, out, target):
         """`np.isscalar(H)`: decided when the code is generated for numbers, containers and arrays (filterpy's
@@ -882,6 +963,8 @@ def _gufunc_operand_types(fn) -> tuple | None:
 
 TRIANGLES = (np.triu_indices, np.tril_indices, np.triu_indices_from, np.tril_indices_from)
 
+
+_SHAPED_LIKE = {np.zeros_like: np.zeros, np.ones_like: np.ones, np.empty_like: np.empty, np.full_like: np.full}
 
 FRESH_OUTPUTS = (np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.zeros, np.ones, np.empty, np.full, np.array,
                  np.copy)

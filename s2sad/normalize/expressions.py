@@ -14,7 +14,7 @@ from s2sad import rules
 from s2sad.hidden import is_hidden_array
 from s2sad.ir import Assign, Const, Copy, If, Load, Prim, Record, Slice, Var
 from s2sad.normalize.pytrees import _is_none, flatten, is_tree
-from s2sad.normalize.state import _NOT_STATIC, NEWAXIS, NestedFunction, Positions, PositionsAxis, StaticRef
+from s2sad.normalize.state import _NOT_STATIC, NEWAXIS, NestedFunction, NumberType, Positions, PositionsAxis, StaticRef
 from s2sad.normalize.static import _is_static_object
 from s2sad.normalize.syntax import _lambda_def, _spelled
 from s2sad.normalize.tables import (ATTRIBUTES, BINOPS, BITWISE, BITWISE_HINT, COMPARE, COMPARED, EXPRESSION_HINTS,
@@ -378,6 +378,9 @@ class ExpressionsMixin:
         """`F is K`: the same variable (or function, object, constant) while lowering. Two variables are two
         objects, as two arguments traced by JAX are."""
         a, b = self.value(left, out), self.value(right, out)
+        if any(isinstance(v, StaticRef) and isinstance(v.obj, NumberType) for v in (a, b)):
+            raise self.err(left, "a number's type() is compared here: Python and numba give different types "
+                                 "(float, np.float64)", "test the kind instead: `isinstance(z, float)`")
         if isinstance(a, StaticRef) and isinstance(b, StaticRef):
             return a.obj is b.obj
         if isinstance(a, Const) and isinstance(b, Const):

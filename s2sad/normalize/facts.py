@@ -108,7 +108,7 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
         return 0
     if isinstance(value, Load):
         base = ranks.get(value.base.name)
-        fixed = [i for i in value.index if not isinstance(i, Slice)]
+        fixed = [i for i in value.index if not isinstance(i, Slice) and i != Const(Ellipsis)]
         if base is None or not all(isinstance(i, Const) and type(i.value) is int or isinstance(i, Var) and i.name in ints
                                    for i in fixed):
             return None
@@ -121,7 +121,7 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
             return len(first.value) if isinstance(first.value, tuple) else 1
         return 1 if first.name in ints else lengths.get(first.name)
     if name in ("copy", "asarray", "zeros_like", "ones_like", "empty_like", "full_like", "neg", "inv", "swapaxes",
-                "transpose", "moveaxis", "tril", "triu"):
+                "transpose", "moveaxis", "tril", "triu", "diff"):
         return ranks.get(first.name) if isinstance(first, Var) else None
     if value.rule.shaped_like is not None and value.rule.shaped_like < len(value.args):  # copy_adj(g), unbroadcast
         like = value.args[value.rule.shaped_like]
@@ -129,6 +129,11 @@ def _rank(value, ranks: dict, ints: set, lengths: dict) -> int | None:
             ranks.get(like.name) if isinstance(like, Var) else None
     if name in ("eye", "identity"):
         return 2
+    if name == "number_like":  # `type(z)(1)`, `x.dtype.type(v)`: v's rank
+        return 0 if isinstance(first, Const) else ranks.get(first.name)
+    if name == "arange" or name == "linspace" and all(isinstance(a, Const) or ranks.get(a.name) == 0
+                                                      for a in value.args[:2]):
+        return 1
     if name == "ravel":
         return 1
     if name in ("atleast_1d", "atleast_2d", "atleast_3d") and len(value.args) == 1:

@@ -15,7 +15,7 @@ import libcst as cst
 import numpy as np
 
 from s2sad import gencache, hidden, ir, rules
-from s2sad.errors import UnsupportedError, located_at
+from s2sad.errors import SourceUnavailableError, UnsupportedError, located_at
 from s2sad.frontend import Parsed, parse_function
 from s2sad.hidden import Hidden, is_hidden_array
 from s2sad.names import Names
@@ -273,7 +273,12 @@ class Lowerer(StatementsMixin, AssignmentsMixin, IterationMixin, ExpressionsMixi
         kwargs = {a.keyword.value: self.value(a.value, out) for a in node.args if a.keyword is not None}
         if fn in self.stack:
             self.check_recursion(node, fn, args + list(kwargs.values()))
-        parsed = parse_function(fn)
+        try:
+            parsed = parse_function(fn)
+        except SourceUnavailableError as exc:  # a wrapper made by exec(), as numba_stats makes norm.logpdf
+            called = self.err(node, f"`{cst.Module([]).code_for_node(node.func)}` is called here: {exc}",
+                              "call the function it wraps, or give it a rule (s2sad.custom_vjp)")
+            raise SourceUnavailableError(str(called)) from None
         mentioned = user_names(parsed.node)
         self.names.taken |= mentioned  # fresh temps must not shadow the callee's globals
         self.hidden.free |= mentioned - self.hidden.own  # fresh never hands these out: a hidden parameter may

@@ -72,6 +72,14 @@ class StaticRef:
     where: Hidden | None
 
 
+@dataclass(frozen=True)
+class NumberType:
+    """`type(z)` of a number `z` (numba_stats' `T = type(z)`): calling it, `T(0.5)`, gives a number of z's
+    precision."""
+
+    like: Any
+
+
 @dataclass(frozen=True, eq=False)
 class View:
     """What a name read by basic indexing views: `root[index]`, read in the block `out`."""

@@ -198,6 +198,33 @@ def _target_names(target) -> set[str]:
     return set()
 
 
+def bound_to_an_int(func: cst.FunctionDef, name: str) -> int | None:
+    """The int a local name is bound to where its one binding in `func` is `name = <int literal>` (`axis = -1`),
+    else None."""
+    if name in _param_names(func):
+        return None
+    kinds = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem,
+             cst.Global, cst.Nonlocal)
+    bindings = [n for n in _walk(func.body) if isinstance(n, kinds) and name in _binds(n)]
+    if len(bindings) != 1 or not isinstance(bindings[0], cst.AssignTarget) or \
+            not isinstance(bindings[0].target, cst.Name):
+        return None
+    assign = next(n for n in _walk(func.body) if isinstance(n, cst.Assign) and bindings[0] in n.targets)
+    value = assign.value
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) and \
+            isinstance(value.expression, cst.Integer):
+        return -value.expression.evaluated_value
+    return value.evaluated_value if isinstance(value, cst.Integer) else None
+
+
+def _binds(node) -> set[str]:
+    if isinstance(node, (cst.Global, cst.Nonlocal)):
+        return {n.name.value for n in node.names}
+    if isinstance(node, cst.WithItem):
+        return _target_names(node.asname.name) if node.asname else set()
+    return _target_names(node.target)
+
+
 def _count_names(node, name) -> int:
     return sum(isinstance(n, cst.Name) and n.value == name for n in _walk(node))
 

@@ -262,6 +262,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """np.cross of 3-vectors along the last axis."""
     if axisa != -1 or axisb != -1 or axisc != -1 or axis is not None:
         raise NotImplementedError("s2sad: np.cross along an axis other than the last")
+    a, b = np.asarray(a), np.asarray(b)  # a list, `np.cross([0, 0, 1], h)`, as NumPy takes it
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
     return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
@@ -889,6 +890,24 @@ def mean_where(a, axis=None, keepdims=False, where=None):
     return np.sum(np.where(where, a, 0.0), axis=axis, keepdims=keepdims) / np.sum(kept, axis=axis, keepdims=keepdims)
 
 
+def diff_with_ends(a, n=1, axis=-1, prepend=None, append=None):
+    """np.diff(a, n, axis, prepend=p, append=q): the differences of `a` with p joined before it and q after it
+    along `axis`, where a number stands for a slice of one item."""
+    b = np.swapaxes(a, axis, -1)
+    if prepend is not None:
+        b = np.concatenate((_end_along(b, prepend, axis), b), axis=-1)
+    if append is not None:
+        b = np.concatenate((b, _end_along(b, append, axis)), axis=-1)
+    return np.swapaxes(np.diff(b, n, axis=-1), axis, -1)
+
+
+def _end_along(b, value, axis):
+    """`value` as a slice to join to `b` (whose last axis is the user's `axis`); NumPy broadcasts a number."""
+    if np.ndim(value) == 0:
+        return np.zeros_like(b[..., :1]) + value
+    return np.swapaxes(value, axis, -1)
+
+
 _KEYWORD_STAND_INS = {np.sum: (np.sum, 0.0, np.add), np.prod: (np.prod, 1.0, np.multiply),
                       np.max: (np.max, -np.inf, np.maximum), np.min: (np.min, np.inf, np.minimum),
                       np.amax: (np.max, -np.inf, np.maximum), np.amin: (np.min, np.inf, np.minimum)}
@@ -923,6 +942,8 @@ def stand_in(fn, keywords: frozenset = frozenset()):
         return cholesky_upper
     if fn is np.mean and "where" in keywords:
         return mean_where
+    if fn is np.diff and keywords & {"prepend", "append"}:
+        return diff_with_ends
     if keywords & {"initial", "where"} and _hashable(fn) and fn in _KEYWORD_STAND_INS:
         return _with_initial_or_where(*_KEYWORD_STAND_INS[fn])
     module = getattr(fn, "__module__", None) or ""
@@ -960,7 +981,8 @@ def spelled() -> list[str]:
     numpy = [f"np.{'linalg.' if fn.__module__.endswith('linalg') else ''}{fn.__name__}" for fn in _NUMPY]
     ufuncs = ["np.pad(..., mode='edge'/'wrap'/'reflect'/'symmetric')", "np.<ufunc>.outer", "np.add/multiply/maximum/minimum/logaddexp.reduce", "np.add/multiply/maximum/minimum.accumulate",
               "np.sum/prod/max/min(..., initial=, where=)",
-              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)", "scipy.special.logsumexp(..., b=)"]
+              "np.mean(..., where=)", "np.linalg.cholesky(..., upper=True)", "scipy.special.logsumexp(..., b=)",
+              "np.diff(..., prepend=, append=)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
     written = [f"scipy.{'spatial.distance' if owner == 'spatial' else owner}.{name}" for owner, name in _SCIPY_WRITTEN]
     special = [f"scipy.special.{f.__name__}" for f in distributions.SPECIAL.values()]
