@@ -68,7 +68,7 @@ def test_rule_tangent_matches_finite_differences(case, backend, tmp_path_factory
 
 def _rules_called(f, names, args) -> set[str]:
     """The rules of the primitives `f` lowers to for these arguments: what its derivatives are made of."""
-    kinds = {p: (ndim, kind, units) for p, ndim, kind, units in _arg_kinds(names, None, args)}
+    kinds = {p: tuple(kind) for p, *kind in _arg_kinds(names, None, args)}  # (ndim, type, unit axes, dtype)
     fn = normalize(f, arg_kinds=kinds)
     prims = [s.value if isinstance(s, ir.Assign) else s.call for s, _, _ in ir.walk(fn.body)]
     return {p.rule.name for p in prims if isinstance(p, ir.Prim)}
