@@ -2,7 +2,7 @@
 
 Statistical code calls `scipy.stats.t.logpdf(x, df)` or `scipy.special.log_ndtr(z)`; numba has no SciPy,
 and these have no rule of their own, so s2sad inlines them (rules/inlined.py's stand_in) as the formulas
-below. Each gives what SciPy gives, -inf (or 0 for a cdf) off the support: a value off the support is
+below. SciPy is imported inside them: importing s2sad does not import it. Each gives what SciPy gives, -inf (or 0 for a cdf) off the support: a value off the support is
 replaced before a logarithm reads it (`y_in`), so neither branch of the np.where makes a nan or a warning,
 and the branch not taken has no derivative. `loc` and `scale` shift and scale x as SciPy's do.
 """
@@ -10,8 +10,6 @@ and the branch not taken has no derivative. `loc` and `scale` shift and scale x 
 from __future__ import annotations
 
 import numpy as np
-import scipy.special
-from scipy.special import erfc, gammaln, xlogy
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 _TAIL = -20.0  # below it, log_ndtr's asymptotic series (erfc's value underflows further out)
@@ -21,6 +19,7 @@ _TAIL = -20.0  # below it, log_ndtr's asymptotic series (erfc's value underflows
 
 def ndtr(x):
     """The standard normal cdf, through erfc (accurate in the lower tail)."""
+    from scipy.special import erfc
     return 0.5 * erfc(-x / np.sqrt(2.0))
 
 
@@ -38,6 +37,7 @@ def log_expit(x):
 
 
 def betaln(a, b):
+    from scipy.special import gammaln
     return gammaln(a) + gammaln(b) - gammaln(a + b)
 
 
@@ -46,6 +46,7 @@ def beta(a, b):
 
 
 def binom(n, k):
+    from scipy.special import gammaln
     return np.exp(gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0))
 
 
@@ -94,6 +95,7 @@ def norm_logsf(x, loc=0.0, scale=1.0):
 
 def t_logpdf(x, df, loc=0.0, scale=1.0):
     """Student's t: log Gamma((df + 1) / 2) - log Gamma(df / 2) - log(pi df) / 2 - (df + 1) / 2 log(1 + z^2 / df)."""
+    from scipy.special import gammaln
     z = _standardized(x, loc, scale)
     return (gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df) - 0.5 * np.log(np.pi * df)
             - 0.5 * (df + 1.0) * np.log1p(z * z / df) - np.log(scale))
@@ -104,6 +106,7 @@ def t_pdf(x, df, loc=0.0, scale=1.0):
 
 
 def beta_logpdf(x, a, b, loc=0.0, scale=1.0):
+    from scipy.special import xlogy
     y = _standardized(x, loc, scale)
     inside = (y >= 0) & (y <= 1)
     y_in = np.where(inside, y, 0.5)
@@ -184,6 +187,7 @@ def halfnorm_pdf(x, loc=0.0, scale=1.0):
 
 
 def invgamma_logpdf(x, a, loc=0.0, scale=1.0):
+    from scipy.special import gammaln
     y = _standardized(x, loc, scale)
     y_in = np.where(y > 0, y, 1.0)
     return np.where(y > 0, -(a + 1.0) * np.log(y_in) - 1.0 / y_in - gammaln(a) - np.log(scale), -np.inf)
@@ -195,6 +199,7 @@ def invgamma_pdf(x, a, loc=0.0, scale=1.0):
 
 def binom_logpmf(k, n, p, loc=0):
     """log C(n, k) + k log(p) + (n - k) log(1 - p) at the integers 0 <= k <= n, -inf elsewhere."""
+    from scipy.special import gammaln, xlogy
     k = k - loc
     inside = (k >= 0) & (k <= n) & (k == np.floor(k))
     k_in = np.where(inside, k, 0.0)
@@ -229,8 +234,7 @@ def multivariate_normal_pdf(x, mean=None, cov=1, allow_singular=False):
     return np.exp(multivariate_normal_logpdf(x, mean, cov, allow_singular))
 
 
-SPECIAL = {getattr(scipy.special, f.__name__): f for f in (ndtr, log_ndtr, log_expit, betaln, beta, binom, xlog1py,
-                                                            entr, rel_entr, kl_div)}  # ufuncs, keyed by themselves
+SPECIAL = {f.__name__: f for f in (ndtr, log_ndtr, log_expit, betaln, beta, binom, xlog1py, entr, rel_entr, kl_div)}
 STATS = {(f"{f.__name__.rsplit('_', 1)[0]}_gen", f.__name__.rsplit("_", 1)[1]): f for f in (
     norm_logcdf, norm_sf, norm_logsf, t_logpdf, t_pdf, beta_logpdf, beta_pdf, expon_logpdf, expon_pdf, expon_cdf,
     lognorm_logpdf, lognorm_pdf, cauchy_logpdf, cauchy_pdf, laplace_logpdf, laplace_pdf, logistic_logpdf,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 import numpy as np
 
@@ -927,8 +928,8 @@ def _outer_of(ufunc):
 def stand_in(fn, keywords: frozenset = frozenset()):
     """The function above that s2sad inlines for library function `fn` called with these keyword arguments,
     or None."""
-    if isinstance(fn, np.ufunc) and fn in distributions.SPECIAL:  # scipy.special.log_ndtr
-        return distributions.SPECIAL[fn]
+    if isinstance(fn, np.ufunc) and fn is getattr(sys.modules.get("scipy.special"), fn.__name__, None):
+        return distributions.SPECIAL.get(fn.__name__)  # scipy.special.log_ndtr
     ufunc = getattr(fn, "__self__", None)
     if isinstance(ufunc, np.ufunc):
         method = getattr(fn, "__name__", None)
@@ -985,6 +986,6 @@ def spelled() -> list[str]:
               "np.diff(..., prepend=, append=)"]
     stats = [f"scipy.stats.{owner[:-4]}.{method}" for owner, method in _SCIPY_STATS]
     written = [f"scipy.{'spatial.distance' if owner == 'spatial' else owner}.{name}" for owner, name in _SCIPY_WRITTEN]
-    special = [f"scipy.special.{f.__name__}" for f in distributions.SPECIAL.values()]
+    special = [f"scipy.special.{name}" for name in distributions.SPECIAL]
     return (sorted(numpy) + ufuncs + [f"scipy.linalg.{name}" for name in _SCIPY_LINALG] + stats + written + special
             + [f"math.{fn.__name__}" for fn in _MATH])
