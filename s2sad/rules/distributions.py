@@ -2,9 +2,10 @@
 
 Statistical code calls `scipy.stats.t.logpdf(x, df)` or `scipy.special.log_ndtr(z)`; numba has no SciPy,
 and these have no rule of their own, so s2sad inlines them (rules/inlined.py's stand_in) as the formulas
-below. SciPy is imported inside them: importing s2sad does not import it. Each gives what SciPy gives, -inf (or 0 for a cdf) off the support: a value off the support is
-replaced before a logarithm reads it (`y_in`), so neither branch of the np.where makes a nan or a warning,
-and the branch not taken has no derivative. `loc` and `scale` shift and scale x as SciPy's do.
+below. SciPy is imported inside them: importing s2sad does not import it. Each gives what SciPy gives,
+-inf (or 0 for a cdf) off the support: a value off the support is replaced before a logarithm reads it
+(`y_in`), so neither branch of the np.where makes a nan or a warning, and the branch not taken has no
+derivative. `loc` and `scale` shift and scale x as SciPy's do.
 """
 
 from __future__ import annotations

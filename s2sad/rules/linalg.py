@@ -9,7 +9,8 @@ operand k's place and operand k's subscripts as the output (`einsum_swap`).
 import numpy as np
 
 from s2sad.rules.registry import Check, defrule, nondiff
-from s2sad.runtime import (diag_adjoint, diagonal_2d, eig_gaps, eigh_vectors, einsum_into, einsum_op, einsum_swap, expand_dims_any, inner_op,
+from s2sad.runtime import (diag_adjoint, diagonal_2d, eig_gaps, eigh_vectors, einsum_into, einsum_op, einsum_swap,
+                           expand_dims_any, inner_op,
                            kron_adjoint_a, kron_adjoint_b,
                            logabsdet, matmul_adjoint_a, matmul_adjoint_b, matrix_t, slogdet_sign, sum_reduce, sym_lower,
                            tensordot_op, tensordot_spec, tril_half, unbroadcast, vdot_flat)
