@@ -27,7 +27,7 @@ ROOT = TESTS.parent
 # Modules whose compiles outgrow one process's share of memory, split into this many parts (by item
 # number, so each part has every kind of case).
 PARTS = {"test_rules.py": 12, "test_runtime_layouts.py": 3, "test_real_code.py": 6, "test_real_numpy.py": 3,
-         "test_numpy_spellings.py": 2}
+         "test_numpy_spellings.py": 3}
 # Run first, being the longest, so that no long part starts last.
 FIRST = ("test_rules.py", "test_real_code.py", "test_runtime_layouts.py", "test_real_numpy.py",
          "test_numpy_spellings.py", "test_numpy_programs.py", "test_demo.py", "test_background.py")
