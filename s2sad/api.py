@@ -667,7 +667,7 @@ def _is_static_argument(value) -> bool:
         return True
     kind = type(value)
     return kind.__module__ not in ("builtins", "numpy") and not isinstance(value, (tuple, list, dict, np.generic)) \
-        and not tree_registered(kind) and not isinstance(value, (np.random.Generator, np.random.RandomState))
+        and not tree_registered(kind) and not isinstance(value, hidden.RANDOM_GENERATORS)
 
 
 def _arg_kinds(params: list, defs: tuple | None, args: tuple) -> tuple:
@@ -788,12 +788,10 @@ def _as_float(x):
 def _generators_copied(args: tuple) -> tuple:
     """`args` with each random generator copied: a check that runs the primal must not move the user's
     generators, which the gradient then draws from."""
-    if not any(isinstance(a, _GENERATORS) for a in args):
+    if not any(isinstance(a, hidden.RANDOM_GENERATORS) for a in args):
         return args
-    return tuple(copy.deepcopy(a) if isinstance(a, _GENERATORS) else a for a in args)
+    return tuple(copy.deepcopy(a) if isinstance(a, hidden.RANDOM_GENERATORS) else a for a in args)
 
-
-_GENERATORS = (np.random.Generator, np.random.RandomState)
 
 
 def _called(fn: Callable, *args):

@@ -138,6 +138,10 @@ class UnitAxesChangedError(TypeError):
             "give np.squeeze an `axis`")
 
 
+# Random generators are passed to generated code as they are: it draws from the user's own and moves it on.
+RANDOM_GENERATORS = (np.random.Generator, np.random.RandomState)
+
+
 def is_hidden_array(value: Any) -> bool:
     """The values generated code takes as hidden parameters: NumPy arrays (of any dtype)."""
     return type(value) is np.ndarray

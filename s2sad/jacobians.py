@@ -11,6 +11,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from s2sad.hidden import RANDOM_GENERATORS
 from s2sad.runtime.core import adjoint_dtype, scalar_adjoint
 
 
@@ -40,7 +41,7 @@ def passes(args: Sequence) -> Iterator[Sequence]:
     """The arguments for each pass of a Jacobian. Every pass draws what one call of the function draws: the
     first takes the user's random generators, which move on as one call moves them; each later one takes
     copies of them as they were before the first."""
-    generators = [i for i, a in enumerate(args) if isinstance(a, (np.random.Generator, np.random.RandomState))]
+    generators = [i for i, a in enumerate(args) if isinstance(a, RANDOM_GENERATORS)]
     before = {i: copy.deepcopy(args[i]) for i in generators}
     yield args
     while True:

@@ -146,7 +146,7 @@ class CallsMixin:
                     and isinstance(node.func.value, cst.Name) and node.func.value.value in self.locals:
                 return self.prim(out, "tape_pop", (Var(self.var(node.func.value.value)),), target=target,
                                  hint="popped")
-            if self.draws_from_local_generator(node):
+            if self.draws_from_generator(node):
                 return self.draw(node, out, target)
             what = cst.Module([]).code_for_node(node.func)
             raise self.err(node, f"cannot call `{what}`: s2sad only calls NumPy/math functions with rules "

@@ -59,7 +59,6 @@ def _makes_float32(value, singles: set) -> bool:
 
 
 GENERATOR_MAKERS = frozenset({"np.random.default_rng", "np.random.RandomState", "np.random.Generator"})
-GENERATOR_TYPES = (np.random.Generator, np.random.RandomState)
 
 
 def _makes_generator(value, generators: set) -> bool:

@@ -16,13 +16,13 @@ import numpy as np
 from s2sad import rules
 from s2sad.errors import UnsupportedError
 from s2sad.frontend import unwrap
+from s2sad.hidden import RANDOM_GENERATORS
 from s2sad.ir import Const, Copy, Effect, If, Prim, Slice, Store, Var
 from s2sad.rules import inlined
 from s2sad.rules.registry import Custom, Opaque, spelling
 from s2sad.normalize.calls import _gufunc_layout, _output_argument
 from s2sad.normalize.state import _NOT_STATIC, RaisesHere
 from s2sad.normalize.static import _draws, _evaluate, _module_of, _pure
-from s2sad.normalize.facts import GENERATOR_TYPES
 from s2sad.normalize.syntax import _dotted, _fills, _sorts_array
 from s2sad.normalize.tables import BUILTIN_HINTS, DRAW_HINT, FLAT_RESULTS, HINT_RULE, STAND_IN_HINT
 
@@ -55,7 +55,7 @@ class InactiveMixin:
         if fn is not _NOT_STATIC and _gufunc_layout(fn) is not None:  # `move_mean(x, 3, out)`: refused there
             self.value(call, out)
             return
-        if fn is _NOT_STATIC and self.draws_from_local_generator(call):  # `rng.shuffle(order)`
+        if fn is _NOT_STATIC and self.draws_from_generator(call):  # `rng.shuffle(order)`
             self.draw(call, out, None)
             out.append(Effect(out.pop().value, self.loc))
             return
@@ -194,7 +194,7 @@ class InactiveMixin:
             self.ranks[name] = 1
         return result
 
-    def draws_from_local_generator(self, node: cst.Call | None) -> bool:
+    def draws_from_generator(self, node: cst.Call | None) -> bool:
         """Is this `rng.normal(...)` of a generator the function makes (`rng = np.random.default_rng(0)`) or
         takes as an argument?"""
         if node is None or not isinstance(node.func, cst.Attribute) or not isinstance(node.func.value, cst.Name):
@@ -203,13 +203,13 @@ class InactiveMixin:
         if name is None or name in self.generators:
             return name is not None
         kind = self.kind_of(Var(name), required=name in self.arguments)
-        return kind is not None and isinstance(kind[1], type) and issubclass(kind[1], GENERATOR_TYPES)
+        return kind is not None and isinstance(kind[1], type) and issubclass(kind[1], RANDOM_GENERATORS)
 
     def draw(self, node: cst.Call, out, target, receiver: Var | None = None):
         """`rng.normal(0.0, 1.0, n)`: a draw from the user's generator runs as written, where it is written."""
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(self.static_value(node.func),
                                                                                              "__name__", "")
-        if not any(callable(getattr(kind, method, None)) for kind in (np.random.Generator, np.random.RandomState)):
+        if not any(callable(getattr(kind, method, None)) for kind in RANDOM_GENERATORS):
             raise self.err(node, f"a random generator has no method `{method}`")
         if any(a.star for a in node.args):
             raise self.err(node, "`*args` / `**kwargs` in calls are not supported")

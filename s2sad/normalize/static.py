@@ -19,7 +19,7 @@ import numpy as np
 from s2sad import gencache, rules
 from s2sad.errors import TypesNeeded
 from s2sad.frontend import Parsed, unwrap
-from s2sad.hidden import Hidden, is_hidden_array
+from s2sad.hidden import RANDOM_GENERATORS, Hidden, is_hidden_array
 from s2sad.ir import Const, Copy, Record, Var
 from s2sad.objects import (MISSING, LocalObject, after_in_mro, builds_object, dataclass_init, defining_class,
                            is_namedtuple)
@@ -538,7 +538,7 @@ def _draws(fn) -> bool:
 def _is_own_generator(obj) -> bool:
     """A random generator the user made (`np.random.default_rng(7)`), not NumPy's global one behind
     `np.random.normal`: its draws must advance its own stream."""
-    return isinstance(obj, (np.random.Generator, np.random.RandomState)) and obj is not np.random.mtrand._rand
+    return isinstance(obj, RANDOM_GENERATORS) and obj is not np.random.mtrand._rand
 
 
 def _pure(fn) -> bool:

@@ -175,7 +175,7 @@ def logistic_cdf(x, loc=0.0, scale=1.0):
 
 def uniform_logpdf(x, loc=0.0, scale=1.0):
     y = _standardized(x, loc, scale)
-    return np.where((y >= 0) & (y <= 1), -np.log(scale) + 0.0 * y, -np.inf)
+    return np.where((y >= 0) & (y <= 1), -np.log(scale) + 0.0 * y, -np.inf)  # 0 * y: a density shaped like x
 
 
 def halfnorm_logpdf(x, loc=0.0, scale=1.0):
